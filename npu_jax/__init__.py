@@ -1,0 +1,19 @@
+"""npu-jax: a JAX functional emulator of an Ascend DaVinci-style AI Core.
+
+Public surface::
+
+    hw = npu_jax.presets.ascend910b()          # ascend910(), ascend310p(), tiny()
+    c, report = npu_jax.matmul(a, b, hw=hw)    # GEMM on the emulated Cube
+    report.cycles, report.pct_peak, report.bytes, report.pipe_busy, report.summary()
+"""
+
+from npu_jax import errors
+from npu_jax.core.policy import Policy
+from npu_jax.hw import Assumed, HardwareConfig, presets
+from npu_jax.kernels.matmul import MatmulTiling, matmul
+from npu_jax.report.report import Report
+
+__version__ = "0.1.0"
+
+__all__ = ["Assumed", "HardwareConfig", "MatmulTiling", "Policy", "Report", "errors", "matmul",
+           "presets"]

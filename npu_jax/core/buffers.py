@@ -1,0 +1,166 @@
+"""On-chip allocations: a static allocator per buffer, checked at trace time.
+
+An :class:`Alloc` is a named typed array living in one buffer (L1, L0A, L0B, L0C, UB) at a fixed
+byte offset, optionally with a leading stage axis for double buffering. The :class:`Plan` hands
+out offsets, enforcing capacity and alignment with errors that say how to fix the tiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from npu_jax.errors import AlignmentError, CapacityError
+from npu_jax.hw.config import BUFFERS, HardwareConfig
+
+DTYPES = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32, "int32": jnp.int32}
+# Layout tags. 2-D matrices: ND (rows, cols); NZ (C1, rows, C0) = column fractals;
+# ZZ (M1, K1, M0, K0) for L0A; ZN (K1, N1, N0, K0) for L0B; L0C holds NZ as (N1, M1, M0, N0).
+# Feature maps: NC1HWC0 tiles are stored (C1, H, W, C0).
+FORMATS = ("ND", "NZ", "ZZ", "ZN", "NC1HWC0")
+
+
+def dtype_name(dtype) -> str:
+    d = jnp.dtype(dtype)
+    for name, t in DTYPES.items():
+        if jnp.dtype(t) == d:
+            return name
+    raise TypeError(f"unsupported dtype {d}; npu-jax handles {sorted(DTYPES)}.")
+
+
+def itemsize(dtype: str) -> int:
+    return jnp.dtype(DTYPES[dtype]).itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class Alloc:
+    """A static allocation: ``stages`` copies of a ``shape`` array of ``dtype`` in ``buffer``."""
+
+    name: str
+    buffer: str
+    shape: tuple[int, ...]
+    dtype: str
+    stages: int
+    offset: int  # bytes from the buffer's start
+    stage_bytes: int  # bytes of one stage, rounded up to the buffer's alignment
+    fmt: str = "ND"
+
+    @property
+    def nbytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+    @property
+    def jdtype(self):
+        return DTYPES[self.dtype]
+
+    def __getitem__(self, stage) -> Ref:
+        return Ref(self, stage)
+
+    def at(self, stage=0, offset: tuple | None = None) -> Ref:
+        return Ref(self, stage, offset)
+
+    def describe(self) -> str:
+        st = f", {self.stages} stages" if self.stages > 1 else ""
+        return f"{self.name!r} {self.shape} {self.dtype}{st} = {self.nbytes} B at +{self.offset}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Ref:
+    """One stage of an allocation (the stage may be traced), optionally a sub-block at ``offset``."""
+
+    alloc: Alloc
+    stage: object = 0
+    offset: tuple | None = None
+
+    @property
+    def buffer(self) -> str:
+        return self.alloc.buffer
+
+
+class Plan:
+    """Static allocator for one kernel: offsets per buffer, capacity and alignment checked.
+
+    Example:
+        >>> from npu_jax.hw import presets
+        >>> plan = Plan(presets.ascend910b())
+        >>> a = plan.alloc("L0A", "a", (8, 4, 16, 16), "fp16", stages=2, fmt="ZZ")
+        >>> a.nbytes
+        32768
+    """
+
+    def __init__(self, hw: HardwareConfig):
+        self.hw = hw
+        self._top = {b: 0 for b in BUFFERS}
+        self.allocs: list[Alloc] = []
+
+    def free(self, buffer: str) -> int:
+        return self.hw.buffer_bytes(buffer) - self._top[buffer]
+
+    def alloc(self, buffer: str, name: str, shape, dtype: str = "fp16", *, stages: int = 1,
+              fmt: str = "ND", offset: int | None = None) -> Alloc:
+        if buffer not in BUFFERS:
+            raise ValueError(f"buffer must be one of {BUFFERS}, got {buffer!r}.")
+        if dtype not in DTYPES:
+            raise TypeError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")
+        if fmt not in FORMATS:
+            raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}.")
+        if any(a.name == name for a in self.allocs):
+            raise ValueError(f"an allocation named {name!r} already exists; names must be unique.")
+        shape = tuple(int(s) for s in shape)
+        if not shape or any(s <= 0 for s in shape):
+            raise CapacityError(f"allocation {name!r} in {buffer} needs a shape of positive sizes, "
+                                f"got {shape}.")
+        if not isinstance(stages, int) or stages < 1:
+            raise ValueError(f"stages must be an int >= 1, got {stages!r}.")
+        align = self.hw.alignment(buffer)
+        raw = math.prod(shape) * itemsize(dtype)
+        if buffer in ("L0A", "L0B"):
+            k0 = self.hw.k0(itemsize(dtype))
+            if fmt not in ("ZZ", "ZN") or len(shape) != 4 or shape[2:] != (16, k0):
+                raise AlignmentError(
+                    f"{buffer} holds whole 512-B fractals: allocation {name!r} must be "
+                    f"{'ZZ (M1, K1, 16, K0)' if buffer == 'L0A' else 'ZN (K1, N1, 16, K0)'} with "
+                    f"K0={k0} for {dtype}, got fmt={fmt} shape={shape}."
+                )
+        stage_bytes = -(-raw // align) * align
+        if offset is None:
+            offset = self._top[buffer]
+        elif offset % align:
+            raise AlignmentError(
+                f"{buffer} allocations start on {align}-B boundaries; {name!r} asked for offset "
+                f"{offset} B ({offset % align} B off). Use offset={offset - offset % align} or "
+                f"{offset - offset % align + align}, or leave offset=None."
+            )
+        elif offset < self._top[buffer]:
+            raise AlignmentError(
+                f"{buffer} offset {offset} B for {name!r} overlaps earlier allocations ending at "
+                f"{self._top[buffer]} B; use offset >= {self._top[buffer]} or offset=None."
+            )
+        need = stages * stage_bytes
+        cap = self.hw.buffer_bytes(buffer)
+        if offset + need > cap:
+            there = "; ".join(a.describe() for a in self.allocs if a.buffer == buffer) or "none"
+            hint = " or set stages=1" if stages > 1 else ""
+            raise CapacityError(
+                f"{buffer} holds {cap} B but {name!r} {shape} {dtype} x {stages} stage(s) needs "
+                f"{need} B ({stages} x {stage_bytes} B) with {cap - offset} B free at +{offset} "
+                f"(already there: {there}). Lower the tile size{hint}."
+            )
+        a = Alloc(name, buffer, shape, dtype, stages, offset, stage_bytes, fmt)
+        self._top[buffer] = offset + need
+        self.allocs.append(a)
+        return a
+
+    def used(self) -> dict[str, int]:
+        return dict(self._top)
+
+
+def poison(alloc: Alloc) -> jnp.ndarray:
+    """Fresh contents of an allocation: NaN for floats, so unwritten reads show (initcheck-lite)."""
+    shape = (alloc.stages,) + alloc.shape
+    if jnp.issubdtype(alloc.jdtype, jnp.floating):
+        return jnp.full(shape, np.nan, alloc.jdtype)
+    return jnp.full(shape, np.iinfo(np.int32).min, alloc.jdtype)

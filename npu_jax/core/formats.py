@@ -1,0 +1,78 @@
+"""Data layouts of the Cube and the feature-map format, as reshapes and transposes.
+
+2-D matrices: ND (rows, cols); NZ (C1, rows, C0), the L1 "big-N small-z" layout; ZZ
+(M1, K1, M0, K0) for A in L0A; ZN (K1, N1, N0, K0) for B in L0B; L0C's NZ (N1, M1, M0, N0).
+Feature maps: NC1HWC0 with C0 = 32 B / itemsize (16 for fp16). Shapes must already be whole
+fractals (callers pad); the inverse of each is given for reading results back.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+F = 16  # fractal rows (M0 / N0)
+
+
+def c0_of(dtype) -> int:
+    return 32 // jnp.dtype(dtype).itemsize
+
+
+def nd_to_nz(x, c0: int):
+    r, c = x.shape
+    return x.reshape(r, c // c0, c0).transpose(1, 0, 2)
+
+
+def nz_to_nd(x):
+    c1, r, c0 = x.shape
+    return x.transpose(1, 0, 2).reshape(r, c1 * c0)
+
+
+def nd_to_zz(x, k0: int):
+    m, k = x.shape
+    return x.reshape(m // F, F, k // k0, k0).transpose(0, 2, 1, 3)
+
+
+def zz_to_nd(x):
+    m1, k1, m0, k0 = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(m1 * m0, k1 * k0)
+
+
+def nd_to_zn(x, k0: int):
+    k, n = x.shape
+    return x.reshape(k // k0, k0, n // F, F).transpose(0, 2, 3, 1)
+
+
+def zn_to_nd(x):
+    k1, n1, n0, k0 = x.shape
+    return x.transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * n0)
+
+
+def nd_to_l0c(x):
+    m, n = x.shape
+    return x.reshape(m // F, F, n // F, F).transpose(2, 0, 1, 3)
+
+
+def l0c_to_nd(x):
+    n1, m1, m0, n0 = x.shape
+    return x.transpose(1, 2, 0, 3).reshape(m1 * m0, n1 * n0)
+
+
+def chw_to_c1hwc0(x, c0: int):
+    """(C, H, W) -> (C1, H, W, C0), channels zero-padded to a multiple of C0."""
+    c, h, w = x.shape
+    c1 = -(-c // c0)
+    x = jnp.pad(x, ((0, c1 * c0 - c), (0, 0), (0, 0)))
+    return x.reshape(c1, c0, h, w).transpose(0, 2, 3, 1)
+
+
+def nchw_to_nc1hwc0(x, c0: int):
+    """The whole-tensor relayout (N, C, H, W) -> (N, C1, H, W, C0)."""
+    n, c, h, w = x.shape
+    c1 = -(-c // c0)
+    x = jnp.pad(x, ((0, 0), (0, c1 * c0 - c), (0, 0), (0, 0)))
+    return x.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def nc1hwc0_to_nchw(x, c: int):
+    n, c1, h, w, c0 = x.shape
+    return x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c0, h, w)[:, :c]

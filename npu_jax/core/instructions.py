@@ -1,0 +1,549 @@
+"""The instruction set: pure functions ``Core -> Core`` that move or compute data and charge a pipe.
+
+Data moves with ``lax.dynamic_slice`` / ``dynamic_update_slice``; the Cube is one ``einsum`` on
+fractal layouts at HIGHEST precision. Every instruction takes ``when`` (a bool, possibly traced):
+when false it is a no-op that costs nothing -- how kernels predicate edge or idle iterations
+without Python control flow. Data is computed in program order; overlap between pipes shows only
+in time (see ``sync.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from npu_jax.core import formats, wide
+from npu_jax.core.buffers import Ref, itemsize
+from npu_jax.core.policy import convert
+from npu_jax.core.rounding import round_to
+from npu_jax.core.state import Core, GmWindow
+from npu_jax.core.timing import (
+    COUNTER_INDEX,
+    OP_INDEX,
+    PIPE_INDEX,
+    ceil_div,
+    gm_transfer_cycles,
+    mmad_cycles,
+    onchip_cycles,
+    vector_cycles,
+)
+
+_i32 = jnp.int32
+
+
+# ---- bookkeeping shared by all instructions ----------------------------------------------------
+def issue(core: Core, pipe: str, cost, op: str, when=True) -> Core:
+    """Run one instruction of ``cost`` cycles on ``pipe`` (in order), recording it in the trace."""
+    p = PIPE_INDEX[pipe]
+    when = jnp.asarray(when, jnp.bool_)
+    cost = jnp.where(when, jnp.asarray(cost, _i32), 0)
+    start = core.pipe_free[p]
+    end = wide.add_int(start, cost)
+    core = core.replace(
+        pipe_free=core.pipe_free.at[p].set(end),
+        pipe_busy=core.pipe_busy.at[p].set(wide.add_int(core.pipe_busy[p], cost)),
+        n_instr=core.n_instr.at[p].add(when.astype(_i32)),
+    )
+    if core.trace:
+        t = core.trace
+        cap = t["pipe"].shape[0]
+        i = jnp.minimum(t["n"], cap - 1)
+        keep = when & (t["n"] < cap)
+        core = core.replace(trace={
+            "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
+            "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
+            "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
+            "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
+            "n": t["n"] + when.astype(_i32),
+        })
+    return core
+
+
+def count(core: Core, name: str, amount, when=True) -> Core:
+    amount = jnp.where(jnp.asarray(when), jnp.asarray(amount, _i32), 0)
+    c = COUNTER_INDEX[name]
+    return core.replace(counters=core.counters.at[c].set(wide.add_int(core.counters[c], amount)))
+
+
+def _stage_block(core: Core, ref: Ref, shape) -> jax.Array:
+    a = ref.alloc
+    off = ref.offset or (0,) * len(a.shape)
+    full = core.buf[a.name]
+    blk = lax.dynamic_slice(full, (jnp.asarray(ref.stage, _i32),) + tuple(off), (1,) + tuple(shape))
+    return blk[0]
+
+
+def _write_ref(core: Core, ref: Ref, block, when) -> Core:
+    a = ref.alloc
+    off = ref.offset or (0,) * len(a.shape)
+    if len(block.shape) != len(a.shape) or any(
+        isinstance(o, int) and o + s > t for o, s, t in zip(off, block.shape, a.shape)
+    ):
+        raise ValueError(f"block {tuple(block.shape)} at {tuple(off)} does not fit allocation "
+                         f"{a.name!r} of shape {a.shape}.")
+    idx = (jnp.asarray(ref.stage, _i32),) + tuple(jnp.asarray(o, _i32) for o in off)
+    full = core.buf[a.name]
+    block = block.astype(a.jdtype)[None]
+    old = lax.dynamic_slice(full, idx, block.shape)
+    new = jnp.where(jnp.asarray(when), block, old)
+    return core.replace(buf={**core.buf, a.name: lax.dynamic_update_slice(full, new, idx)})
+
+
+def _valid_extents(core: Core, win: GmWindow):
+    spec = core.ctx.gm_spec(win.name)
+    return tuple(
+        jnp.clip(jnp.asarray(s, _i32) - jnp.asarray(st, _i32), 0, size)
+        for s, st, size in zip(spec.shape, win.starts, win.sizes)
+    )
+
+
+def _mask(shape, valid):
+    m = jnp.ones(shape, jnp.bool_)
+    for d, v in enumerate(valid):
+        iota = lax.broadcasted_iota(_i32, shape, d)
+        m = m & (iota < v)
+    return m
+
+
+def gm_bursts(core: Core, win: GmWindow, valid):
+    """(bytes, bursts) of a GM window in the tensor's logical row-major layout.
+
+    Trailing dimensions the window covers whole merge with the next one into one contiguous run;
+    every other combination of leading indices starts a new burst.
+    """
+    spec = core.ctx.gm_spec(win.name)
+    nd = len(spec.shape)
+    j = nd - 1
+    while j > 0 and win.sizes[j] >= spec.shape[j] and isinstance(win.starts[j], int) and win.starts[j] == 0:
+        j -= 1
+    elems = math.prod(valid) if valid else 1
+    nbytes = jnp.asarray(elems, _i32) * itemsize(spec.dtype)
+    bursts = jnp.asarray(1, _i32)
+    for d in range(j):
+        bursts = bursts * valid[d]
+    bursts = jnp.where(nbytes > 0, bursts, 0)
+    return nbytes, bursts
+
+
+# ---- DataCopy (MTE2 / MTE3) --------------------------------------------------------------------
+def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> Core:
+    """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
+
+    ``src``/``dst`` are a :class:`GmWindow` (``core.gm_window(...)``) and an allocation
+    :class:`Ref`. ``layout`` converts on the way in: ``"nz"`` (2-D ND window -> NZ) or
+    ``"nc1hwc0"`` (a (C, H, W) NCHW window -> (C1, H, W, C0), channels zero-padded). The cost is
+    the window's bytes at the GM rate plus a gap per discontiguous burst of the *source* layout.
+    """
+    hw = core.hw
+    if isinstance(src, GmWindow) and isinstance(dst, Ref):
+        if dst.buffer not in ("L1", "UB"):
+            raise ValueError(f"DataCopy from GM goes to L1 or UB, not {dst.buffer}; use "
+                             f"load2d/load3d to fill L0A/L0B from L1.")
+        spec = core.ctx.gm_spec(src.name)
+        if spec.dtype != dst.alloc.dtype:
+            raise TypeError(f"DataCopy does not convert: GM {src.name!r} is {spec.dtype} but "
+                            f"{dst.alloc.name!r} is {dst.alloc.dtype}; cast on the vector unit.")
+        valid = _valid_extents(core, src)
+        starts = tuple(jnp.asarray(s, _i32) for s in src.starts)
+        tile = lax.dynamic_slice(core.gm[src.name], starts, src.sizes)
+        tile = jnp.where(_mask(tile.shape, valid), tile, jnp.zeros((), tile.dtype))
+        c0 = formats.c0_of(tile.dtype)
+        if layout == "nz":
+            if tile.ndim != 2 or tile.shape[1] % c0:
+                raise ValueError(f"layout='nz' needs a 2-D window with cols a multiple of {c0}, "
+                                 f"got {tile.shape}.")
+            tile = formats.nd_to_nz(tile, c0)
+        elif layout == "nc1hwc0":
+            tile = tile.reshape(tile.shape[-3:]) if tile.ndim == 4 and tile.shape[0] == 1 else tile
+            if tile.ndim != 3:
+                raise ValueError(f"layout='nc1hwc0' needs a (C, H, W) window, got {tile.shape}.")
+            tile = formats.chw_to_c1hwc0(tile, c0)
+        elif layout is not None:
+            raise ValueError(f"layout must be None, 'nz' or 'nc1hwc0', got {layout!r}.")
+        nbytes, bursts = gm_bursts(core, src, valid)
+        cost = gm_transfer_cycles(nbytes, bursts, core.ctx.gm_rate, hw.assumed.mte2_startup, hw)
+        core = _write_ref(core, dst, tile, when)
+        core = count(core, f"GM->{dst.buffer}", nbytes, when)
+        return issue(core, "MTE2", cost, "DataCopy", when)
+    if isinstance(src, Ref) and isinstance(dst, GmWindow):
+        if src.buffer != "UB":
+            raise ValueError(f"DataCopy to GM comes from UB (MTE3), not {src.buffer}; L0C leaves "
+                             f"through fixpipe (910B) or l0c_to_ub (910/310P).")
+        spec = core.ctx.gm_spec(dst.name)
+        if not spec.output:
+            raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
+        block = _stage_block(core, src, dst.sizes)
+        valid = _valid_extents(core, dst)
+        nbytes, bursts = gm_bursts(core, dst, valid)
+        rate = min(hw.ub_to_gm_rate, core.ctx.gm_rate)
+        cost = gm_transfer_cycles(nbytes, bursts, rate, hw.assumed.mte3_startup, hw)
+        core = write_gm(core, dst, block, valid, when)
+        core = count(core, "UB->GM", nbytes, when)
+        return issue(core, "MTE3", cost, "DataCopy", when)
+    raise ValueError(f"DataCopy supports GM->L1, GM->UB and UB->GM; got "
+                     f"{type(src).__name__} -> {type(dst).__name__}.")
+
+
+def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
+    """Write the ``valid`` part of ``block`` into a GM output window and mark it written."""
+    spec = core.ctx.gm_spec(dst.name)
+    starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
+    old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
+    m = _mask(dst.sizes, valid) & jnp.asarray(when)
+    new = jnp.where(m, block.astype(old.dtype), old)
+    wold = lax.dynamic_slice(core.gm_written[dst.name], starts, dst.sizes)
+    return core.replace(
+        gm={**core.gm, dst.name: lax.dynamic_update_slice(core.gm[dst.name], new, starts)},
+        gm_written={**core.gm_written, spec.name: lax.dynamic_update_slice(
+            core.gm_written[spec.name], wold | m, starts)},
+    )
+
+
+# ---- LoadData 2D and Load3D (MTE1) -------------------------------------------------------------
+def _l0_window_shape(dst: Ref):
+    a = dst.alloc
+    if a.buffer == "L0A":  # ZZ (M1, K1, 16, K0): an (M, K) window
+        return a.shape[0] * a.shape[2], a.shape[1] * a.shape[3]
+    if a.buffer == "L0B":  # ZN (K1, N1, 16, K0): a (K, N) window
+        return a.shape[0] * a.shape[3], a.shape[1] * a.shape[2]
+    raise ValueError(f"LoadData fills L0A or L0B, not {a.buffer}.")
+
+
+def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=True) -> Core:
+    """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN).
+
+    ``start`` is the window's (row, col) in the L1 matrix (traced allowed). For L0A the window is
+    (M, K); for L0B it is (K, N). ``valid`` = (rows, cols) actually meaningful, for the cost of an
+    edge tile; whole fractals move either way.
+    """
+    a = src.alloc
+    if a.buffer != "L1":
+        raise ValueError(f"LoadData 2D reads L1, not {a.buffer}.")
+    if a.dtype != dst.alloc.dtype:
+        raise TypeError(f"LoadData does not convert: {a.name!r} is {a.dtype}, "
+                        f"{dst.alloc.name!r} is {dst.alloc.dtype}.")
+    rows, cols = _l0_window_shape(dst)
+    k0 = core.hw.k0(itemsize(a.dtype))
+    r0, c0 = (jnp.asarray(s, _i32) for s in start)
+    full = core.read(a, src.stage)
+    if a.fmt == "ND":
+        nd = lax.dynamic_slice(full, (r0, c0), (rows, cols))
+    elif a.fmt == "NZ":
+        cz = a.shape[2]
+        nd = formats.nz_to_nd(lax.dynamic_slice(full, (c0 // cz, r0, 0), (cols // cz, rows, cz)))
+    else:
+        raise ValueError(f"LoadData 2D reads an ND or NZ matrix, {a.name!r} is {a.fmt}.")
+    tile = formats.nd_to_zz(nd, k0) if dst.buffer == "L0A" else formats.nd_to_zn(nd, k0)
+    isz = itemsize(a.dtype)
+    if valid is None:
+        nbytes = rows * cols * isz
+    else:
+        vr, vc = valid
+        # Whole fractals move: rows/cols round up to 16 / K0.
+        if dst.buffer == "L0A":
+            nbytes = ceil_div(vr, 16) * 16 * ceil_div(vc, k0) * k0 * isz
+        else:
+            nbytes = ceil_div(vr, k0) * k0 * ceil_div(vc, 16) * 16 * isz
+    rate = core.hw.l1_to_l0a_bytes_per_cycle if dst.buffer == "L0A" else core.hw.l0b_rate
+    cost = onchip_cycles(nbytes, rate, core.hw.assumed.mte1_startup)
+    core = _write_ref(core, dst, tile, when)
+    core = count(core, f"L1->{dst.buffer}", nbytes, when)
+    return issue(core, "MTE1", cost, "LoadData2D", when)
+
+
+@dataclasses.dataclass(frozen=True)
+class Load3DGeometry:
+    """Static geometry of an img2col: kernel, stride, dilation, and output positions per row."""
+
+    kh: int
+    kw: int
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    out_w: int = 1  # output positions per row of this L1 tile (M index = oh * out_w + ow)
+
+    def __post_init__(self):
+        for name, v, hi in (("kh", self.kh, 255), ("kw", self.kw, 255)):
+            if not 1 <= v <= hi:
+                raise ValueError(f"Load3D {name} must be in 1..{hi}, got {v}.")
+        if not all(1 <= s <= 63 for s in self.stride):
+            raise ValueError(f"Load3D stride must be in 1..63, got {self.stride}.")
+        if not all(1 <= d <= 255 for d in self.dilation):
+            raise ValueError(f"Load3D dilation must be in 1..255, got {self.dilation}.")
+        if self.out_w < 1:
+            raise ValueError(f"Load3D out_w must be >= 1, got {self.out_w}.")
+
+
+def img2col_tile(x, geom: Load3DGeometry, *, k_start, m_start, m_ext: int, k_ext: int,
+                 pad_top, pad_left, h_valid, w_valid, m_valid):
+    """The (m_ext, k_ext) window of the virtual img2col matrix of an NC1HWC0 tile (C1, H, W, C0).
+
+    Row m is output position (m // out_w, m % out_w); column k = ((c1 * kh + i) * kw + j) * C0 + c0.
+    Input row of (oh, i) is oh * sh + i * dh - pad_top; anything outside [0, h_valid) x
+    [0, w_valid), or past ``m_valid`` rows, or past the tile's C1, reads as zero (padding).
+    """
+    c1n, h, w, c0 = x.shape
+    kf = k_ext // c0
+    m = jnp.asarray(m_start, _i32) + jnp.arange(m_ext, dtype=_i32)
+    f = jnp.asarray(k_start, _i32) // c0 + jnp.arange(kf, dtype=_i32)
+    c1 = f // (geom.kh * geom.kw)
+    ij = f % (geom.kh * geom.kw)
+    i, j = ij // geom.kw, ij % geom.kw
+    oh, ow = m // geom.out_w, m % geom.out_w
+    ih = oh[:, None] * geom.stride[0] + i[None, :] * geom.dilation[0] - jnp.asarray(pad_top, _i32)
+    iw = ow[:, None] * geom.stride[1] + j[None, :] * geom.dilation[1] - jnp.asarray(pad_left, _i32)
+    ok = ((ih >= 0) & (ih < h_valid) & (iw >= 0) & (iw < w_valid) & (c1 < c1n)[None, :]
+          & (m < m_valid)[:, None])
+    g = x[jnp.clip(c1, 0, c1n - 1)[None, :], jnp.clip(ih, 0, h - 1), jnp.clip(iw, 0, w - 1)]
+    return jnp.where(ok[..., None], g, jnp.zeros((), x.dtype)).reshape(m_ext, k_ext)
+
+
+def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m_start=0,
+           pad_top=0, pad_left=0, h_valid=None, w_valid=None, m_valid=None, when=True) -> Core:
+    """Load3D: img2col of an NC1HWC0 feature-map tile in L1 straight into L0A fractals (ZZ).
+
+    Fills ``dst`` (M1, K1, 16, C0) with the (M, K) window at (``m_start``, ``k_start``) of the
+    tile's img2col matrix; ``k_start`` is a multiple of C0. ``pad_top``/``pad_left`` place output
+    position 0's window (negative padding = a tile starting inside the map); rows >= ``h_valid``
+    or cols >= ``w_valid`` read as bottom/right padding. Costs whole fractals at the L1->L0A rate.
+    """
+    a = src.alloc
+    if a.buffer != "L1" or a.fmt != "NC1HWC0":
+        raise ValueError(f"Load3D reads an NC1HWC0 tile in L1; {a.name!r} is {a.fmt} in {a.buffer}.")
+    if dst.buffer != "L0A":
+        raise ValueError(f"Load3D writes L0A, not {dst.buffer}.")
+    if a.dtype != dst.alloc.dtype:
+        raise TypeError(f"Load3D does not convert: {a.name!r} is {a.dtype}, {dst.alloc.name!r} "
+                        f"is {dst.alloc.dtype}.")
+    m_ext, k_ext = _l0_window_shape(dst)
+    c1n, h, w, c0 = a.shape
+    if dst.alloc.shape[3] != c0:
+        raise ValueError(f"Load3D: L0A K0 {dst.alloc.shape[3]} != tile C0 {c0}.")
+    x = core.read(a, src.stage)
+    m_valid = m_ext if m_valid is None else m_valid
+    nd = img2col_tile(x, geom, k_start=k_start, m_start=m_start, m_ext=m_ext, k_ext=k_ext,
+                      pad_top=pad_top, pad_left=pad_left,
+                      h_valid=h if h_valid is None else h_valid,
+                      w_valid=w if w_valid is None else w_valid,
+                      m_valid=m_valid)
+    tile = formats.nd_to_zz(nd, c0)
+    nbytes = ceil_div(jnp.minimum(jnp.asarray(m_valid, _i32), m_ext), 16) * 16 * k_ext * itemsize(a.dtype)
+    cost = onchip_cycles(nbytes, core.hw.l1_to_l0a_bytes_per_cycle, core.hw.assumed.mte1_startup)
+    core = _write_ref(core, dst, tile, when)
+    core = count(core, "L1->L0A", nbytes, when)
+    return issue(core, "MTE1", cost, "Load3D", when)
+
+
+# ---- Mmad (M) ----------------------------------------------------------------------------------
+def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True) -> Core:
+    """Mmad: C (L0C, fp32, NZ) = A (L0A, ZZ) @ B (L0B, ZN) [+ C], over the leading m x n x k.
+
+    ``init`` (traced allowed) zeroes C first (``cmatrixInitVal``). Entries of C outside m x n are
+    untouched; A/B entries outside m, n, k are ignored. The running sum follows the policy's
+    ``accumulate``: fp32 (hardware), or an fp16 what-if rounded per Mmad or per K0 step.
+    """
+    if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
+        raise ValueError(f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> "
+                         f"{dst.buffer}.")
+    A = core.read(a.alloc, a.stage)
+    B = core.read(b.alloc, b.stage)
+    m1, k1, _, k0 = A.shape
+    kb1, n1, _, kb0 = B.shape
+    if (k1, k0) != (kb1, kb0):
+        raise ValueError(f"Mmad K mismatch: A is {A.shape} (K={k1 * k0}), B is {B.shape} (K={kb1 * kb0}).")
+    cshape = dst.alloc.shape
+    if cshape[:2] != (n1, m1) or dst.alloc.dtype != "fp32":
+        raise ValueError(f"Mmad destination must be fp32 NZ (N1={n1}, M1={m1}, 16, 16), got "
+                         f"{dst.alloc.dtype} {cshape}.")
+    m_, n_, k_ = (jnp.asarray(v, _i32) for v in (m, n, k))
+    rows = (jnp.arange(m1)[:, None] * 16 + jnp.arange(16)[None, :]) < m_  # (m1, m0)
+    cols = (jnp.arange(n1)[:, None] * 16 + jnp.arange(16)[None, :]) < n_  # (n1, n0)
+    kk = (jnp.arange(k1)[:, None] * k0 + jnp.arange(k0)[None, :]) < k_  # (k1, k0)
+    A32 = jnp.where(rows[:, None, :, None] & kk[None, :, None, :], A.astype(jnp.float32), 0.0)
+    B32 = jnp.where(kk[:, None, None, :] & cols[None, :, :, None], B.astype(jnp.float32), 0.0)
+    C = core.read(dst.alloc, dst.stage)
+    C0 = jnp.where(jnp.asarray(init), 0.0, C)
+    acc = core.ctx.policy.accumulate
+    hp = lax.Precision.HIGHEST
+    if acc == "fp16_step":
+        def step(c, ab):
+            a_k, b_k = ab  # (m1, m0, k0), (n1, n0, k0)
+            part = jnp.einsum("iac,jbc->jiab", a_k, b_k, precision=hp)
+            return round_to(c + part, "fp16").astype(jnp.float32), None
+        prod, _ = lax.scan(step, C0, (A32.transpose(1, 0, 2, 3), B32))
+        Cn = prod
+    else:
+        prod = jnp.einsum("ikac,kjbc->jiab", A32, B32, precision=hp,
+                          preferred_element_type=jnp.float32)
+        Cn = C0 + prod
+        if acc == "fp16_tile":
+            Cn = round_to(Cn, "fp16").astype(jnp.float32)
+    region = cols[:, None, None, :] & rows[None, :, :, None]  # (n1, m1, m0, n0)
+    Cn = jnp.where(region, Cn, C)
+    core = _write_ref(core, dst, Cn, when)
+    kq = core.hw.k0(itemsize(a.alloc.dtype))
+    core = count(core, "flops", 2 * m_ * n_ * k_, when)
+    issued = 2 * (ceil_div(m_, 16) * 16) * (ceil_div(n_, 16) * 16) * (ceil_div(k_, kq) * kq)
+    core = count(core, "flops_issued", issued, when)
+    return issue(core, "M", mmad_cycles(m_, n_, k_, kq, core.hw), "Mmad", when)
+
+
+# ---- leaving L0C: Fixpipe (910B) and L0C->UB (910/310P) ----------------------------------------
+def _l0c_nd(core: Core, src: Ref):
+    if src.buffer != "L0C":
+        raise ValueError(f"expected an L0C source, got {src.buffer}.")
+    return formats.l0c_to_nd(core.read(src.alloc, src.stage))
+
+
+def _activation(x, act: str | None, alpha: float, clip: float | None):
+    if act is None:
+        return x
+    if act == "relu":
+        x = jnp.maximum(x, 0.0)
+    elif act == "leaky_relu":
+        x = jnp.where(x >= 0, x, x * jnp.float32(alpha))
+    else:
+        raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {act!r}.")
+    if clip is not None:
+        x = jnp.minimum(x, jnp.float32(clip))
+    return x
+
+
+def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: str | None = None,
+            alpha: float = 0.0, clip: float | None = None, when=True) -> Core:
+    """Fixpipe (910B): L0C (fp32, NZ) -> GM window or L1 (ND), converted to the policy's output
+    format with nearest-even rounding, optional ReLU / leaky ReLU / clipped ReLU on the way.
+
+    ``m``, ``n`` (traced allowed) bound the meaningful part; only that part is written.
+    """
+    hw = core.hw
+    if hw.coupled:
+        raise ValueError(f"{hw.name} has no Fixpipe (coupled data path): move L0C with "
+                         f"l0c_to_ub and finish the epilogue on the vector unit.")
+    act = "relu" if relu else activation
+    pol = core.ctx.policy
+    nd = _activation(_l0c_nd(core, src), act, alpha, clip)
+    m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
+    l0c_bytes = ceil_div(m_, 16) * 16 * ceil_div(n_, 16) * 16 * 4
+    if isinstance(dst, GmWindow):
+        spec = core.ctx.gm_spec(dst.name)
+        if not spec.output:
+            raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
+        out = convert(nd, spec.dtype, pol.overflow_mode(hw))
+        block = out[: dst.sizes[0], : dst.sizes[1]]
+        gv = _valid_extents(core, dst)
+        valid = (jnp.minimum(gv[0], m_), jnp.minimum(gv[1], n_))
+        nbytes, bursts = gm_bursts(core, dst, valid)
+        gaps = jnp.maximum(bursts - 1, 0) * hw.assumed.gm_burst_overhead
+        cyc = hw.assumed.fixpipe_startup + jnp.maximum(
+            ceil_div(l0c_bytes, hw.assumed.fixpipe_bytes_per_cycle),
+            ceil_div(nbytes, core.ctx.gm_rate) + gaps)
+        cost = jnp.where(nbytes > 0, cyc, 0)
+        core = write_gm(core, dst, block, valid, when)
+        core = count(core, "L0C->GM", nbytes, when)
+    elif isinstance(dst, Ref) and dst.buffer == "L1":
+        out = convert(nd, dst.alloc.dtype, pol.overflow_mode(hw))
+        shape = dst.alloc.shape if dst.offset is None else None
+        if shape is None or len(shape) != 2:
+            raise ValueError("Fixpipe to L1 writes a whole 2-D ND allocation stage.")
+        blk = out[: shape[0], : shape[1]]
+        keep = _mask(shape, (m_, n_))
+        blk = jnp.where(keep, blk, _stage_block(core, dst, shape))
+        nbytes = m_ * n_ * itemsize(dst.alloc.dtype)
+        cost = onchip_cycles(l0c_bytes, hw.assumed.fixpipe_bytes_per_cycle, hw.assumed.fixpipe_startup)
+        core = _write_ref(core, dst, blk, when)
+        core = count(core, "L0C->L1", nbytes, when)
+    else:
+        raise ValueError("Fixpipe writes to a GM window or an L1 allocation.")
+    return issue(core, "FIX", cost, "Fixpipe", when)
+
+
+def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
+    """L0C -> UB on the Vector pipe (910/310P coupled path), converting to ``dst``'s format.
+
+    ``dst`` is a 2-D ND UB allocation; the top-left (M, N) block of L0C lands there.
+    """
+    hw = core.hw
+    if not hw.coupled:
+        raise ValueError(f"{hw.name} has no L0C->UB path (separated data path): use fixpipe.")
+    if dst.buffer != "UB" or len(dst.alloc.shape) != 2:
+        raise ValueError(f"l0c_to_ub writes a 2-D UB allocation, got {dst.alloc.shape} in {dst.buffer}.")
+    nd = _l0c_nd(core, src)
+    shape = dst.alloc.shape
+    out = convert(nd[: shape[0], : shape[1]], dst.alloc.dtype, core.ctx.policy.overflow_mode(hw))
+    m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
+    nbytes = ceil_div(m_, 16) * 16 * ceil_div(n_, 16) * 16 * 4
+    cost = onchip_cycles(nbytes, hw.l0c_to_ub_bytes_per_cycle, hw.assumed.vector_startup)
+    core = _write_ref(core, dst, out, when)
+    core = count(core, "L0C->UB", m_ * n_ * itemsize(dst.alloc.dtype), when)
+    return issue(core, "V", cost, "L0CToUB", when)
+
+
+# ---- Vector unit (V) ---------------------------------------------------------------------------
+_BINARY = {"VAdd": jnp.add, "VSub": jnp.subtract, "VMul": jnp.multiply, "VMax": jnp.maximum,
+           "VMin": jnp.minimum}
+_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum}
+
+
+def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float = 0.0,
+           mode: str = "nearest_even", count_elems=None, when=True) -> Core:
+    """One vector instruction over whole UB allocation stages (same shape), computed in fp32 and
+    rounded once to ``dst``'s format (exact for one fp16 op: fp32 has p >= 2 * 11 + 2).
+
+    ``op``: VAdd VSub VMul VMax VMin (two sources), VAdds VMuls VMaxs (one source and ``scalar``),
+    VRelu VLeakyRelu VExp VCopy VCast (one source; VCast rounds with ``mode``), VReduceSum (sum of
+    all elements into element 0 of ``dst``). Cost: one 256-B repeat per cycle over the widest
+    operand, plus start-up; ``count_elems`` (traced allowed) charges only a partial tile.
+    """
+    for r in (dst,) + srcs:
+        if r.buffer != "UB":
+            raise ValueError(f"vector ops work on UB, {r.alloc.name!r} is in {r.buffer}.")
+    shape = dst.alloc.shape
+    xs = [_stage_block(core, s, s.alloc.shape).astype(jnp.float32) for s in srcs]
+    for s, x in zip(srcs, xs):
+        if op != "VReduceSum" and x.shape != shape:
+            raise ValueError(f"{op}: source {s.alloc.name!r} {x.shape} != destination {shape}.")
+    nsrc = {**{k: 2 for k in _BINARY}, **{k: 1 for k in _SCALAR},
+            "VRelu": 1, "VLeakyRelu": 1, "VExp": 1, "VCopy": 1, "VCast": 1, "VReduceSum": 1}
+    if op not in nsrc:
+        raise ValueError(f"unknown vector op {op!r}; known: {sorted(nsrc)}.")
+    if len(srcs) != nsrc[op]:
+        raise ValueError(f"{op} takes {nsrc[op]} source(s), got {len(srcs)}.")
+    if op in _BINARY:
+        y = _BINARY[op](xs[0], xs[1])
+    elif op in _SCALAR:
+        if scalar is None:
+            raise ValueError(f"{op} needs scalar=.")
+        y = _SCALAR[op](xs[0], jnp.asarray(scalar, jnp.float32))
+    elif op == "VRelu":
+        y = jnp.maximum(xs[0], 0.0)
+    elif op == "VLeakyRelu":
+        y = jnp.where(xs[0] >= 0, xs[0], xs[0] * jnp.float32(alpha))
+    elif op == "VExp":
+        y = jnp.exp(xs[0])
+    elif op == "VReduceSum":
+        total = jnp.sum(xs[0])
+        y = _stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
+    else:  # VCopy, VCast
+        y = xs[0]
+    over = core.ctx.policy.overflow_mode(core.hw)
+    out = round_to(y, dst.alloc.dtype, mode if op == "VCast" else "nearest_even", overflow=over)
+    n_el = math.prod(shape) if count_elems is None else count_elems
+    if count_elems is not None:
+        keep = (jnp.arange(math.prod(shape)) < jnp.asarray(count_elems, _i32)).reshape(shape)
+        out = jnp.where(keep, out, _stage_block(core, dst, shape))
+    width = max([itemsize(dst.alloc.dtype)] + [itemsize(s.alloc.dtype) for s in srcs])
+    if op == "VReduceSum":
+        n_el = math.prod(srcs[0].alloc.shape) if count_elems is None else count_elems
+    nbytes = jnp.asarray(n_el, _i32) * width
+    core = _write_ref(core, dst, out, when)
+    core = count(core, "vector_bytes", nbytes, when)
+    return issue(core, "V", vector_cycles(nbytes, core.hw), op, when)
+
+
+def scalar(core: Core, cycles: int, when=True) -> Core:
+    """Charge ``cycles`` of scalar work (address arithmetic, loop control) on pipe S."""
+    return issue(core, "S", cycles, "Scalar", when)

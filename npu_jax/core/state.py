@@ -1,0 +1,212 @@
+"""The per-core machine state: one pytree, transformed by pure instructions.
+
+:class:`Core` carries the arrays (GM tensors, on-chip allocations, pipe clocks, flags, counters,
+trace) and, as static metadata, the :class:`Context` (hardware, allocations, GM tensor specs,
+policy). Its methods are the instruction set; each returns a new Core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from npu_jax.core import wide
+from npu_jax.core.buffers import DTYPES, Alloc, poison
+from npu_jax.core.policy import Policy
+from npu_jax.core.timing import COUNTERS, PIPES
+from npu_jax.hw.config import HardwareConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class GmSpec:
+    """A global-memory tensor: logical ``shape``; stored zero-padded to ``padded`` so tile windows
+    at the edges stay in bounds (copies still move and charge only the logical part)."""
+
+    name: str
+    shape: tuple[int, ...]
+    padded: tuple[int, ...]
+    dtype: str
+    output: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class GmWindow:
+    """A window of a GM tensor: traced ``starts``, static ``sizes``."""
+
+    name: str
+    starts: tuple
+    sizes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """Static description of one kernel launch (hashable: it is pytree metadata)."""
+
+    hw: HardwareConfig
+    allocs: tuple[Alloc, ...]
+    gm: tuple[GmSpec, ...]
+    policy: Policy
+    n_cores: int = 1
+    trace_capacity: int = 0
+
+    def alloc(self, name: str) -> Alloc:
+        for a in self.allocs:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def gm_spec(self, name: str) -> GmSpec:
+        for g in self.gm:
+            if g.name == name:
+                return g
+        raise KeyError(f"no GM tensor named {name!r}; known: {[g.name for g in self.gm]}")
+
+    @property
+    def gm_rate(self) -> float:
+        return self.hw.gm_rate(self.n_cores)
+
+
+_DATA_FIELDS = ("gm", "gm_written", "buf", "pipe_free", "pipe_busy", "n_instr", "flag_time",
+                "flag_set", "counters", "trace")
+
+
+@dataclasses.dataclass(frozen=True)
+class Core:
+    """One AI Core's state. Methods are instructions (see ``instructions.py``, ``sync.py``).
+
+    Shapes (P = len(PIPES), E = hw.num_event_ids, C = len(COUNTERS), T = trace capacity;
+    a trailing 2 is a wide integer, see ``wide.py``):
+    """
+
+    gm: dict  # name -> padded array
+    gm_written: dict  # output name -> bool array (padded shape): elements this core wrote
+    buf: dict  # alloc name -> (stages, *shape) array
+    pipe_free: jax.Array  # (P, 2) wide: cycle at which each pipe is free
+    pipe_busy: jax.Array  # (P, 2) wide: cycles each pipe spent working
+    n_instr: jax.Array  # (P,) int32: instructions issued per pipe
+    flag_time: jax.Array  # (P, P, E, 2) wide: cycle at which flag (src, dst, id) fired
+    flag_set: jax.Array  # (P, P, E) bool: flag pending (set, not yet waited)
+    counters: jax.Array  # (C, 2) wide: bytes per path, FLOPs
+    trace: dict  # {} or pipe/op (T,) int32, start/end (T, 2) wide, n () int32
+    ctx: Context
+
+    def replace(self, **kw) -> Core:
+        return dataclasses.replace(self, **kw)
+
+    @property
+    def hw(self) -> HardwareConfig:
+        return self.ctx.hw
+
+    def read(self, alloc: Alloc, stage=0) -> jax.Array:
+        """The contents of one stage of an allocation (for kernels' own checks and tests)."""
+        return jax.lax.dynamic_index_in_dim(self.buf[alloc.name], stage, keepdims=False)
+
+    def gm_window(self, name: str, starts, sizes) -> GmWindow:
+        spec = self.ctx.gm_spec(name)
+        if len(starts) != len(spec.shape) or len(sizes) != len(spec.shape):
+            raise ValueError(f"window of {name!r} needs {len(spec.shape)} starts and sizes, got "
+                             f"{len(starts)} and {len(sizes)}.")
+        for d, (s, p) in enumerate(zip(sizes, spec.padded)):
+            if not 0 < int(s) <= p:
+                raise ValueError(f"window size {s} on dim {d} of {name!r} must be in 1..{p}.")
+        return GmWindow(name, tuple(starts), tuple(int(s) for s in sizes))
+
+
+    # ---- the instruction set, as methods returning a new Core (see instructions.py, sync.py) ----
+    def data_copy(self, *, dst, src, layout=None, when=True) -> Core:
+        return _ins().data_copy(self, dst=dst, src=src, layout=layout, when=when)
+
+    def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:
+        return _ins().load2d(self, dst=dst, src=src, start=start, valid=valid, when=when)
+
+    def load3d(self, **kw) -> Core:
+        return _ins().load3d(self, **kw)
+
+    def mmad(self, *, dst, a, b, m, n, k, init=False, when=True) -> Core:
+        return _ins().mmad(self, dst=dst, a=a, b=b, m=m, n=n, k=k, init=init, when=when)
+
+    def fixpipe(self, **kw) -> Core:
+        return _ins().fixpipe(self, **kw)
+
+    def l0c_to_ub(self, *, dst, src, m, n, when=True) -> Core:
+        return _ins().l0c_to_ub(self, dst=dst, src=src, m=m, n=n, when=when)
+
+    def vector(self, op: str, dst, *srcs, **kw) -> Core:
+        return _ins().vector(self, op, dst, *srcs, **kw)
+
+    def scalar(self, cycles, when=True) -> Core:
+        return _ins().scalar(self, cycles, when)
+
+    def set_flag(self, event: str, event_id=0, when=True) -> Core:
+        return _sync().set_flag(self, event, event_id, when)
+
+    def wait_flag(self, event: str, event_id=0, when=True) -> Core:
+        return _sync().wait_flag(self, event, event_id, when)
+
+    def pipe_barrier(self, pipe: str = "ALL", when=True) -> Core:
+        return _sync().pipe_barrier(self, pipe, when)
+
+
+def _ins():
+    from npu_jax.core import instructions
+
+    return instructions
+
+
+def _sync():
+    from npu_jax.core import sync
+
+    return sync
+
+
+jax.tree_util.register_dataclass(Core, data_fields=list(_DATA_FIELDS), meta_fields=["ctx"])
+
+
+def init_core(ctx: Context, gm: dict) -> Core:
+    """A fresh core: GM tensors padded, allocations poisoned (NaN), clocks and flags at zero."""
+    arrays, written = {}, {}
+    for spec in ctx.gm:
+        if spec.name in gm:
+            x = jnp.asarray(gm[spec.name])
+            if tuple(x.shape) != spec.shape:
+                raise ValueError(f"GM tensor {spec.name!r} has shape {tuple(x.shape)}, "
+                                 f"expected {spec.shape}.")
+            x = x.astype(DTYPES[spec.dtype])
+        elif spec.output:
+            x = jnp.zeros(spec.shape, DTYPES[spec.dtype])
+        else:
+            raise ValueError(f"GM input {spec.name!r} was not given.")
+        pad = [(0, p - s) for s, p in zip(spec.shape, spec.padded)]
+        arrays[spec.name] = jnp.pad(x, pad) if any(p for _, p in pad) else x
+        if spec.output:
+            written[spec.name] = jnp.zeros(spec.padded, jnp.bool_)
+    P, E, T = len(PIPES), ctx.hw.num_event_ids, ctx.trace_capacity
+    trace = {}
+    if T:
+        trace = {"pipe": jnp.zeros((T,), jnp.int32), "op": jnp.zeros((T,), jnp.int32),
+                 "start": wide.zeros((T,)), "end": wide.zeros((T,)), "n": jnp.zeros((), jnp.int32)}
+    return Core(
+        gm=arrays,
+        gm_written=written,
+        buf={a.name: poison(a) for a in ctx.allocs},
+        pipe_free=wide.zeros((P,)),
+        pipe_busy=wide.zeros((P,)),
+        n_instr=jnp.zeros((P,), jnp.int32),
+        flag_time=wide.zeros((P, P, E)),
+        flag_set=jnp.zeros((P, P, E), jnp.bool_),
+        counters=wide.zeros((len(COUNTERS),)),
+        trace=trace,
+        ctx=ctx,
+    )
+
+
+def padded_shape(shape, multiples) -> tuple[int, ...]:
+    return tuple(int(math.ceil(s / m) * m) for s, m in zip(shape, multiples))
+
+
+def np_dtype(name: str):
+    return np.dtype(jnp.dtype(DTYPES[name]))

@@ -1,0 +1,125 @@
+"""Flags between pipes, barriers, and queues built on flags.
+
+``SetFlag<SRC_DST>(id)`` fires once every earlier instruction of SRC is done: it records SRC's
+free time. ``WaitFlag<SRC_DST>(id)`` holds DST until then and clears the flag -- a binary
+semaphore per (src, dst, id). Data is computed in program order, so these change only *time*;
+whether they are *right* is what the sanitizers check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from npu_jax.core import wide
+from npu_jax.core.buffers import Alloc
+from npu_jax.core.state import Core
+from npu_jax.core.timing import PIPE_INDEX, PIPES
+
+
+def parse_event(event: str) -> tuple[int, int]:
+    """``"MTE2_MTE1"`` -> (src, dst) pipe indices."""
+    parts = event.upper().split("_")
+    if len(parts) != 2 or parts[0] not in PIPE_INDEX or parts[1] not in PIPE_INDEX or parts[0] == parts[1]:
+        raise ValueError(f"event must be 'SRC_DST' with two different pipes from {PIPES}, got {event!r}.")
+    return PIPE_INDEX[parts[0]], PIPE_INDEX[parts[1]]
+
+
+def _event_id(core: Core, event_id):
+    n = core.hw.num_event_ids
+    if isinstance(event_id, int) and not 0 <= event_id < n:
+        raise ValueError(f"event id must be in 0..{n - 1} on {core.hw.name}, got {event_id}.")
+    return jnp.clip(jnp.asarray(event_id, jnp.int32), 0, n - 1)
+
+
+def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
+    s, d = parse_event(event)
+    e = _event_id(core, event_id)
+    when = jnp.asarray(when, jnp.bool_)
+    t = jnp.where(when, core.pipe_free[s], core.flag_time[s, d, e])
+    return core.replace(
+        flag_time=core.flag_time.at[s, d, e].set(t),
+        flag_set=core.flag_set.at[s, d, e].set(core.flag_set[s, d, e] | when),
+    )
+
+
+def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
+    s, d = parse_event(event)
+    e = _event_id(core, event_id)
+    when = jnp.asarray(when, jnp.bool_)
+    ready = wide.maximum(core.pipe_free[d], core.flag_time[s, d, e])
+    return core.replace(
+        pipe_free=core.pipe_free.at[d].set(jnp.where(when, ready, core.pipe_free[d])),
+        flag_set=core.flag_set.at[s, d, e].set(core.flag_set[s, d, e] & ~when),
+    )
+
+
+def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
+    """``PipeBarrier<PIPE>``: a pipe is already in order, so only ``ALL`` changes time: every pipe
+    then waits for the latest."""
+    if pipe.upper() == "ALL":
+        latest = wide.max_over(core.pipe_free, 0)
+        new = jnp.broadcast_to(latest, core.pipe_free.shape)
+        return core.replace(pipe_free=jnp.where(jnp.asarray(when), new, core.pipe_free))
+    if pipe.upper() not in PIPE_INDEX:
+        raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}.")
+    return core
+
+
+@dataclasses.dataclass(frozen=True)
+class Queue:
+    """A TQue-like queue of ``alloc.stages`` slots between a producer and a consumer pipe.
+
+    Producer: ``alloc_tensor(i)`` (waits until slot i % stages is free) ... ``enque(i)``.
+    Consumer: ``deque(i)`` (waits until slot i holds data) ... ``free(i)``.
+    ``init`` marks all slots free (the kernel prologue); ``drain`` consumes those marks at the end.
+    Event ids ``event_base .. event_base + stages - 1`` are used in both directions.
+
+    Example:
+        >>> q = Queue("MTE2", "V", x_ub)             # doctest: +SKIP
+        >>> core = q.init(core)                      # doctest: +SKIP
+    """
+
+    producer: str
+    consumer: str
+    alloc: Alloc
+    event_base: int = 0
+
+    @property
+    def stages(self) -> int:
+        return self.alloc.stages
+
+    def _id(self, i):
+        return self.event_base + jnp.asarray(i, jnp.int32) % self.stages
+
+    def _fwd(self):
+        return f"{self.producer}_{self.consumer}"
+
+    def _back(self):
+        return f"{self.consumer}_{self.producer}"
+
+    def slot(self, i):
+        return self.alloc[jnp.asarray(i, jnp.int32) % self.stages]
+
+    def init(self, core: Core) -> Core:
+        for s in range(self.stages):
+            core = set_flag(core, self._back(), self.event_base + s)
+        return core
+
+    def alloc_tensor(self, core: Core, i, when=True) -> Core:
+        return wait_flag(core, self._back(), self._id(i), when)
+
+    def enque(self, core: Core, i, when=True) -> Core:
+        return set_flag(core, self._fwd(), self._id(i), when)
+
+    def deque(self, core: Core, i, when=True) -> Core:
+        return wait_flag(core, self._fwd(), self._id(i), when)
+
+    def free(self, core: Core, i, when=True) -> Core:
+        return set_flag(core, self._back(), self._id(i), when)
+
+    def drain(self, core: Core) -> Core:
+        for s in range(self.stages):
+            core = wait_flag(core, self._back(), self.event_base + s)
+        return core

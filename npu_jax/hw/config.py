@@ -1,0 +1,192 @@
+"""HardwareConfig: every figure of the emulated AI Core, frozen and validated.
+
+Published figures come from ``shared/reference/ascend-hardware.md`` (cited per preset in
+``presets.py``). Figures the vendor does not publish -- start-up latencies above all -- live in
+one place, :class:`Assumed`, so that every guess in the model is named and can be swept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
+OVERFLOW_MODES = ("inf", "saturate")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Assumed:
+    """Model parameters that are *assumed*, not published. The one table of guesses.
+
+    All in cycles. Each instruction costs ``startup + transfer`` on its pipe; the transfer part
+    comes from published rates. Change these to ask "what if the DMA start-up were 2x longer?".
+    """
+
+    mte2_startup: int = 64  # GM -> L1/UB DMA issue-to-first-byte
+    mte3_startup: int = 64  # UB -> GM DMA
+    mte1_startup: int = 8  # L1 -> L0A/L0B LoadData / Load3D
+    mmad_startup: int = 10  # Cube pipeline fill; ASC's Mmad doc hints at ~10 cycles
+    fixpipe_startup: int = 16  # L0C -> GM/L1 with conversion
+    vector_startup: int = 8  # one vector instruction's issue
+    gm_burst_overhead: int = 4  # extra cycles per discontiguous GM burst (row of a strided window)
+    fixpipe_bytes_per_cycle: float = 64.0  # 910B Fixpipe L0C read rate; unpublished
+    l1_to_l0b_bytes_per_cycle: float = 256.0  # 910B figure unpublished; 310P's value
+    ub_to_gm_bytes_per_cycle: float = 32.0  # 910B figure unpublished; ddr_rate
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"Assumed.{f.name} must be a non-negative number, got {v!r}.")
+        for name in ("fixpipe_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"Assumed.{name} must be > 0, got {getattr(self, name)}.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HardwareConfig:
+    """One Ascend-style AI Core (and how many of them the chip has).
+
+    Rates are bytes per cycle per core; sizes are bytes per core. ``coupled=True`` means the
+    910/310P data path (L0C -> UB on the Vector pipe, epilogue in UB); ``False`` means the 910B
+    separated path (Fixpipe from L0C straight to GM or L1).
+
+    Example:
+        >>> import npu_jax
+        >>> hw = npu_jax.presets.ascend910b()
+        >>> hw.peak_flops_per_cycle("fp16")
+        8192
+    """
+
+    name: str = "custom"
+    num_cores: int = 1
+    clock_ghz: float = 1.0
+    # buffers (bytes per core)
+    l1_bytes: int = 512 * 1024
+    l0a_bytes: int = 64 * 1024
+    l0b_bytes: int = 64 * 1024
+    l0c_bytes: int = 128 * 1024
+    ub_bytes: int = 192 * 1024
+    # alignment of an allocation's start, per buffer (bytes)
+    l1_align: int = 32
+    l0a_align: int = 512
+    l0b_align: int = 512
+    l0c_align: int = 64
+    ub_align: int = 32
+    # bandwidths (bytes per cycle per core; CANN ini keys in comments)
+    gm_bytes_per_cycle: float = 32.0  # ddr_rate: one core's port to GM (through L2)
+    chip_gm_bytes_per_cycle: float | None = None  # whole chip; None = gm rate x cores
+    l1_to_l0a_bytes_per_cycle: float = 512.0  # l1_to_l0_a_rate
+    l1_to_l0b_bytes_per_cycle: float | None = None  # l1_to_l0_b_rate; None = Assumed
+    l0c_to_ub_bytes_per_cycle: float = 256.0  # l0_c_to_ub_rate (coupled chips)
+    ub_to_gm_bytes_per_cycle: float | None = None  # ub_to_ddr_rate; None = Assumed
+    l1_to_ub_bytes_per_cycle: float = 128.0  # l1_to_ub_rate
+    # compute
+    cube_m: int = 16
+    cube_n: int = 16
+    cube_k_bytes: int = 32  # one fractal row: K0 = 32 B / itemsize (16 for b16, 8 for fp32)
+    vector_repeat_bytes: int = 256
+    num_event_ids: int = 8
+    # behaviour
+    coupled: bool = False
+    overflow_mode: str = "inf"
+    assumed: Assumed = dataclasses.field(default_factory=Assumed)
+
+    def __post_init__(self):
+        def positive_int(name):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"HardwareConfig.{name} must be a positive int, got {v!r}.")
+
+        for name in (
+            "num_cores", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes", "ub_bytes",
+            "l1_align", "l0a_align", "l0b_align", "l0c_align", "ub_align",
+            "cube_m", "cube_n", "cube_k_bytes", "vector_repeat_bytes", "num_event_ids",
+        ):
+            positive_int(name)
+        for buf in BUFFERS:
+            size, align = self.buffer_bytes(buf), self.alignment(buf)
+            if align & (align - 1):
+                raise ValueError(f"{buf} alignment must be a power of two, got {align}.")
+            if size % align:
+                raise ValueError(
+                    f"{buf} size {size} B is not a multiple of its alignment {align} B; "
+                    f"round {buf.lower()}_bytes to a multiple of {align}."
+                )
+        if self.l0a_bytes % 512 or self.l0b_bytes % 512:
+            raise ValueError(
+                f"l0a_bytes and l0b_bytes must be multiples of 512 (one fractal), got "
+                f"{self.l0a_bytes} and {self.l0b_bytes}."
+            )
+        for name in (
+            "clock_ghz", "gm_bytes_per_cycle", "l1_to_l0a_bytes_per_cycle",
+            "l0c_to_ub_bytes_per_cycle", "l1_to_ub_bytes_per_cycle",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v):
+                raise ValueError(f"HardwareConfig.{name} must be a finite number > 0, got {v!r}.")
+        for name in ("chip_gm_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, float)) or not v > 0):
+                raise ValueError(f"HardwareConfig.{name} must be None or > 0, got {v!r}.")
+        if self.overflow_mode not in OVERFLOW_MODES:
+            raise ValueError(
+                f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}."
+            )
+        if not isinstance(self.assumed, Assumed):
+            raise TypeError(f"assumed must be an Assumed, got {type(self.assumed).__name__}.")
+
+    # ---- derived figures -------------------------------------------------------------------
+    def buffer_bytes(self, buffer: str) -> int:
+        return {"L1": self.l1_bytes, "L0A": self.l0a_bytes, "L0B": self.l0b_bytes,
+                "L0C": self.l0c_bytes, "UB": self.ub_bytes}[_check_buffer(buffer)]
+
+    def alignment(self, buffer: str) -> int:
+        return {"L1": self.l1_align, "L0A": self.l0a_align, "L0B": self.l0b_align,
+                "L0C": self.l0c_align, "UB": self.ub_align}[_check_buffer(buffer)]
+
+    def k0(self, itemsize: int) -> int:
+        """Fractal depth K0 for an operand of ``itemsize`` bytes (16 for fp16, 8 for fp32)."""
+        return self.cube_k_bytes // itemsize
+
+    def peak_flops_per_cycle(self, operand: str = "fp16") -> int:
+        """Cube FLOP per cycle per core: one (16 x K0 x 16) fractal MAC block per cycle."""
+        itemsize = {"fp16": 2, "bf16": 2, "fp32": 4, "int8": 1}[operand]
+        return 2 * self.cube_m * self.cube_n * self.k0(itemsize)
+
+    def peak_tflops(self, operand: str = "fp16") -> float:
+        return self.peak_flops_per_cycle(operand) * self.num_cores * self.clock_ghz / 1e3
+
+    @property
+    def l0b_rate(self) -> float:
+        v = self.l1_to_l0b_bytes_per_cycle
+        return v if v is not None else self.assumed.l1_to_l0b_bytes_per_cycle
+
+    @property
+    def ub_to_gm_rate(self) -> float:
+        v = self.ub_to_gm_bytes_per_cycle
+        return v if v is not None else self.assumed.ub_to_gm_bytes_per_cycle
+
+    def gm_rate(self, active_cores: int = 1) -> float:
+        """One core's GM rate when ``active_cores`` cores move data at once (chip bandwidth shared)."""
+        chip = self.chip_gm_bytes_per_cycle
+        if chip is None:
+            return float(self.gm_bytes_per_cycle)
+        return float(min(self.gm_bytes_per_cycle, chip / max(1, active_cores)))
+
+    def replace(self, **changes) -> HardwareConfig:
+        """A copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_ini(cls, path, base: HardwareConfig | None = None) -> HardwareConfig:
+        """Read a CANN platform-config ``.ini`` over ``base`` (default: the 910B preset)."""
+        from npu_jax.hw.ini import load_ini
+
+        return load_ini(path, base)
+
+
+def _check_buffer(buffer: str) -> str:
+    if buffer not in BUFFERS:
+        raise ValueError(f"buffer must be one of {BUFFERS}, got {buffer!r}.")
+    return buffer

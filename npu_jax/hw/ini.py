@@ -1,0 +1,74 @@
+"""Read a CANN platform-config ``.ini`` (e.g. ``Ascend910B1.ini``) over a preset.
+
+Known keys map onto HardwareConfig fields; sizes are bytes, rates bytes/cycle, ``cube_freq`` MHz.
+Unknown keys in the sections we read raise, so a typo never silently keeps the preset's value.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+
+from npu_jax.hw.config import HardwareConfig
+
+# ini key -> (HardwareConfig field, converter)
+_KEYS = {
+    "ai_core_cnt": ("num_cores", int),
+    "cube_core_cnt": ("num_cores", int),
+    "cube_freq": ("clock_ghz", lambda v: float(v) / 1000.0),
+    "l0_a_size": ("l0a_bytes", int),
+    "l0_b_size": ("l0b_bytes", int),
+    "l0_c_size": ("l0c_bytes", int),
+    "l1_size": ("l1_bytes", int),
+    "ub_size": ("ub_bytes", int),
+    "ddr_rate": ("gm_bytes_per_cycle", float),
+    "l1_to_l0_a_rate": ("l1_to_l0a_bytes_per_cycle", float),
+    "l1_to_l0_b_rate": ("l1_to_l0b_bytes_per_cycle", float),
+    "l0_c_to_ub_rate": ("l0c_to_ub_bytes_per_cycle", float),
+    "ub_to_ddr_rate": ("ub_to_gm_bytes_per_cycle", float),
+    "l1_to_ub_rate": ("l1_to_ub_bytes_per_cycle", float),
+}
+# Keys that vendor files carry and the model deliberately does not use.
+_IGNORED = {
+    "l2_rate", "l2_read_rate", "l2_write_rate", "l2_size", "l2_type", "l2_page_num", "smask_buffer",
+    "ub_block_size", "ub_bank_size", "ub_bank_num", "ub_bank_group_num", "bt_size", "fb_size",
+    "vector_core_cnt", "vector_freq", "ddr_read_rate", "ddr_write_rate", "l0_c_to_l1_rate",
+    "l1_to_l0_c_rate", "ub_to_l2_rate", "ub_to_ub_rate", "l1_to_l2_rate", "ai_cpu_cnt",
+    "memory_type", "memory_size", "ai_core_intrinsic_dtype_map",
+}
+_SECTIONS = {"SoCInfo", "AICoreSpec", "AICoreMemoryRates", "VectorCoreSpec", "VectorCoreMemoryRates",
+             "CPUCache", "version"}
+
+
+def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> HardwareConfig:
+    """HardwareConfig from the ini at ``path``, starting from ``base`` (default ``ascend910b()``)."""
+    from npu_jax.hw import presets
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"platform ini not found: {os.fspath(path)!r}")
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str.lower  # keys are case-insensitive in vendor files
+    parser.read(path)
+    changes = {}
+    for section in parser.sections():
+        if section not in _SECTIONS:
+            continue  # vendor files carry many sections unrelated to the AI Core
+        for key, raw in parser.items(section):
+            if key in _IGNORED or section not in ("SoCInfo", "AICoreSpec", "AICoreMemoryRates"):
+                continue
+            if key not in _KEYS:
+                raise ValueError(
+                    f"{os.fspath(path)}: unknown key {key!r} in [{section}]; known keys are "
+                    f"{sorted(_KEYS)} (and ignored: {sorted(_IGNORED)})."
+                )
+            field, conv = _KEYS[key]
+            try:
+                changes[field] = conv(raw.strip())
+            except ValueError:
+                raise ValueError(
+                    f"{os.fspath(path)}: key {key!r} in [{section}] must be a number, got {raw!r}."
+                ) from None
+    base = base if base is not None else presets.ascend910b()
+    if "num_cores" in changes and "chip_gm_bytes_per_cycle" not in changes:
+        changes["chip_gm_bytes_per_cycle"] = None  # re-derive from the per-core rate
+    return base.replace(name=f"{base.name}+{os.path.basename(os.fspath(path))}", **changes)

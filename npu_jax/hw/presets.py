@@ -1,0 +1,137 @@
+"""Presets for the chips in ``shared/reference/ascend-hardware.md``, each figure cited.
+
+Sources: ASC = Ascend C devkit headers and docs (``kernel_utils_constants.h``, platform stub for
+arch 2201), OPSNN = ops-nn test fixtures (arch 2002), INI = third-party copies of
+``Ascend910B1.ini``, HC19 = Hot Chips 2019 DaVinci talk. ``(derived)`` marks arithmetic on the
+others; ``(assumed)`` marks what no source gives (also listed in :class:`~npu_jax.hw.config.Assumed`).
+"""
+
+from __future__ import annotations
+
+from npu_jax.hw.config import HardwareConfig
+
+KiB = 1024
+
+
+def ascend910b() -> HardwareConfig:
+    """Ascend 910B4, separated data path (Fixpipe), arch 2201.
+
+    20 AI Cube cores at 1.5 GHz (``cube_freq=1500``, ASC platform stub) -> 245.76 TFLOPS fp16.
+    Buffers L0A/L0B 64 KiB, L0C 128 KiB, L1 512 KiB, UB 192 KiB (ASC constants, arch 2201).
+    ``ddr_rate`` 32 B/cycle per core (ASC platform stub); chip 960 GB/s = 32 x 20 x 1.5 GHz
+    (derived). ``l1_to_l0_a_rate`` 512 B/cycle (INI). L1->L0B and UB->GM unpublished (assumed).
+    IEEE inf/NaN overflow by default (ASC). Event ids 0-7.
+    """
+    return HardwareConfig(
+        name="ascend910b",
+        num_cores=20,
+        clock_ghz=1.5,
+        l1_bytes=512 * KiB,
+        l0a_bytes=64 * KiB,
+        l0b_bytes=64 * KiB,
+        l0c_bytes=128 * KiB,
+        ub_bytes=192 * KiB,
+        gm_bytes_per_cycle=32.0,
+        chip_gm_bytes_per_cycle=32.0 * 20,
+        l1_to_l0a_bytes_per_cycle=512.0,
+        coupled=False,
+        overflow_mode="inf",
+        num_event_ids=8,
+    )
+
+
+def ascend910() -> HardwareConfig:
+    """Ascend 910 (arch 1001), coupled data path: L0C -> UB on the Vector pipe.
+
+    32 cores, 256 TFLOPS fp16 -> ~0.98 GHz (derived: 256e12 / (32 x 8192)). Buffers L0A/L0B
+    64 KiB, L0C 256 KiB, L1 1 MiB, UB 256 KiB (ASC). GM ~1.2 TB/s -> 37.5 B/cycle/core (derived).
+    L1->L0A 512, L1->L0B 256, L0C->UB 256, L1->UB 128 B/cycle (platform ini values shared with
+    310/310P; assumed to carry over). Saturation overflow only. Event ids 0-3 (ASC).
+    """
+    clock = 256e12 / (32 * 8192) / 1e9
+    per_core = 1.2e12 / 32 / (clock * 1e9)
+    return HardwareConfig(
+        name="ascend910",
+        num_cores=32,
+        clock_ghz=round(clock, 4),
+        l1_bytes=1024 * KiB,
+        l0a_bytes=64 * KiB,
+        l0b_bytes=64 * KiB,
+        l0c_bytes=256 * KiB,
+        ub_bytes=256 * KiB,
+        gm_bytes_per_cycle=round(per_core, 2),
+        chip_gm_bytes_per_cycle=round(per_core, 2) * 32,
+        l1_to_l0a_bytes_per_cycle=512.0,
+        l1_to_l0b_bytes_per_cycle=256.0,
+        l0c_to_ub_bytes_per_cycle=256.0,
+        ub_to_gm_bytes_per_cycle=round(per_core, 2),
+        l1_to_ub_bytes_per_cycle=128.0,
+        coupled=True,
+        overflow_mode="saturate",
+        num_event_ids=4,
+    )
+
+
+def ascend310p() -> HardwareConfig:
+    """Ascend 310P (arch 2002), coupled data path.
+
+    Buffers as 910 (ASC). Rates from OPSNN fixtures: ddr_rate 17, l1_to_l0_a_rate 512,
+    l1_to_l0_b_rate 256, l0_c_to_ub_rate 256, ub_to_ddr_rate 17, l1_to_ub_rate 128 B/cycle.
+    Core count 8 and clock 1.0 GHz are *assumed* (not in the reference). Saturation overflow.
+    """
+    return HardwareConfig(
+        name="ascend310p",
+        num_cores=8,
+        clock_ghz=1.0,
+        l1_bytes=1024 * KiB,
+        l0a_bytes=64 * KiB,
+        l0b_bytes=64 * KiB,
+        l0c_bytes=256 * KiB,
+        ub_bytes=256 * KiB,
+        gm_bytes_per_cycle=17.0,
+        chip_gm_bytes_per_cycle=17.0 * 8,
+        l1_to_l0a_bytes_per_cycle=512.0,
+        l1_to_l0b_bytes_per_cycle=256.0,
+        l0c_to_ub_bytes_per_cycle=256.0,
+        ub_to_gm_bytes_per_cycle=17.0,
+        l1_to_ub_bytes_per_cycle=128.0,
+        coupled=True,
+        overflow_mode="saturate",
+        num_event_ids=8,
+    )
+
+
+def tiny(coupled: bool = False) -> HardwareConfig:
+    """A deliberately small 910B-like core for fast tests: tilings hit capacity limits quickly."""
+    return HardwareConfig(
+        name="tiny-coupled" if coupled else "tiny",
+        num_cores=2,
+        clock_ghz=1.0,
+        l1_bytes=64 * KiB,
+        l0a_bytes=8 * KiB,
+        l0b_bytes=8 * KiB,
+        l0c_bytes=16 * KiB,
+        ub_bytes=16 * KiB,
+        gm_bytes_per_cycle=32.0,
+        chip_gm_bytes_per_cycle=64.0,
+        coupled=coupled,
+        overflow_mode="saturate" if coupled else "inf",
+    )
+
+
+PRESETS = {
+    "ascend910b": ascend910b,
+    "ascend910": ascend910,
+    "ascend310p": ascend310p,
+    "tiny": tiny,
+}
+
+
+def get(name: str) -> HardwareConfig:
+    """A preset by name (``ascend910b``, ``ascend910``, ``ascend310p``, ``tiny``; ``910b`` works)."""
+    key = name.lower().replace("-", "").replace("_", "")
+    if not key.startswith("ascend") and key != "tiny":
+        key = "ascend" + key
+    if key not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}.")
+    return PRESETS[key]()

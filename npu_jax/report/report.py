@@ -1,0 +1,234 @@
+"""The Report: everything a kernel run cost, computed from the final core states.
+
+A Report is a pytree (it can leave ``jax.jit``); its properties turn the exact wide counters into
+Python ints and ratios once the arrays are concrete. Numbers here are never typed in: each one is
+read from the state the kernel left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import jax
+import numpy as np
+
+from npu_jax.core import wide
+from npu_jax.core.timing import COUNTER_INDEX, LANES, OPS, PATHS, PIPES, RATIO_NAMES
+from npu_jax.hw.config import HardwareConfig
+
+_GM_PATHS = tuple(p for p in PATHS if "GM" in p)
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """Cycles, bytes, FLOPs and pipe activity of one kernel run (or a sequence of runs).
+
+    Arrays (n = cores, P = pipes, C = counters; trailing 2 = wide integer):
+    """
+
+    pipe_free: jax.Array  # (n, P, 2): each core's pipe end times
+    busy: jax.Array  # (n, P, 2): busy cycles per pipe
+    n_instr: jax.Array  # (n, P) int32: instructions per pipe
+    counters: jax.Array  # (n, C, 2): bytes per path, flops
+    trace: dict  # per-core trace arrays (leading n) or {}
+    overlapping_writes: jax.Array  # () int32: output elements written by more than one core
+    unwritten: jax.Array  # () int32: output elements no core wrote
+    hw: HardwareConfig
+    name: str = "kernel"
+    workload: str = ""
+    operand: str = "fp16"
+    offset: int = 0  # cycle at which this run starts (for sequences of kernels)
+
+    @classmethod
+    def from_cores(cls, cores, *, name, workload, operand, overlapping_writes, unwritten) -> Report:
+        return cls(cores.pipe_free, cores.pipe_busy, cores.n_instr, cores.counters, cores.trace,
+                   overlapping_writes, unwritten, cores.ctx.hw, name, workload, operand)
+
+    # ---- raw figures ---------------------------------------------------------------------------
+    @property
+    def n_cores(self) -> int:
+        return int(np.shape(self.n_instr)[0])
+
+    @property
+    def core_cycles(self) -> np.ndarray:
+        """(n,) int64: when each core's last pipe finishes."""
+        return wide.to_numpy(self.pipe_free).max(axis=1)
+
+    @property
+    def cycles(self) -> int:
+        """Total cycles: the last pipe of the last core to finish."""
+        return int(self.core_cycles.max())
+
+    @property
+    def time_us(self) -> float:
+        return self.cycles / (self.hw.clock_ghz * 1e3)
+
+    @property
+    def pipe_busy(self) -> dict[str, int]:
+        """Busy cycles per pipe (MTE2, MTE1, M, FIX, V, MTE3, S), summed over cores."""
+        b = wide.to_numpy(self.busy).sum(axis=0)
+        return {p: int(b[i]) for i, p in enumerate(PIPES)}
+
+    def _counter(self, name: str) -> int:
+        return int(wide.to_numpy(self.counters)[:, COUNTER_INDEX[name]].sum())
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        """Bytes moved per path, summed over cores."""
+        return {p: self._counter(p) for p in PATHS}
+
+    @property
+    def gm_bytes(self) -> int:
+        return sum(self._counter(p) for p in _GM_PATHS)
+
+    @property
+    def flops(self) -> int:
+        """Useful FLOPs (2 m n k over the real m, n, k of every Mmad)."""
+        return self._counter("flops")
+
+    @property
+    def flops_issued(self) -> int:
+        """FLOPs the Cube spent, padded to whole fractals."""
+        return self._counter("flops_issued")
+
+    # ---- ratios in the vendor's vocabulary -----------------------------------------------------
+    @property
+    def ratios(self) -> dict[str, float]:
+        """Busy / elapsed per pipe over all cores: mac_ratio, mte1_ratio, mte2_ratio, ..."""
+        total = max(1, self.cycles) * self.n_cores
+        busy = self.pipe_busy
+        return {RATIO_NAMES[p]: busy[p] / total for p in PIPES}
+
+    @property
+    def peak_flops_per_cycle(self) -> int:
+        return self.hw.peak_flops_per_cycle(self.operand) * self.n_cores
+
+    @property
+    def pct_peak(self) -> float:
+        """Useful FLOPs / (cycles x the launched cores' peak FLOP per cycle), in percent."""
+        return 100.0 * self.flops / max(1, self.cycles * self.peak_flops_per_cycle)
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """Useful FLOPs per GM byte."""
+        return self.flops / max(1, self.gm_bytes)
+
+    @property
+    def bottleneck(self) -> str:
+        """The pipe that was busy longest (the one to fix first)."""
+        busy = self.pipe_busy
+        return max(PIPES, key=lambda p: busy[p])
+
+    @property
+    def roofline(self) -> str:
+        """Compute- or memory-bound, from the machine balance (peak FLOP per GM byte)."""
+        balance = self.hw.peak_flops_per_cycle(self.operand) / self.hw.gm_rate(self.n_cores)
+        ai = self.arithmetic_intensity
+        kind = "compute-bound" if ai >= balance else "memory-bound"
+        return f"{kind} (intensity {ai:.1f} FLOP/B vs machine balance {balance:.1f})"
+
+    def check(self) -> Report:
+        """Raise if the run wrote an output element from two cores; returns self."""
+        from npu_jax.errors import SanitizerError
+
+        ov = int(np.asarray(self.overlapping_writes))
+        if ov:
+            raise SanitizerError(f"{self.name}: {ov} output elements were written by more than one "
+                                 f"core; the kernel's split over block_idx overlaps.")
+        return self
+
+    # ---- presentation --------------------------------------------------------------------------
+    def as_dict(self) -> dict:
+        return {"name": self.name, "workload": self.workload, "hw": self.hw.name,
+                "cores": self.n_cores, "cycles": self.cycles, "time_us": self.time_us,
+                "pct_peak": self.pct_peak, "flops": self.flops, "gm_bytes": self.gm_bytes,
+                "bytes": self.bytes, "ratios": self.ratios, "bottleneck": self.bottleneck}
+
+    def summary(self) -> str:
+        """A text table of the run."""
+        r = self.ratios
+        busy = self.pipe_busy
+        lines = [
+            f"{self.name} on {self.hw.name} ({self.n_cores} core{'s' * (self.n_cores > 1)})"
+            + (f": {self.workload}" if self.workload else ""),
+            f"  cycles            {self.cycles:>14,}   ({self.time_us:,.2f} us at {self.hw.clock_ghz} GHz)",
+            f"  % of peak         {self.pct_peak:>14.1f}   ({self.flops:,} useful FLOP)",
+            f"  GM bytes          {self.gm_bytes:>14,}   (intensity {self.arithmetic_intensity:.1f} FLOP/B)",
+            f"  bottleneck        {self.bottleneck:>14}   {self.roofline}",
+            "  pipe    busy cycles   ratio           instr",
+        ]
+        ninstr = np.asarray(self.n_instr).sum(axis=0)
+        for i, p in enumerate(PIPES):
+            if busy[p] or ninstr[i]:
+                lines.append(f"  {LANES[p]:<7}{busy[p]:>13,}   {RATIO_NAMES[p]:<13}{r[RATIO_NAMES[p]]:>5.2f}"
+                             f"{int(ninstr[i]):>10,}")
+        lines.append("  path          bytes")
+        for p, b in self.bytes.items():
+            if b:
+                lines.append(f"  {p:<9}{b:>14,}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def events(self, core: int = 0) -> list[dict]:
+        """Trace events of one core: dicts with pipe, lane, op, start, end (cycles)."""
+        if not self.trace:
+            raise ValueError("this run kept no trace; pass trace=True (or trace_capacity=N).")
+        t = {k: np.asarray(v)[core] for k, v in self.trace.items()}
+        n = min(int(t["n"]), t["pipe"].shape[0])
+        start, end = wide.to_numpy(t["start"][:n]), wide.to_numpy(t["end"][:n])
+        return [{"pipe": PIPES[int(p)], "lane": LANES[PIPES[int(p)]], "op": OPS[int(o)],
+                 "start": int(s) + self.offset, "end": int(e) + self.offset}
+                for p, o, s, e in zip(t["pipe"][:n], t["op"][:n], start, end)]
+
+    @property
+    def trace_dropped(self) -> int:
+        if not self.trace:
+            return 0
+        n = np.asarray(self.trace["n"])
+        cap = np.shape(self.trace["pipe"])[1]
+        return int(np.maximum(n - cap, 0).sum())
+
+    def to_chrome_trace(self, path: str | os.PathLike, cores: list[int] | None = None) -> str:
+        """Write Trace Event JSON (one process per core, one thread lane per pipe: CUBE, VECTOR,
+        SCALAR, MTE1, MTE2, MTE3, FIXP), openable in Perfetto / chrome://tracing. Times are in us."""
+        lanes = ["CUBE", "VECTOR", "SCALAR", "MTE1", "MTE2", "MTE3", "FIXP"]
+        tid = {lane: i for i, lane in enumerate(lanes)}
+        cyc_per_us = self.hw.clock_ghz * 1e3
+        out = []
+        for c in cores if cores is not None else range(self.n_cores):
+            out.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
+                        "args": {"name": f"{self.name} core {c}"}})
+            for lane in lanes:
+                out.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid[lane],
+                            "args": {"name": lane}})
+            for ev in self.events(c):
+                if ev["end"] <= ev["start"]:
+                    continue
+                out.append({"ph": "X", "name": ev["op"], "cat": ev["pipe"], "pid": c,
+                            "tid": tid[ev["lane"]], "ts": ev["start"] / cyc_per_us,
+                            "dur": (ev["end"] - ev["start"]) / cyc_per_us,
+                            "args": {"start_cycle": ev["start"], "end_cycle": ev["end"]}})
+        with open(path, "w") as f:
+            json.dump({"traceEvents": out, "displayTimeUnit": "ns",
+                       "otherData": {"hw": self.hw.name, "kernel": self.name,
+                                     "cycles": self.cycles}}, f)
+        return os.fspath(path)
+
+    def plot_timeline(self, path: str | os.PathLike | None = None, core: int = 0, ax=None,
+                      max_cycles: int | None = None):
+        """A Gantt chart of one core's pipes (matplotlib); saved as PNG when ``path`` is given."""
+        from npu_jax.report.plot import plot_timeline
+
+        return plot_timeline(self, path=path, core=core, ax=ax, max_cycles=max_cycles)
+
+
+jax.tree_util.register_dataclass(
+    Report,
+    data_fields=["pipe_free", "busy", "n_instr", "counters", "trace", "overlapping_writes",
+                 "unwritten"],
+    meta_fields=["hw", "name", "workload", "operand", "offset"],
+)

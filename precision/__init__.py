@@ -1,0 +1,1 @@
+"""Precision lab: formats, rounding, metrics, budgets and strategies. Built in a later issue."""
