@@ -10,7 +10,7 @@ Public surface::
 from npu_jax import errors
 from npu_jax.core.policy import Policy
 from npu_jax.hw import Assumed, HardwareConfig, presets
-from npu_jax.kernels.matmul import MatmulTiling, matmul
+from npu_jax.kernels.gemm import MatmulTiling, matmul
 from npu_jax.report.report import Report
 
 __version__ = "0.1.0"

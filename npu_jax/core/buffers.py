@@ -17,9 +17,12 @@ from npu_jax.errors import AlignmentError, CapacityError
 from npu_jax.hw.config import BUFFERS, HardwareConfig
 
 DTYPES = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32, "int32": jnp.int32}
-# Layout tags. 2-D matrices: ND (rows, cols); NZ (C1, rows, C0) = column fractals;
-# ZZ (M1, K1, M0, K0) for L0A; ZN (K1, N1, N0, K0) for L0B; L0C holds NZ as (N1, M1, M0, N0).
-# Feature maps: NC1HWC0 tiles are stored (C1, H, W, C0).
+# Layout tags. In L1 and UB the stored array *is* the layout: ND (rows, cols); NZ (C1, rows, C0);
+# NC1HWC0 feature-map tiles (C1, H, W, C0). In L0A/L0B/L0C the tags ZZ / ZN / NZ name the
+# hardware's fractal arrangement, but the emulator stores the logical (M, K) / (K, N) / (M, N)
+# matrix: the arrangement inside L0 changes no value and no cost beyond "whole fractals", and
+# keeping the Cube's operands logical lets XLA run each Mmad as one plain dot (docs/design.md).
+# ``formats.fractal_view`` shows any L0 tile in its hardware arrangement.
 FORMATS = ("ND", "NZ", "ZZ", "ZN", "NC1HWC0")
 
 
@@ -117,14 +120,8 @@ class Plan:
             raise ValueError(f"stages must be an int >= 1, got {stages!r}.")
         align = self.hw.alignment(buffer)
         raw = math.prod(shape) * itemsize(dtype)
-        if buffer in ("L0A", "L0B"):
-            k0 = self.hw.k0(itemsize(dtype))
-            if fmt not in ("ZZ", "ZN") or len(shape) != 4 or shape[2:] != (16, k0):
-                raise AlignmentError(
-                    f"{buffer} holds whole 512-B fractals: allocation {name!r} must be "
-                    f"{'ZZ (M1, K1, 16, K0)' if buffer == 'L0A' else 'ZN (K1, N1, 16, K0)'} with "
-                    f"K0={k0} for {dtype}, got fmt={fmt} shape={shape}."
-                )
+        if buffer in ("L0A", "L0B", "L0C"):
+            _check_fractal_alloc(self.hw, buffer, name, shape, dtype, fmt)
         stage_bytes = -(-raw // align) * align
         if offset is None:
             offset = self._top[buffer]
@@ -156,6 +153,27 @@ class Plan:
 
     def used(self) -> dict[str, int]:
         return dict(self._top)
+
+
+def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
+    """L0 tiles are whole 512-B fractals (1024-B for fp32 in L0C): (M, K) for L0A with M % 16 and
+    K % K0 == 0, (K, N) for L0B, (M, N) fp32 for L0C."""
+    k0 = hw.k0(itemsize(dtype))
+    want = {"L0A": ("ZZ", "(M, K) with M % 16 == 0 and K % K0 == 0"),
+            "L0B": ("ZN", "(K, N) with K % K0 == 0 and N % 16 == 0"),
+            "L0C": ("NZ", "(M, N) fp32 with M % 16 == 0 and N % 16 == 0")}[buffer]
+    if buffer == "L0A":
+        ok = len(shape) == 2 and shape[0] % 16 == 0 and shape[1] % k0 == 0
+    elif buffer == "L0B":
+        ok = len(shape) == 2 and shape[0] % k0 == 0 and shape[1] % 16 == 0
+    else:
+        ok = len(shape) == 2 and shape[0] % 16 == 0 and shape[1] % 16 == 0 and dtype == "fp32"
+    if fmt != want[0] or not ok:
+        raise AlignmentError(
+            f"{buffer} holds whole fractals: allocation {name!r} must be fmt={want[0]!r} of shape "
+            f"{want[1]} (K0={k0} for {dtype}); got fmt={fmt!r} shape={shape} {dtype}. Round the "
+            f"tile up to whole fractals."
+        )
 
 
 def poison(alloc: Alloc) -> jnp.ndarray:

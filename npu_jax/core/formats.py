@@ -76,3 +76,15 @@ def nchw_to_nc1hwc0(x, c0: int):
 def nc1hwc0_to_nchw(x, c: int):
     n, c1, h, w, c0 = x.shape
     return x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c0, h, w)[:, :c]
+
+
+def fractal_view(x, fmt: str, k0: int = 16):
+    """A logical L0 tile in its hardware arrangement: ZZ (M1, K1, 16, K0) for an (M, K) L0A tile,
+    ZN (K1, N1, 16, K0) for a (K, N) L0B tile, NZ (N1, M1, 16, 16) for an (M, N) L0C tile."""
+    if fmt == "ZZ":
+        return nd_to_zz(x, k0)
+    if fmt == "ZN":
+        return nd_to_zn(x, k0)
+    if fmt == "NZ":
+        return nd_to_l0c(x)
+    raise ValueError(f"fmt must be 'ZZ', 'ZN' or 'NZ', got {fmt!r}.")

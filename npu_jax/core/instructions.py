@@ -36,6 +36,16 @@ _i32 = jnp.int32
 
 
 # ---- bookkeeping shared by all instructions ----------------------------------------------------
+def _onehot(n: int, i, extra_dims: int = 1):
+    """Boolean one-hot of length n at i (static or traced), shaped to broadcast over wide limbs.
+
+    Updates use ``where(onehot, new, old)`` rather than ``.at[i].set``: elementwise selects fuse
+    into one XLA loop, scatters do not -- per-instruction bookkeeping stays cheap in a fori_loop.
+    """
+    oh = jnp.arange(n, dtype=_i32) == jnp.asarray(i, _i32)
+    return oh.reshape((n,) + (1,) * extra_dims)
+
+
 def issue(core: Core, pipe: str, cost, op: str, when=True) -> Core:
     """Run one instruction of ``cost`` cycles on ``pipe`` (in order), recording it in the trace."""
     p = PIPE_INDEX[pipe]
@@ -43,21 +53,23 @@ def issue(core: Core, pipe: str, cost, op: str, when=True) -> Core:
     cost = jnp.where(when, jnp.asarray(cost, _i32), 0)
     start = core.pipe_free[p]
     end = wide.add_int(start, cost)
+    oh = _onehot(core.pipe_free.shape[0], p)
     core = core.replace(
-        pipe_free=core.pipe_free.at[p].set(end),
-        pipe_busy=core.pipe_busy.at[p].set(wide.add_int(core.pipe_busy[p], cost)),
-        n_instr=core.n_instr.at[p].add(when.astype(_i32)),
+        pipe_free=jnp.where(oh, end, core.pipe_free),
+        pipe_busy=jnp.where(oh, wide.add_int(core.pipe_busy, cost), core.pipe_busy),
+        n_instr=core.n_instr + oh[:, 0] * when.astype(_i32),
     )
     if core.trace:
         t = core.trace
         cap = t["pipe"].shape[0]
-        i = jnp.minimum(t["n"], cap - 1)
         keep = when & (t["n"] < cap)
+        at = _onehot(cap, t["n"], 0) & keep
+        at2 = at[:, None]
         core = core.replace(trace={
-            "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
-            "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
-            "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
-            "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
+            "pipe": jnp.where(at, p, t["pipe"]),
+            "op": jnp.where(at, OP_INDEX[op], t["op"]),
+            "start": jnp.where(at2, start, t["start"]),
+            "end": jnp.where(at2, end, t["end"]),
             "n": t["n"] + when.astype(_i32),
         })
     return core
@@ -65,8 +77,8 @@ def issue(core: Core, pipe: str, cost, op: str, when=True) -> Core:
 
 def count(core: Core, name: str, amount, when=True) -> Core:
     amount = jnp.where(jnp.asarray(when), jnp.asarray(amount, _i32), 0)
-    c = COUNTER_INDEX[name]
-    return core.replace(counters=core.counters.at[c].set(wide.add_int(core.counters[c], amount)))
+    oh = _onehot(core.counters.shape[0], COUNTER_INDEX[name])
+    return core.replace(counters=jnp.where(oh, wide.add_int(core.counters, amount), core.counters))
 
 
 def _stage_block(core: Core, ref: Ref, shape) -> jax.Array:
@@ -205,16 +217,16 @@ def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
 
 # ---- LoadData 2D and Load3D (MTE1) -------------------------------------------------------------
 def _l0_window_shape(dst: Ref):
-    a = dst.alloc
-    if a.buffer == "L0A":  # ZZ (M1, K1, 16, K0): an (M, K) window
-        return a.shape[0] * a.shape[2], a.shape[1] * a.shape[3]
-    if a.buffer == "L0B":  # ZN (K1, N1, 16, K0): a (K, N) window
-        return a.shape[0] * a.shape[3], a.shape[1] * a.shape[2]
-    raise ValueError(f"LoadData fills L0A or L0B, not {a.buffer}.")
+    """The logical (rows, cols) an L0 tile holds: (M, K) for L0A, (K, N) for L0B."""
+    if dst.buffer not in ("L0A", "L0B"):
+        raise ValueError(f"LoadData fills L0A or L0B, not {dst.buffer}.")
+    return dst.alloc.shape
 
 
 def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=True) -> Core:
     """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN).
+
+    (L0 tiles are stored logically; see ``buffers.py`` for why.)
 
     ``start`` is the window's (row, col) in the L1 matrix (traced allowed). For L0A the window is
     (M, K); for L0B it is (K, N). ``valid`` = (rows, cols) actually meaningful, for the cost of an
@@ -237,7 +249,7 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
         nd = formats.nz_to_nd(lax.dynamic_slice(full, (c0 // cz, r0, 0), (cols // cz, rows, cz)))
     else:
         raise ValueError(f"LoadData 2D reads an ND or NZ matrix, {a.name!r} is {a.fmt}.")
-    tile = formats.nd_to_zz(nd, k0) if dst.buffer == "L0A" else formats.nd_to_zn(nd, k0)
+    tile = nd  # stored logically; formats.fractal_view gives the ZZ / ZN arrangement
     isz = itemsize(a.dtype)
     if valid is None:
         nbytes = rows * cols * isz
@@ -305,7 +317,7 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
            pad_top=0, pad_left=0, h_valid=None, w_valid=None, m_valid=None, when=True) -> Core:
     """Load3D: img2col of an NC1HWC0 feature-map tile in L1 straight into L0A fractals (ZZ).
 
-    Fills ``dst`` (M1, K1, 16, C0) with the (M, K) window at (``m_start``, ``k_start``) of the
+    Fills ``dst`` (an (M, K) tile, ZZ fractals on the hardware) with the (M, K) window at (``m_start``, ``k_start``) of the
     tile's img2col matrix; ``k_start`` is a multiple of C0. ``pad_top``/``pad_left`` place output
     position 0's window (negative padding = a tile starting inside the map); rows >= ``h_valid``
     or cols >= ``w_valid`` read as bottom/right padding. Costs whole fractals at the L1->L0A rate.
@@ -320,8 +332,8 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
                         f"is {dst.alloc.dtype}.")
     m_ext, k_ext = _l0_window_shape(dst)
     c1n, h, w, c0 = a.shape
-    if dst.alloc.shape[3] != c0:
-        raise ValueError(f"Load3D: L0A K0 {dst.alloc.shape[3]} != tile C0 {c0}.")
+    if k_ext % c0:
+        raise ValueError(f"Load3D: L0A tile K ({k_ext}) must be a multiple of the tile's C0 ({c0}).")
     x = core.read(a, src.stage)
     m_valid = m_ext if m_valid is None else m_valid
     nd = img2col_tile(x, geom, k_start=k_start, m_start=m_start, m_ext=m_ext, k_ext=k_ext,
@@ -329,7 +341,7 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
                       h_valid=h if h_valid is None else h_valid,
                       w_valid=w if w_valid is None else w_valid,
                       m_valid=m_valid)
-    tile = formats.nd_to_zz(nd, c0)
+    tile = nd
     nbytes = ceil_div(jnp.minimum(jnp.asarray(m_valid, _i32), m_ext), 16) * 16 * k_ext * itemsize(a.dtype)
     cost = onchip_cycles(nbytes, core.hw.l1_to_l0a_bytes_per_cycle, core.hw.assumed.mte1_startup)
     core = _write_ref(core, dst, tile, when)
@@ -339,7 +351,7 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
 
 # ---- Mmad (M) ----------------------------------------------------------------------------------
 def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True) -> Core:
-    """Mmad: C (L0C, fp32, NZ) = A (L0A, ZZ) @ B (L0B, ZN) [+ C], over the leading m x n x k.
+    """Mmad: C (L0C, fp32) = A (L0A) @ B (L0B) [+ C], over the leading m x n x k.
 
     ``init`` (traced allowed) zeroes C first (``cmatrixInitVal``). Entries of C outside m x n are
     untouched; A/B entries outside m, n, k are ignored. The running sum follows the policy's
@@ -348,43 +360,42 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
     if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
         raise ValueError(f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> "
                          f"{dst.buffer}.")
-    A = core.read(a.alloc, a.stage)
-    B = core.read(b.alloc, b.stage)
-    m1, k1, _, k0 = A.shape
-    kb1, n1, _, kb0 = B.shape
-    if (k1, k0) != (kb1, kb0):
-        raise ValueError(f"Mmad K mismatch: A is {A.shape} (K={k1 * k0}), B is {B.shape} (K={kb1 * kb0}).")
-    cshape = dst.alloc.shape
-    if cshape[:2] != (n1, m1) or dst.alloc.dtype != "fp32":
-        raise ValueError(f"Mmad destination must be fp32 NZ (N1={n1}, M1={m1}, 16, 16), got "
-                         f"{dst.alloc.dtype} {cshape}.")
+    A = core.read(a.alloc, a.stage)  # (M, K)
+    B = core.read(b.alloc, b.stage)  # (K, N)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"Mmad K mismatch: A is {A.shape}, B is {B.shape}.")
+    M, K = A.shape
+    N = B.shape[1]
+    if dst.alloc.shape != (M, N) or dst.alloc.dtype != "fp32":
+        raise ValueError(f"Mmad destination must be an fp32 ({M}, {N}) L0C tile, got "
+                         f"{dst.alloc.dtype} {dst.alloc.shape}.")
     m_, n_, k_ = (jnp.asarray(v, _i32) for v in (m, n, k))
-    rows = (jnp.arange(m1)[:, None] * 16 + jnp.arange(16)[None, :]) < m_  # (m1, m0)
-    cols = (jnp.arange(n1)[:, None] * 16 + jnp.arange(16)[None, :]) < n_  # (n1, n0)
-    kk = (jnp.arange(k1)[:, None] * k0 + jnp.arange(k0)[None, :]) < k_  # (k1, k0)
-    A32 = jnp.where(rows[:, None, :, None] & kk[None, :, None, :], A.astype(jnp.float32), 0.0)
-    B32 = jnp.where(kk[:, None, None, :] & cols[None, :, :, None], B.astype(jnp.float32), 0.0)
+    rows = jnp.arange(M, dtype=_i32) < m_
+    cols = jnp.arange(N, dtype=_i32) < n_
+    kk = jnp.arange(K, dtype=_i32) < k_
+    A32 = jnp.where(rows[:, None] & kk[None, :], A.astype(jnp.float32), 0.0)
+    B32 = jnp.where(kk[:, None] & cols[None, :], B.astype(jnp.float32), 0.0)
     C = core.read(dst.alloc, dst.stage)
     C0 = jnp.where(jnp.asarray(init), 0.0, C)
     acc = core.ctx.policy.accumulate
     hp = lax.Precision.HIGHEST
+    k0 = core.hw.k0(itemsize(a.alloc.dtype))
     if acc == "fp16_step":
+        # The running sum is rounded to fp16 after every K0-deep fractal step.
         def step(c, ab):
-            a_k, b_k = ab  # (m1, m0, k0), (n1, n0, k0)
-            part = jnp.einsum("iac,jbc->jiab", a_k, b_k, precision=hp)
-            return round_to(c + part, "fp16").astype(jnp.float32), None
-        prod, _ = lax.scan(step, C0, (A32.transpose(1, 0, 2, 3), B32))
-        Cn = prod
+            a_k, b_k = ab  # (M, K0), (K0, N)
+            return round_to(c + jnp.dot(a_k, b_k, precision=hp), "fp16").astype(jnp.float32), None
+
+        a_steps = A32.reshape(M, K // k0, k0).transpose(1, 0, 2)
+        b_steps = B32.reshape(K // k0, k0, N)
+        Cn, _ = lax.scan(step, C0, (a_steps, b_steps))
     else:
-        prod = jnp.einsum("ikac,kjbc->jiab", A32, B32, precision=hp,
-                          preferred_element_type=jnp.float32)
-        Cn = C0 + prod
+        Cn = C0 + jnp.dot(A32, B32, precision=hp, preferred_element_type=jnp.float32)
         if acc == "fp16_tile":
             Cn = round_to(Cn, "fp16").astype(jnp.float32)
-    region = cols[:, None, None, :] & rows[None, :, :, None]  # (n1, m1, m0, n0)
-    Cn = jnp.where(region, Cn, C)
+    Cn = jnp.where(rows[:, None] & cols[None, :], Cn, C)
     core = _write_ref(core, dst, Cn, when)
-    kq = core.hw.k0(itemsize(a.alloc.dtype))
+    kq = k0
     core = count(core, "flops", 2 * m_ * n_ * k_, when)
     issued = 2 * (ceil_div(m_, 16) * 16) * (ceil_div(n_, 16) * 16) * (ceil_div(k_, kq) * kq)
     core = count(core, "flops_issued", issued, when)
@@ -395,7 +406,7 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
 def _l0c_nd(core: Core, src: Ref):
     if src.buffer != "L0C":
         raise ValueError(f"expected an L0C source, got {src.buffer}.")
-    return formats.l0c_to_nd(core.read(src.alloc, src.stage))
+    return core.read(src.alloc, src.stage)
 
 
 def _activation(x, act: str | None, alpha: float, clip: float | None):
@@ -414,7 +425,7 @@ def _activation(x, act: str | None, alpha: float, clip: float | None):
 
 def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: str | None = None,
             alpha: float = 0.0, clip: float | None = None, when=True) -> Core:
-    """Fixpipe (910B): L0C (fp32, NZ) -> GM window or L1 (ND), converted to the policy's output
+    """Fixpipe (910B): L0C (fp32; NZ fractals on chip) -> GM window or L1 (ND), converted to the policy's output
     format with nearest-even rounding, optional ReLU / leaky ReLU / clipped ReLU on the way.
 
     ``m``, ``n`` (traced allowed) bound the meaningful part; only that part is written.

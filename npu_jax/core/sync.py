@@ -33,14 +33,21 @@ def _event_id(core: Core, event_id):
     return jnp.clip(jnp.asarray(event_id, jnp.int32), 0, n - 1)
 
 
+def _flag_mask(core: Core, s: int, d: int, e):
+    """(P, P, E) one-hot of flag (s, d, e): selects fuse where scatters would not."""
+    P, _, E = core.flag_set.shape
+    ps = jnp.arange(P)
+    return ((ps == s)[:, None, None] & (ps == d)[None, :, None]
+            & (jnp.arange(E) == e)[None, None, :])
+
+
 def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     s, d = parse_event(event)
     e = _event_id(core, event_id)
-    when = jnp.asarray(when, jnp.bool_)
-    t = jnp.where(when, core.pipe_free[s], core.flag_time[s, d, e])
+    hit = _flag_mask(core, s, d, e) & jnp.asarray(when, jnp.bool_)
     return core.replace(
-        flag_time=core.flag_time.at[s, d, e].set(t),
-        flag_set=core.flag_set.at[s, d, e].set(core.flag_set[s, d, e] | when),
+        flag_time=jnp.where(hit[..., None], core.pipe_free[s], core.flag_time),
+        flag_set=core.flag_set | hit,
     )
 
 
@@ -48,10 +55,12 @@ def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     s, d = parse_event(event)
     e = _event_id(core, event_id)
     when = jnp.asarray(when, jnp.bool_)
+    hit = _flag_mask(core, s, d, e) & when
     ready = wide.maximum(core.pipe_free[d], core.flag_time[s, d, e])
+    oh = (jnp.arange(core.pipe_free.shape[0]) == d)[:, None] & when
     return core.replace(
-        pipe_free=core.pipe_free.at[d].set(jnp.where(when, ready, core.pipe_free[d])),
-        flag_set=core.flag_set.at[s, d, e].set(core.flag_set[s, d, e] & ~when),
+        pipe_free=jnp.where(oh, ready, core.pipe_free),
+        flag_set=core.flag_set & ~hit,
     )
 
 

@@ -149,14 +149,13 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
 def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
     """Allocate buffers and return (plan, kernel) for one GEMM shape and tiling."""
     isz = itemsize(op)
-    k0 = hw.k0(isz)
     c0 = 32 // isz
     plan = Plan(hw)
     a_l1 = plan.alloc("L1", "a_l1", (t.k_l1 // c0, t.m, c0), op, stages=t.l1_stages, fmt="NZ")
     b_l1 = plan.alloc("L1", "b_l1", (t.n // c0, t.k_l1, c0), op, stages=t.l1_stages, fmt="NZ")
-    a_l0 = plan.alloc("L0A", "a_l0", (t.m // 16, t.k_l0 // k0, 16, k0), op, stages=t.l0_stages, fmt="ZZ")
-    b_l0 = plan.alloc("L0B", "b_l0", (t.k_l0 // k0, t.n // 16, 16, k0), op, stages=t.l0_stages, fmt="ZN")
-    c_l0 = plan.alloc("L0C", "c_l0c", (t.n // 16, t.m // 16, 16, 16), "fp32", fmt="NZ")
+    a_l0 = plan.alloc("L0A", "a_l0", (t.m, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
+    b_l0 = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
+    c_l0 = plan.alloc("L0C", "c_l0c", (t.m, t.n), "fp32", fmt="NZ")
     c_ub = plan.alloc("UB", "c_ub", (t.m, t.n), out) if hw.coupled else None
 
     nbm, nbn = math.ceil(M / t.m), math.ceil(N / t.n)
