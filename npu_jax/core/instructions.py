@@ -124,21 +124,19 @@ def _mask(shape, valid):
 def gm_bursts(core: Core, win: GmWindow, valid):
     """(bytes, bursts) of a GM window in the tensor's logical row-major layout.
 
-    Trailing dimensions the window covers whole merge with the next one into one contiguous run;
-    every other combination of leading indices starts a new burst.
+    A dimension whose trailing dimensions are all covered whole (start 0, full extent) merges with
+    them into one contiguous run; every other dimension multiplies the number of bursts.
     """
     spec = core.ctx.gm_spec(win.name)
     nd = len(spec.shape)
-    j = nd - 1
-    while j > 0 and win.sizes[j] >= spec.shape[j] and isinstance(win.starts[j], int) and win.starts[j] == 0:
-        j -= 1
-    elems = math.prod(valid) if valid else 1
-    nbytes = jnp.asarray(elems, _i32) * itemsize(spec.dtype)
+    nbytes = jnp.asarray(math.prod(valid), _i32) * itemsize(spec.dtype)
     bursts = jnp.asarray(1, _i32)
-    for d in range(j):
-        bursts = bursts * valid[d]
-    bursts = jnp.where(nbytes > 0, bursts, 0)
-    return nbytes, bursts
+    suffix_full = jnp.asarray(True)
+    for d in range(nd - 1, -1, -1):
+        bursts = bursts * jnp.where(suffix_full, 1, valid[d])
+        full = (jnp.asarray(win.starts[d], _i32) == 0) & (valid[d] == spec.shape[d])
+        suffix_full = suffix_full & full
+    return nbytes, jnp.where(nbytes > 0, bursts, 0)
 
 
 # ---- DataCopy (MTE2 / MTE3) --------------------------------------------------------------------
@@ -176,6 +174,7 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
             tile = formats.chw_to_c1hwc0(tile, c0)
         elif layout is not None:
             raise ValueError(f"layout must be None, 'nz' or 'nc1hwc0', got {layout!r}.")
+        tile = _squeeze_to(tile, len(dst.alloc.shape))
         nbytes, bursts = gm_bursts(core, src, valid)
         cost = gm_transfer_cycles(nbytes, bursts, core.ctx.gm_rate, hw.assumed.mte2_startup, hw)
         core = _write_ref(core, dst, tile, when)
@@ -188,7 +187,8 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
         spec = core.ctx.gm_spec(dst.name)
         if not spec.output:
             raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
-        block = _stage_block(core, src, dst.sizes)
+        block = _stage_block(core, src, _squeeze_shape(dst.sizes, len(src.alloc.shape)))
+        block = block.reshape(dst.sizes)
         valid = _valid_extents(core, dst)
         nbytes, bursts = gm_bursts(core, dst, valid)
         rate = min(hw.ub_to_gm_rate, core.ctx.gm_rate)
@@ -198,6 +198,18 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
         return issue(core, "MTE3", cost, "DataCopy", when)
     raise ValueError(f"DataCopy supports GM->L1, GM->UB and UB->GM; got "
                      f"{type(src).__name__} -> {type(dst).__name__}.")
+
+
+def _squeeze_shape(shape, rank: int):
+    """Drop leading 1s of a window shape down to ``rank`` dims (a (1, 128) row into a (128,) tile)."""
+    shape = tuple(shape)
+    while len(shape) > rank and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+def _squeeze_to(x, rank: int):
+    return x.reshape(_squeeze_shape(x.shape, rank))
 
 
 def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:

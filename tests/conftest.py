@@ -1,0 +1,99 @@
+"""Shared fixtures and helpers for the npu-jax tests.
+
+* ``rng``: a ``np.random.Generator`` with a fresh seed per test. The seed is printed (pytest shows
+  captured output of failing tests); set ``NPU_JAX_TEST_SEED`` to replay one.
+* ``make_core``: a one-core :class:`~npu_jax.core.state.Core` from a :class:`Plan`.
+* ``assert_same_core``: two cores hold bit-identical data *and* identical clocks, flags, counters.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import jax
+import numpy as np
+import pytest
+
+from npu_jax.core import wide
+from npu_jax.core.policy import Policy
+from npu_jax.core.state import Context, GmSpec, init_core
+
+
+@pytest.fixture
+def rng():
+    env = os.environ.get("NPU_JAX_TEST_SEED")
+    seed = int(env) if env else secrets.randbits(63)
+    print(f"rng seed: {seed} (replay with NPU_JAX_TEST_SEED={seed})")
+    return np.random.default_rng(seed)
+
+
+def gm_spec(name, shape, dtype="fp16", *, padded=None, output=False) -> GmSpec:
+    shape = tuple(int(s) for s in shape)
+    return GmSpec(name, shape, tuple(padded) if padded is not None else shape, dtype, output)
+
+
+def make_core(hw, plan, gm_specs=(), gm=None, *, policy=None, trace_capacity=0):
+    """A fresh one-core Core for ``plan``'s allocations and the GM tensors ``gm_specs``."""
+    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=tuple(gm_specs),
+                  policy=Policy() if policy is None else policy, trace_capacity=trace_capacity)
+    return init_core(ctx, dict(gm or {}))
+
+
+def bits(x) -> np.ndarray:
+    """The raw bit pattern of an array (so NaN payloads and -0.0 compare exactly)."""
+    a = np.asarray(x)
+    if a.dtype == np.bool_:
+        return a
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a
+
+
+def assert_bits_equal(x, y, what=""):
+    bx, by = bits(x), bits(y)
+    assert bx.shape == by.shape, f"{what}: shape {bx.shape} != {by.shape}"
+    assert np.array_equal(bx, by), f"{what}: {int(np.sum(bx != by))} elements differ bitwise"
+
+
+def assert_same_core(c1, c2):
+    """Bit-identical buffers and GM, identical pipe clocks, busy cycles, flags, counters, trace."""
+    assert set(c1.buf) == set(c2.buf) and set(c1.gm) == set(c2.gm)
+    for k in c1.buf:
+        assert_bits_equal(c1.buf[k], c2.buf[k], f"buf[{k!r}]")
+    for k in c1.gm:
+        assert_bits_equal(c1.gm[k], c2.gm[k], f"gm[{k!r}]")
+    for k in c1.gm_written:
+        assert_bits_equal(c1.gm_written[k], c2.gm_written[k], f"gm_written[{k!r}]")
+    for f in ("pipe_free", "pipe_busy", "counters", "flag_time"):
+        np.testing.assert_array_equal(wide.to_numpy(getattr(c1, f)), wide.to_numpy(getattr(c2, f)),
+                                      err_msg=f)
+    np.testing.assert_array_equal(np.asarray(c1.n_instr), np.asarray(c2.n_instr), err_msg="n_instr")
+    np.testing.assert_array_equal(np.asarray(c1.flag_set), np.asarray(c2.flag_set), err_msg="flag_set")
+    for k in c1.trace:
+        np.testing.assert_array_equal(np.asarray(c1.trace[k]), np.asarray(c2.trace[k]),
+                                      err_msg=f"trace[{k!r}]")
+
+
+def run_both(fn, *args):
+    """``fn(*args)`` eagerly and under ``jax.jit``; asserts the two cores agree; returns the eager one."""
+    eager = fn(*args)
+    jitted = jax.jit(fn)(*args)
+    assert_same_core(eager, jitted)
+    return eager
+
+
+def busy(core, pipe: str) -> int:
+    from npu_jax.core.timing import PIPE_INDEX
+
+    return int(wide.to_numpy(core.pipe_busy)[PIPE_INDEX[pipe]])
+
+
+def free_at(core, pipe: str) -> int:
+    from npu_jax.core.timing import PIPE_INDEX
+
+    return int(wide.to_numpy(core.pipe_free)[PIPE_INDEX[pipe]])
+
+
+def counter(core, name: str) -> int:
+    from npu_jax.core.timing import COUNTER_INDEX
+
+    return int(wide.to_numpy(core.counters)[COUNTER_INDEX[name]])
