@@ -102,7 +102,13 @@ def test_flag_wait_moves_consumer_and_queue_drains():
         core = q.free(core, i)
     core = q.drain(core)
     assert not bool(np.asarray(core.flag_set).any())
-    # each V op waited for its copy: V finishes after the last MTE2 copy
-    pf = np.asarray(core.pipe_free)[:, 1]
+    # Copies (s2 + 256 B / 32) stream back to back through two slots; each 256-B ReLU (sv + 1)
+    # waits for its copy, so V ends one ReLU after the fourth copy, and the drain brings MTE2
+    # (waiting for its slots back) to the same cycle.
     from npu_jax.core.timing import PIPE_INDEX
-    assert pf[PIPE_INDEX["V"]] > pf[PIPE_INDEX["MTE2"]]
+
+    s = hw.assumed
+    copy, relu = s.mte2_startup + 256 // 32, s.vector_startup + 1
+    pf = np.asarray(core.pipe_free)[:, 1]
+    assert pf[PIPE_INDEX["V"]] == 4 * copy + relu
+    assert pf[PIPE_INDEX["MTE2"]] == 4 * copy + relu

@@ -1,0 +1,112 @@
+"""The Report: its derived figures, the Chrome trace it writes, and the timeline plot."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax import MatmulTiling
+
+M, N, K = 64, 48, 96
+TILING = MatmulTiling(m=32, n=32, k_l1=32, k_l0=16)  # 2 x 2 blocks over tiny's 2 cores, 3 K slices
+# The vendor simulator's lane names, and the pipe each one shows.
+LANE_PIPE = {"CUBE": "M", "VECTOR": "V", "SCALAR": "S", "MTE1": "MTE1", "MTE2": "MTE2",
+             "MTE3": "MTE3", "FIXP": "FIX"}
+
+
+def _gemm(rng, jit: bool):
+    hw = npu_jax.presets.tiny()
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+
+    def run(a, b):
+        return npu_jax.matmul(a, b, hw=hw, tiling=TILING, trace=True)
+
+    c, report = (jax.jit(run) if jit else run)(a, b)
+    return a, b, c, report
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_chrome_trace(rng, tmp_path, jit):
+    *_, report = _gemm(rng, jit)
+    assert report.trace_dropped == 0
+    path = report.to_chrome_trace(tmp_path / "t.json")
+    events = json.loads(open(path).read())["traceEvents"]
+    cyc_per_us = report.hw.clock_ghz * 1e3
+
+    # lanes: per core (process), exactly the vendor's seven thread names
+    lane_of = {}
+    for e in events:
+        if e["ph"] == "M" and e["name"] == "thread_name":
+            lane_of[(e["pid"], e["tid"])] = e["args"]["name"]
+    pids = {e["pid"] for e in events}
+    assert pids == set(range(report.n_cores))
+    for pid in pids:
+        assert sorted(v for (p, _), v in lane_of.items() if p == pid) == sorted(LANE_PIPE)
+
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans
+    by_lane = collections.defaultdict(list)
+    for e in spans:
+        assert (e["pid"], e["tid"]) in lane_of, e
+        assert e["dur"] > 0
+        by_lane[(e["pid"], e["tid"])].append(e)
+
+    # one pipe runs one instruction at a time: events on a lane never overlap
+    tol = 1e-6
+    for evs in by_lane.values():
+        evs.sort(key=lambda e: e["ts"])
+        for prev, cur in zip(evs, evs[1:]):
+            assert cur["ts"] >= prev["ts"] + prev["dur"] - tol, (prev, cur)
+
+    # busy time per lane, over all cores, is the report's pipe_busy
+    dur_per_lane = collections.Counter()
+    for (pid, tid), evs in by_lane.items():
+        dur_per_lane[lane_of[(pid, tid)]] += sum(e["dur"] for e in evs)
+    busy = report.pipe_busy
+    for lane, pipe in LANE_PIPE.items():
+        assert dur_per_lane[lane] == pytest.approx(busy[pipe] / cyc_per_us, rel=1e-9, abs=1e-9), lane
+    assert busy["M"] > 0 and busy["MTE2"] > 0 and busy["FIX"] > 0
+
+    # the last event ends at the report's total cycles
+    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(report.cycles / cyc_per_us, rel=1e-12)
+    assert max(e["args"]["end_cycle"] for e in spans) == report.cycles
+
+
+def test_plot_timeline_writes_png(rng, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    *_, report = _gemm(rng, jit=False)
+    path = tmp_path / "timeline.png"
+    report.plot_timeline(path)
+    plt.close("all")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_report_figures(rng, jit):
+    a, b, c, report = _gemm(rng, jit)
+    hw = report.hw
+    assert report.flops == 2 * M * N * K
+    assert report.n_cores == 2
+    peak = hw.peak_flops_per_cycle("fp16") * report.n_cores
+    assert report.pct_peak == pytest.approx(100.0 * report.flops / (report.cycles * peak))
+    assert 0 < report.pct_peak <= 100
+    for name, r in report.ratios.items():
+        assert 0.0 <= r <= 1.0, name
+    assert report.bottleneck in report.pipe_busy
+    assert report.pipe_busy[report.bottleneck] == max(report.pipe_busy.values())
+    s = report.summary()
+    assert "mac_ratio" in s and f"{report.cycles:,}" in s
+    # A is read once per block column (2 of them), B once per block row (2), 2 B per fp16 element
+    assert report.bytes["GM->L1"] == (2 * M * K + 2 * K * N) * 2
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(c, np.float64), ref, rtol=2e-3, atol=2e-2)
