@@ -21,10 +21,11 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
+from npu_jax.core.timing import RATIO_NAMES
 from npu_jax.hw import presets
 from npu_jax.hw.config import Assumed, HardwareConfig
 
@@ -107,9 +108,7 @@ def _reading(report) -> str:
     """Two or three sentences saying what the report's numbers mean."""
     busy = report.pipe_busy
     neck = report.bottleneck
-    ratio_name = {"M": "mac_ratio", "MTE1": "mte1_ratio", "MTE2": "mte2_ratio", "MTE3": "mte3_ratio",
-                  "FIX": "fixpipe_ratio", "V": "vec_ratio", "S": "scalar_ratio"}[neck]
-    ratio = report.ratios[ratio_name]
+    ratio = report.ratios[RATIO_NAMES[neck]]
     core_cycles = report.core_cycles
     lines = [
         f"Reading: the Cube turned {report.pct_peak:.1f}% of the {report.n_cores} launched cores' peak "
@@ -254,7 +253,7 @@ def _parser() -> _Parser:
     preset_arg(m, "ascend910b")
     m.add_argument("--trace", type=_output_path, metavar="PATH", help="write a Chrome trace (JSON)")
     m.add_argument("--cores", type=_positive_int, metavar="N", help="cores to spread blocks over")
-    m.add_argument("--json", action="store_true", help="print report.as_dict() as JSON")
+    m.add_argument("--json", action="store_true", help="print report.as_dict() (plus max_abs_err) as JSON")
     m.set_defaults(func=_cmd_matmul, parser=m)
     return p
 

@@ -101,7 +101,4 @@ def _console_script() -> str:
 def test_installed_console_script():
     proc = subprocess.run([_console_script(), "info"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "ascend910b" in proc.stdout
-    bad = subprocess.run([_console_script(), "info", "--preset", "nope"], capture_output=True,
-                         text=True, timeout=120)
-    assert bad.returncode == 2 and "--preset" in bad.stderr and "Traceback" not in bad.stderr
+    assert "ascend910b" in proc.stdout and "mte2_startup" in proc.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import secrets
 
 import jax
 import numpy as np
@@ -19,7 +20,15 @@ LANE_PIPE = {"CUBE": "M", "VECTOR": "V", "SCALAR": "S", "MTE1": "MTE1", "MTE2": 
              "MTE3": "MTE3", "FIXP": "FIX"}
 
 
-def _gemm(rng, jit: bool):
+@pytest.fixture(scope="module", params=[False, True], ids=["eager", "jit"])
+def gemm(request):
+    """(a, b, c, report) of one traced GEMM on fresh random data, run eagerly or under jax.jit.
+
+    Module-scoped so the tests below share two runs; the seed is printed for replay.
+    """
+    seed = secrets.randbits(63)
+    print(f"gemm seed: {seed}")
+    rng = np.random.default_rng(seed)
     hw = npu_jax.presets.tiny()
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
@@ -27,13 +36,12 @@ def _gemm(rng, jit: bool):
     def run(a, b):
         return npu_jax.matmul(a, b, hw=hw, tiling=TILING, trace=True)
 
-    c, report = (jax.jit(run) if jit else run)(a, b)
+    c, report = (jax.jit(run) if request.param else run)(a, b)
     return a, b, c, report
 
 
-@pytest.mark.parametrize("jit", [False, True])
-def test_chrome_trace(rng, tmp_path, jit):
-    *_, report = _gemm(rng, jit)
+def test_chrome_trace(gemm, tmp_path):
+    *_, report = gemm
     assert report.trace_dropped == 0
     path = report.to_chrome_trace(tmp_path / "t.json")
     events = json.loads(open(path).read())["traceEvents"]
@@ -78,22 +86,21 @@ def test_chrome_trace(rng, tmp_path, jit):
     assert max(e["args"]["end_cycle"] for e in spans) == report.cycles
 
 
-def test_plot_timeline_writes_png(rng, tmp_path):
+def test_plot_timeline_writes_png(gemm, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    *_, report = _gemm(rng, jit=False)
+    *_, report = gemm
     path = tmp_path / "timeline.png"
     report.plot_timeline(path)
     plt.close("all")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("jit", [False, True])
-def test_report_figures(rng, jit):
-    a, b, c, report = _gemm(rng, jit)
+def test_report_figures(gemm):
+    a, b, c, report = gemm
     hw = report.hw
     assert report.flops == 2 * M * N * K
     assert report.n_cores == 2

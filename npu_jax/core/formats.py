@@ -73,6 +73,15 @@ def nchw_to_nc1hwc0(x, c0: int):
     return x.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2)
 
 
+def oihw_to_kn(w, c0: int):
+    """(O, C, kh, kw) weights -> (C1 * kh * kw * C0, O): row k = ((c1 * kh + i) * kw + j) * C0 + c0,
+    the K order of Load3D's img2col, channels zero-padded to C1 * C0."""
+    o, c, kh, kw = w.shape
+    c1 = -(-c // c0)
+    w = jnp.pad(w, ((0, 0), (0, c1 * c0 - c), (0, 0), (0, 0)))
+    return w.reshape(o, c1, c0, kh, kw).transpose(1, 3, 4, 2, 0).reshape(c1 * kh * kw * c0, o)
+
+
 def nc1hwc0_to_nchw(x, c: int):
     n, c1, h, w, c0 = x.shape
     return x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c0, h, w)[:, :c]

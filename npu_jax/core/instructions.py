@@ -106,11 +106,14 @@ def _write_ref(core: Core, ref: Ref, block, when) -> Core:
 
 
 def _valid_extents(core: Core, win: GmWindow):
-    spec = core.ctx.gm_spec(win.name)
-    return tuple(
-        jnp.clip(jnp.asarray(s, _i32) - jnp.asarray(st, _i32), 0, size)
-        for s, st, size in zip(spec.shape, win.starts, win.sizes)
-    )
+    """Per dim, how much of the window lies inside the tensor (and inside ``win.limit``)."""
+    shape = core.gm_shape[win.name]
+    ext = [jnp.clip(shape[d] - jnp.asarray(st, _i32), 0, size)
+           for d, (st, size) in enumerate(zip(win.starts, win.sizes))]
+    if win.limit is not None:
+        ext = [e if lim is None else jnp.clip(jnp.minimum(e, jnp.asarray(lim, _i32)), 0, None)
+               for e, lim in zip(ext, win.limit)]
+    return tuple(ext)
 
 
 def _mask(shape, valid):
@@ -129,12 +132,13 @@ def gm_bursts(core: Core, win: GmWindow, valid):
     """
     spec = core.ctx.gm_spec(win.name)
     nd = len(spec.shape)
+    shape = core.gm_shape[win.name]
     nbytes = jnp.asarray(math.prod(valid), _i32) * itemsize(spec.dtype)
     bursts = jnp.asarray(1, _i32)
     suffix_full = jnp.asarray(True)
     for d in range(nd - 1, -1, -1):
         bursts = bursts * jnp.where(suffix_full, 1, valid[d])
-        full = (jnp.asarray(win.starts[d], _i32) == 0) & (valid[d] == spec.shape[d])
+        full = (jnp.asarray(win.starts[d], _i32) == 0) & (valid[d] == shape[d])
         suffix_full = suffix_full & full
     return nbytes, jnp.where(nbytes > 0, bursts, 0)
 
@@ -144,8 +148,10 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
     """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
 
     ``src``/``dst`` are a :class:`GmWindow` (``core.gm_window(...)``) and an allocation
-    :class:`Ref`. ``layout`` converts on the way in: ``"nz"`` (2-D ND window -> NZ) or
-    ``"nc1hwc0"`` (a (C, H, W) NCHW window -> (C1, H, W, C0), channels zero-padded). The cost is
+    :class:`Ref`. ``layout`` converts on the way in: ``"nz"`` (2-D ND window -> NZ),
+    ``"nc1hwc0"`` (a (C, H, W) NCHW window -> (C1, H, W, C0), channels zero-padded) or
+    ``"oihw_to_kn"`` (an (O, C, kh, kw) weight window -> the (C1*kh*kw*C0, O) matrix whose rows
+    follow Load3D's K order). The cost is
     the window's bytes at the GM rate plus a gap per discontiguous burst of the *source* layout.
     """
     hw = core.hw
@@ -172,8 +178,12 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
             if tile.ndim != 3:
                 raise ValueError(f"layout='nc1hwc0' needs a (C, H, W) window, got {tile.shape}.")
             tile = formats.chw_to_c1hwc0(tile, c0)
+        elif layout == "oihw_to_kn":
+            if tile.ndim != 4:
+                raise ValueError(f"layout='oihw_to_kn' needs an (O, C, kh, kw) window, got {tile.shape}.")
+            tile = formats.oihw_to_kn(tile, c0)
         elif layout is not None:
-            raise ValueError(f"layout must be None, 'nz' or 'nc1hwc0', got {layout!r}.")
+            raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
         tile = _squeeze_to(tile, len(dst.alloc.shape))
         nbytes, bursts = gm_bursts(core, src, valid)
         cost = gm_transfer_cycles(nbytes, bursts, core.ctx.gm_rate, hw.assumed.mte2_startup, hw)
@@ -187,8 +197,13 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
         spec = core.ctx.gm_spec(dst.name)
         if not spec.output:
             raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
-        block = _stage_block(core, src, _squeeze_shape(dst.sizes, len(src.alloc.shape)))
-        block = block.reshape(dst.sizes)
+        sq = _squeeze_shape(dst.sizes, len(src.alloc.shape))
+        if len(sq) == len(src.alloc.shape):
+            block = _stage_block(core, src, sq).reshape(dst.sizes)
+        elif len(src.alloc.shape) == 2:  # a (positions, channels) tile into an (…, ho, wo, c) window
+            block = rows_to_window(_stage_block(core, src, src.alloc.shape), dst.sizes)
+        else:
+            raise ValueError(f"UB tile {src.alloc.shape} cannot fill window {dst.sizes}.")
         valid = _valid_extents(core, dst)
         nbytes, bursts = gm_bursts(core, dst, valid)
         rate = min(hw.ub_to_gm_rate, core.ctx.gm_rate)
@@ -198,6 +213,22 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
         return issue(core, "MTE3", cost, "DataCopy", when)
     raise ValueError(f"DataCopy supports GM->L1, GM->UB and UB->GM; got "
                      f"{type(src).__name__} -> {type(dst).__name__}.")
+
+
+def rows_to_window(x, sizes):
+    """The first prod(sizes[:-1]) rows and sizes[-1] columns of a 2-D tile, shaped as a window."""
+    lead = math.prod(sizes[:-1])
+    return x[:lead, : sizes[-1]].reshape(sizes)
+
+
+def _window_valid(core: Core, win: GmWindow, m, n):
+    """Valid extents of a window written from an (m, n) tile: GM bounds, and m, n limits (m bounds
+    the first dim of a 2-D window; for higher ranks the window's own bounds decide)."""
+    gv = list(_valid_extents(core, win))
+    gv[-1] = jnp.minimum(gv[-1], n)
+    if len(gv) == 2:
+        gv[0] = jnp.minimum(gv[0], m)
+    return tuple(gv)
 
 
 def _squeeze_shape(shape, rank: int):
@@ -437,10 +468,12 @@ def _activation(x, act: str | None, alpha: float, clip: float | None):
 
 def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: str | None = None,
             alpha: float = 0.0, clip: float | None = None, when=True) -> Core:
-    """Fixpipe (910B): L0C (fp32; NZ fractals on chip) -> GM window or L1 (ND), converted to the policy's output
-    format with nearest-even rounding, optional ReLU / leaky ReLU / clipped ReLU on the way.
+    """Fixpipe (910B): L0C (fp32; NZ fractals on chip) -> GM window or L1 (ND), converted to the
+    policy's output format with nearest-even rounding, optional ReLU / leaky ReLU / clipped ReLU.
 
-    ``m``, ``n`` (traced allowed) bound the meaningful part; only that part is written.
+    ``m``, ``n`` (traced allowed) bound the meaningful part; only that part is written. A GM window
+    of rank > 2 takes L0C's rows in row-major order over its leading dims (an (ho, wo) output
+    tile of a conv) and its columns along the last dim.
     """
     hw = core.hw
     if hw.coupled:
@@ -456,9 +489,8 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
         if not spec.output:
             raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
         out = convert(nd, spec.dtype, pol.overflow_mode(hw))
-        block = out[: dst.sizes[0], : dst.sizes[1]]
-        gv = _valid_extents(core, dst)
-        valid = (jnp.minimum(gv[0], m_), jnp.minimum(gv[1], n_))
+        block = rows_to_window(out, dst.sizes)
+        valid = _window_valid(core, dst, m_, n_)
         nbytes, bursts = gm_bursts(core, dst, valid)
         gaps = jnp.maximum(bursts - 1, 0) * hw.assumed.gm_burst_overhead
         cyc = hw.assumed.fixpipe_startup + jnp.maximum(

@@ -31,15 +31,22 @@ def merge_outputs(ctx: Context, cores: Core):
         first = jnp.argmax(written, axis=0)
         val = jnp.take_along_axis(vals, first[None], axis=0)[0]
         outs[spec.name] = jnp.where(writers > 0, val, jnp.zeros((), val.dtype))
+        inside = jnp.ones(spec.shape, jnp.bool_)
+        for d in range(len(spec.shape)):
+            inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < cores.gm_shape[spec.name][0, d])
         overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
-        unwritten = unwritten + jnp.sum(writers == 0).astype(jnp.int32)
+        unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
     return outs, overlap, unwritten
 
 
 def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *, name: str,
-           workload: str = "", operand: str = "fp16") -> tuple[dict, Report]:
-    """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report)."""
-    core0 = init_core(ctx, gm)
+           workload: str = "", operand: str = "fp16", extents: dict | None = None
+           ) -> tuple[dict, Report]:
+    """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
+
+    Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
+    """
+    core0 = init_core(ctx, gm, extents)
     if ctx.n_cores == 1:
         cores = jax.tree.map(lambda x: x[None], kernel(core0, jnp.int32(0)))
     else:

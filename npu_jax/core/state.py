@@ -24,7 +24,11 @@ from npu_jax.hw.config import HardwareConfig
 @dataclasses.dataclass(frozen=True)
 class GmSpec:
     """A global-memory tensor: logical ``shape``; stored zero-padded to ``padded`` so tile windows
-    at the edges stay in bounds (copies still move and charge only the logical part)."""
+    at the edges stay in bounds (copies still move and charge only the logical part).
+
+    ``shape`` is static. A launch may declare a smaller *traced* logical extent per tensor
+    (``init_core(..., extents=...)``): one compiled kernel then serves every layer that fits.
+    """
 
     name: str
     shape: tuple[int, ...]
@@ -35,11 +39,13 @@ class GmSpec:
 
 @dataclasses.dataclass(frozen=True)
 class GmWindow:
-    """A window of a GM tensor: traced ``starts``, static ``sizes``."""
+    """A window of a GM tensor: traced ``starts``, static ``sizes``, and optionally a traced
+    ``limit`` per dim (None = no limit) on how much of it is really moved."""
 
     name: str
     starts: tuple
     sizes: tuple[int, ...]
+    limit: tuple | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +76,7 @@ class Context:
         return self.hw.gm_rate(self.n_cores)
 
 
-_DATA_FIELDS = ("gm", "gm_written", "buf", "pipe_free", "pipe_busy", "n_instr", "flag_time",
+_DATA_FIELDS = ("gm", "gm_shape", "gm_written", "buf", "pipe_free", "pipe_busy", "n_instr", "flag_time",
                 "flag_set", "counters", "trace")
 
 
@@ -83,6 +89,7 @@ class Core:
     """
 
     gm: dict  # name -> padded array
+    gm_shape: dict  # name -> (ndim,) int32: logical extent (traced; <= GmSpec.shape)
     gm_written: dict  # output name -> bool array (padded shape): elements this core wrote
     buf: dict  # alloc name -> (stages, *shape) array
     pipe_free: jax.Array  # (P, 2) wide: cycle at which each pipe is free
@@ -105,7 +112,7 @@ class Core:
         """The contents of one stage of an allocation (for kernels' own checks and tests)."""
         return jax.lax.dynamic_index_in_dim(self.buf[alloc.name], stage, keepdims=False)
 
-    def gm_window(self, name: str, starts, sizes) -> GmWindow:
+    def gm_window(self, name: str, starts, sizes, limit=None) -> GmWindow:
         spec = self.ctx.gm_spec(name)
         if len(starts) != len(spec.shape) or len(sizes) != len(spec.shape):
             raise ValueError(f"window of {name!r} needs {len(spec.shape)} starts and sizes, got "
@@ -113,7 +120,10 @@ class Core:
         for d, (s, p) in enumerate(zip(sizes, spec.padded)):
             if not 0 < int(s) <= p:
                 raise ValueError(f"window size {s} on dim {d} of {name!r} must be in 1..{p}.")
-        return GmWindow(name, tuple(starts), tuple(int(s) for s in sizes))
+        if limit is not None and len(limit) != len(sizes):
+            raise ValueError(f"limit needs one entry (or None) per dim of {name!r}.")
+        return GmWindow(name, tuple(starts), tuple(int(s) for s in sizes),
+                        None if limit is None else tuple(limit))
 
 
     # ---- the instruction set, as methods returning a new Core (see instructions.py, sync.py) ----
@@ -166,9 +176,14 @@ def _sync():
 jax.tree_util.register_dataclass(Core, data_fields=list(_DATA_FIELDS), meta_fields=["ctx"])
 
 
-def init_core(ctx: Context, gm: dict) -> Core:
-    """A fresh core: GM tensors padded, allocations poisoned (NaN), clocks and flags at zero."""
-    arrays, written = {}, {}
+def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
+    """A fresh core: GM tensors padded, allocations poisoned (NaN), clocks and flags at zero.
+
+    ``extents`` optionally gives, per GM tensor, a (traced) logical extent smaller than its spec's
+    shape; data outside it counts as absent (never moved, never charged, never written).
+    """
+    extents = extents or {}
+    arrays, written, shapes = {}, {}, {}
     for spec in ctx.gm:
         if spec.name in gm:
             x = jnp.asarray(gm[spec.name])
@@ -182,6 +197,10 @@ def init_core(ctx: Context, gm: dict) -> Core:
             raise ValueError(f"GM input {spec.name!r} was not given.")
         pad = [(0, p - s) for s, p in zip(spec.shape, spec.padded)]
         arrays[spec.name] = jnp.pad(x, pad) if any(p for _, p in pad) else x
+        ext = extents.get(spec.name, spec.shape)
+        if len(ext) != len(spec.shape):
+            raise ValueError(f"extent of {spec.name!r} needs {len(spec.shape)} entries, got {len(ext)}.")
+        shapes[spec.name] = jnp.stack([jnp.asarray(e, jnp.int32) for e in ext])
         if spec.output:
             written[spec.name] = jnp.zeros(spec.padded, jnp.bool_)
     P, E, T = len(PIPES), ctx.hw.num_event_ids, ctx.trace_capacity
@@ -191,6 +210,7 @@ def init_core(ctx: Context, gm: dict) -> Core:
                  "start": wide.zeros((T,)), "end": wide.zeros((T,)), "n": jnp.zeros((), jnp.int32)}
     return Core(
         gm=arrays,
+        gm_shape=shapes,
         gm_written=written,
         buf={a.name: poison(a) for a in ctx.allocs},
         pipe_free=wide.zeros((P,)),

@@ -40,6 +40,7 @@ class Report:
     workload: str = ""
     operand: str = "fp16"
     offset: int = 0  # cycle at which this run starts (for sequences of kernels)
+    extras: dict = dataclasses.field(default_factory=dict)  # related runs reported on their own
 
     @classmethod
     def from_cores(cls, cores, *, name, workload, operand, overlapping_writes, unwritten) -> Report:
@@ -229,6 +230,6 @@ class Report:
 jax.tree_util.register_dataclass(
     Report,
     data_fields=["pipe_free", "busy", "n_instr", "counters", "trace", "overlapping_writes",
-                 "unwritten"],
+                 "unwritten", "extras"],
     meta_fields=["hw", "name", "workload", "operand", "offset"],
 )

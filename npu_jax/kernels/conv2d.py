@@ -1,0 +1,514 @@
+"""Tiled Conv2D on the emulated core: four strategies, one kernel skeleton.
+
+A kernel engineer's path to a fast Conv2D, each step a real kernel on the instruction set:
+
+``output_tiled``  every (output tile, Cout block) fetches the input window it needs (halo
+                  included, NCHW in GM, converted to NC1HWC0 on the DMA) and its weights (OIHW);
+                  neighbouring tiles and every Cout block re-read the input, every tile re-reads
+                  the weights. The Cube gets one (c1, tap) fractal of K per Mmad.
+``input_tiled``   each input tile is fetched once and reused by every Cout block; the weights stay
+                  in L1 when they fit. Same DMA shapes and Cube mapping as above.
+``relayout``      as ``input_tiled``, from an NC1HWC0 copy of the input (made by a separate relayout
+                  kernel, reported on its own) and K-major weights: long contiguous bursts.
+``img2col``       as ``relayout``, with the whole reduction C*kh*kw streamed onto the Cube in deep
+                  Mmads (``k_l0``) and L1 / L0 double-buffered, as the vendor's template does.
+
+The strategies differ only in what they move, when, and how they feed the Cube -- never in a factor
+typed in. The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) into an NHWC
+tensor (N, Ho, Wo, K) in GM; the wrapper returns NCHW.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from npu_jax.core.buffers import DTYPES, Plan, itemsize
+from npu_jax.core.instructions import Load3DGeometry
+from npu_jax.core.policy import Policy
+from npu_jax.core.run import launch
+from npu_jax.core.state import Context, GmSpec
+from npu_jax.errors import TilingError
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
+
+STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategySpec:
+    """What a strategy does, structurally."""
+
+    reuse_input: bool  # input tile fetched once per spatial tile, reused by all Cout blocks
+    nc1hwc0_source: bool  # input relaid out to NC1HWC0 (and weights K-major) in GM first
+    deep_k: bool  # Mmads k_l0 deep over the whole reduction vs one (c1, tap) fractal each
+    double_buffer: bool  # L1 and L0 ping-pong
+    resident_weights_allowed: bool  # weights may stay in L1 across tiles
+
+
+SPECS = {
+    "output_tiled": StrategySpec(False, False, False, False, False),
+    "input_tiled": StrategySpec(True, False, False, False, True),
+    "relayout": StrategySpec(True, True, False, False, True),
+    "img2col": StrategySpec(True, True, True, True, True),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvTiling:
+    """Tile sizes of the Conv2D kernel (vendor vocabulary in brackets).
+
+    Attributes:
+        ho, wo: output tile rows and cols [hoL1, woL1]; L0C holds round16(ho*wo) x n fp32.
+        n: Cout block [nL0 = nBL1], a multiple of 16.
+        cin1: input-channel blocks (of C0) per weights part in L1 [kBL1 / (kh kw C0)].
+        k_l0: Mmad depth [kL0], a multiple of C0; the fractal strategies use k_l0 = C0.
+        weights_resident: all weights loaded into L1 once per core and kept.
+        l1_stages, l0_stages: 1 (serial) or 2 (ping-pong) [pBufferFlag].
+        cores: cores to spread spatial tiles over (None = the preset's, capped by the tile count).
+    """
+
+    ho: int
+    wo: int
+    n: int
+    cin1: int
+    k_l0: int
+    weights_resident: bool = False
+    l1_stages: int = 1
+    l0_stages: int = 1
+    cores: int | None = None
+
+    def __post_init__(self):
+        for name in ("ho", "wo", "n", "cin1", "k_l0"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
+        if self.n % 16:
+            raise TilingError(f"ConvTiling.n (Cout block) must be a multiple of 16, got {self.n}.")
+        for name in ("l1_stages", "l0_stages"):
+            if getattr(self, name) not in (1, 2):
+                raise TilingError(f"ConvTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
+        if self.cores is not None and (not isinstance(self.cores, int) or self.cores < 1):
+            raise TilingError(f"ConvTiling.cores must be None or an int >= 1, got {self.cores!r}.")
+
+
+def _r(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan:
+    """Everything static about one (layer, strategy, tiling, hw): derived sizes and loop counts.
+
+    The kernel and the closed-form cost model both read this, so they cannot disagree on shapes.
+    """
+
+    g: ConvGeometry
+    strategy: str
+    t: ConvTiling
+    hw: HardwareConfig
+    operand: str
+    output: str = "fp16"
+
+    # -- derived -------------------------------------------------------------------------------
+    @property
+    def spec(self) -> StrategySpec:
+        return SPECS[self.strategy]
+
+    @property
+    def c0(self) -> int:
+        return 32 // itemsize(self.operand)
+
+    @property
+    def c1(self) -> int:
+        return -(-self.g.c // self.c0)
+
+    @property
+    def k_total(self) -> int:
+        return self.c1 * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def k_l1(self) -> int:
+        return min(self.t.cin1, self.c1) * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def n_parts(self) -> int:
+        return -(-self.c1 // self.t.cin1)
+
+    @property
+    def steps_per_part(self) -> int:
+        return -(-self.k_l1 // self.t.k_l0)
+
+    @property
+    def h_in(self) -> int:
+        return self.g.in_extent(self.t.ho, 0)
+
+    @property
+    def w_in(self) -> int:
+        return self.g.in_extent(self.t.wo, 1)
+
+    @property
+    def m_t(self) -> int:
+        return _r(self.t.ho * self.t.wo, 16)
+
+    @property
+    def n_th(self) -> int:
+        return -(-self.g.ho // self.t.ho)
+
+    @property
+    def n_tw(self) -> int:
+        return -(-self.g.wo // self.t.wo)
+
+    @property
+    def n_tiles(self) -> int:
+        return self.g.n * self.n_th * self.n_tw
+
+    @property
+    def n_cb(self) -> int:
+        return -(-self.g.k // self.t.n)
+
+    @property
+    def k_pad(self) -> int:
+        return self.n_cb * self.t.n
+
+    @property
+    def cores(self) -> int:
+        want = self.hw.num_cores if self.t.cores is None else self.t.cores
+        return max(1, min(want, self.n_tiles))
+
+    @property
+    def tiles_per_core(self) -> int:
+        return -(-self.n_tiles // self.cores)
+
+    def validate(self) -> None:
+        t, sp, c0 = self.t, self.spec, self.c0
+        if t.k_l0 % c0:
+            raise TilingError(f"ConvTiling.k_l0 must be a multiple of C0={c0} ({self.operand}), got {t.k_l0}.")
+        if not sp.deep_k and t.k_l0 != c0:
+            raise TilingError(f"strategy {self.strategy!r} feeds the Cube one (c1, tap) fractal per Mmad: "
+                              f"k_l0 must be C0={c0}, got {t.k_l0}. Use strategy='img2col' for deep Mmads.")
+        if not sp.double_buffer and (t.l1_stages, t.l0_stages) != (1, 1):
+            raise TilingError(f"strategy {self.strategy!r} is single-buffered (l1_stages=l0_stages=1); "
+                              f"got {t.l1_stages}, {t.l0_stages}. Double buffering is img2col's step.")
+        if t.weights_resident and not sp.resident_weights_allowed:
+            raise TilingError(f"strategy {self.strategy!r} re-fetches weights per output tile; "
+                              f"weights_resident must be False.")
+        if t.weights_resident and t.cin1 < self.c1:
+            raise TilingError(f"weights_resident needs the whole reduction in L1: cin1 must be >= "
+                              f"C1={self.c1}, got {t.cin1}.")
+        self.allocate()  # capacity and alignment, with the buffer named
+
+    def allocate(self) -> tuple[Plan, dict]:
+        """Allocate every buffer; raises CapacityError naming the buffer that overflows."""
+        hw, t, op = self.hw, self.t, self.operand
+        plan = Plan(hw)
+        a = {}
+        a["x"] = plan.alloc("L1", "x_l1", (self.c1, self.h_in, self.w_in, self.c0), op,
+                            stages=t.l1_stages, fmt="NC1HWC0")
+        # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
+        if t.weights_resident:
+            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_total, t.k_l0), self.k_pad), op, fmt="ND")
+        else:
+            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_l1, t.k_l0), t.n), op, stages=t.l1_stages,
+                                fmt="ND")
+        a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
+        a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
+        a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
+        if hw.coupled:
+            a["ub"] = plan.alloc("UB", "y_ub", (self.m_t, t.n), self.output)
+        return plan, a
+
+
+def make_plan(g: ConvGeometry, strategy: str, tiling: ConvTiling, hw: HardwareConfig,
+              operand: str = "fp16", output: str = "fp16") -> ConvPlan:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    if not isinstance(tiling, ConvTiling):
+        raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
+    p = ConvPlan(g, strategy, tiling, hw, operand, output)
+    p.validate()
+    return p
+
+
+# ---- the kernel ---------------------------------------------------------------------------------
+def build_kernel(p: ConvPlan, out_dtype: str, epilogue=None):
+    """Return (plan, kernel) for a ConvPlan. ``epilogue`` (fusion) may replace the output step."""
+    g, t, hw, sp = p.g, p.t, p.hw, p.spec
+    plan, a = p.allocate()
+    x_l1, w_l1, a_l0, b_l0, c_l0 = a["x"], a["w"], a["a"], a["b"], a["c"]
+    sh, sw = g.stride
+    dh, dw = g.dilation
+    pt, _, pl, _ = g.pads
+    geom = Load3DGeometry(g.kh, g.kw, (sh, sw), (dh, dw), out_w=t.wo)
+    ncb, nparts, spp = p.n_cb, p.n_parts, p.steps_per_part
+    items = p.tiles_per_core * ncb
+    x_name = "x5" if sp.nc1hwc0_source else "x"
+    w_name = "wkn" if sp.nc1hwc0_source else "w"
+    k_total, k_l1 = p.k_total, p.k_l1
+    IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
+
+    def input_window(core, n, r0, c0_, rows, cols):
+        if sp.nc1hwc0_source:
+            return core.gm_window(x_name, (n, 0, r0, c0_, 0), (1, p.c1, p.h_in, p.w_in, p.c0),
+                                  limit=(None, None, rows, cols, None))
+        return core.gm_window(x_name, (n, 0, r0, c0_), (1, p.c1 * p.c0, p.h_in, p.w_in),
+                              limit=(None, None, rows, cols))
+
+    def weight_window(core, k0, kn, cb):
+        """Weights for K rows [k0, k0 + kn) and Cout block cb (kn static)."""
+        if sp.nc1hwc0_source:
+            return core.gm_window(w_name, (k0, cb * t.n), (kn, t.n if not t.weights_resident else p.k_pad))
+        c_start = k0 // (g.kh * g.kw * p.c0) * p.c0
+        cn = kn // (g.kh * g.kw * p.c0) * p.c0
+        return core.gm_window(w_name, (cb * t.n, c_start, 0, 0),
+                              (t.n if not t.weights_resident else p.k_pad, cn, g.kh, g.kw))
+
+    w_layout = None if sp.nc1hwc0_source else "oihw_to_kn"
+
+    def kernel(core, b):
+        for s in range(t.l1_stages):
+            core = core.set_flag("MTE1_MTE2", IN + s)
+            if not t.weights_resident:
+                core = core.set_flag("MTE1_MTE2", WT + s)
+        for u in range(t.l0_stages):
+            core = core.set_flag("M_MTE1", u)
+        if hw.coupled:
+            core = core.set_flag("MTE3_V", 0)
+        if t.weights_resident:  # the whole weight matrix, once per core
+            core = core.data_copy(dst=w_l1[0], src=weight_window(core, 0, k_total, 0), layout=w_layout)
+            core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
+
+        def item(j, core):
+            tile = b + (j // ncb) * p.cores
+            cb = j % ncb
+            live = tile < p.n_tiles
+            n = tile // (p.n_th * p.n_tw)
+            th = (tile // p.n_tw) % p.n_th
+            tw = tile % p.n_tw
+            oh0, ow0 = th * t.ho, tw * t.wo
+            ho_v = jnp.minimum(t.ho, g.ho - oh0)
+            wo_v = jnp.minimum(t.wo, g.wo - ow0)
+            m_eff = (ho_v - 1) * t.wo + wo_v  # rows of L0C that hold real outputs (row pitch t.wo)
+            nv = jnp.minimum(t.n, g.k - cb * t.n)
+            # ---- input tile: fetched per item, or once per spatial tile (reuse) ----
+            fetch = live & ((cb == 0) if sp.reuse_input else True)
+            fidx = (j // ncb) if sp.reuse_input else j
+            xs = fidx % t.l1_stages
+            ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
+            r0, c0_ = jnp.maximum(ih0, 0), jnp.maximum(iw0, 0)
+            rows = jnp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
+            cols = jnp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
+            core = core.wait_flag("MTE1_MTE2", IN + xs, fetch)
+            core = core.data_copy(dst=x_l1[xs], src=input_window(core, n, r0, c0_, rows, cols),
+                                  layout=None if sp.nc1hwc0_source else "nc1hwc0", when=fetch)
+            core = core.set_flag("MTE2_MTE1", IN + xs, fetch)
+            core = core.wait_flag("MTE2_MTE1", IN + xs, fetch)
+
+            def part(pi, core):
+                gp = j * nparts + pi  # global weight-part counter
+                ws = gp % t.l1_stages
+                kbase = pi * k_l1
+                if not t.weights_resident:
+                    core = core.wait_flag("MTE1_MTE2", WT + ws, live)
+                    core = core.data_copy(dst=w_l1[ws], src=weight_window(core, kbase, k_l1, cb),
+                                          layout=w_layout, when=live)
+                    core = core.set_flag("MTE2_MTE1", WT + ws, live)
+                    core = core.wait_flag("MTE2_MTE1", WT + ws, live)
+                wstage = 0 if t.weights_resident else ws
+
+                def step(q, core):
+                    u = (gp * spp + q) % t.l0_stages
+                    ks = kbase + q * t.k_l0
+                    kv = jnp.clip(jnp.minimum(k_l1 - q * t.k_l0, k_total - ks), 0, t.k_l0)
+                    go = live & (kv > 0)
+                    core = core.wait_flag("M_MTE1", u, go)
+                    core = core.load3d(dst=a_l0[u], src=x_l1[xs], geom=geom, k_start=ks, m_start=0,
+                                       pad_top=r0 - ih0, pad_left=c0_ - iw0, h_valid=rows,
+                                       w_valid=cols, m_valid=m_eff, when=go)
+                    wrow = ks if t.weights_resident else q * t.k_l0
+                    wcol = cb * t.n if t.weights_resident else 0
+                    core = core.load2d(dst=b_l0[u], src=w_l1[wstage], start=(wrow, wcol),
+                                       valid=(kv, nv), when=go)
+                    core = core.set_flag("MTE1_M", u, go).wait_flag("MTE1_M", u, go)
+                    core = core.mmad(dst=c_l0[0], a=a_l0[u], b=b_l0[u], m=m_eff, n=nv, k=kv,
+                                     init=(pi == 0) & (q == 0), when=go)
+                    return core.set_flag("M_MTE1", u, go)
+
+                core = lax.fori_loop(0, spp, step, core)
+                if not t.weights_resident:
+                    core = core.set_flag("MTE1_MTE2", WT + ws, live)
+                return core
+
+            core = lax.fori_loop(0, nparts, part, core)
+            release = live & ((cb == ncb - 1) if sp.reuse_input else True)
+            core = core.set_flag("MTE1_MTE2", IN + xs, release)
+            # ---- epilogue: L0C -> GM (NHWC) ----
+            y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+            if epilogue is not None:
+                return epilogue(core, c_l0, a, y_win, m_eff, nv, live)
+            return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
+
+        core = lax.fori_loop(0, items, item, core)
+        for s in range(t.l1_stages):
+            core = core.wait_flag("MTE1_MTE2", IN + s)
+            if not t.weights_resident:
+                core = core.wait_flag("MTE1_MTE2", WT + s)
+        for u in range(t.l0_stages):
+            core = core.wait_flag("M_MTE1", u)
+        if hw.coupled:
+            core = core.wait_flag("MTE3_V", 0)
+        return core
+
+    return plan, kernel
+
+
+def output_step(core, hw, c_l0, y_ub, y_win, m, n, live, relu: bool = False):
+    """L0C -> GM: Fixpipe (separated) or L0C -> UB (V) -> GM (MTE3) (coupled), with the flags
+    that let the Cube start the next tile as soon as L0C has been read out."""
+    if not hw.coupled:
+        core = core.set_flag("M_FIX", 0, live).wait_flag("M_FIX", 0, live)
+        core = core.fixpipe(dst=y_win, src=c_l0[0], m=m, n=n, relu=relu, when=live)
+        return core.set_flag("FIX_M", 0, live).wait_flag("FIX_M", 0, live)
+    core = core.set_flag("M_V", 0, live).wait_flag("M_V", 0, live)
+    core = core.wait_flag("MTE3_V", 0, live)
+    core = core.l0c_to_ub(dst=y_ub[0], src=c_l0[0], m=m, n=n, when=live)
+    core = core.set_flag("V_M", 0, live).wait_flag("V_M", 0, live)
+    if relu:
+        core = core.vector("VRelu", y_ub[0], y_ub[0], when=live)
+    core = core.set_flag("V_MTE3", 0, live).wait_flag("V_MTE3", 0, live)
+    core = core.data_copy(dst=y_win, src=y_ub[0], when=live)
+    return core.set_flag("MTE3_V", 0, live)
+
+
+# ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------
+def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, cores: int | None = None):
+    """A vector-side kernel: NCHW bands in (MTE2, converted on the DMA) -> UB -> NC1HWC0 out (MTE3),
+    double-buffered with a queue. Returns (ctx pieces, kernel)."""
+    from npu_jax.core.sync import Queue
+
+    c0 = 32 // itemsize(op)
+    c1 = -(-g.c // c0)
+    stage_bytes = hw.ub_bytes // 2 - hw.ub_align
+    rows = max(1, min(g.h, stage_bytes // (g.w * c0 * itemsize(op))))
+    plan = Plan(hw)
+    buf = plan.alloc("UB", "band", (rows, g.w, c0), op, stages=2)
+    n_bands = -(-g.h // rows)
+    n_items = g.n * c1 * n_bands
+    ncores = max(1, min(hw.num_cores if cores is None else cores, n_items))
+    per_core = -(-n_items // ncores)
+    q = Queue("MTE2", "MTE3", buf)
+
+    def kernel(core, b):
+        core = q.init(core)
+
+        def item(j, core):
+            it = b + j * ncores
+            live = it < n_items
+            n, rest = it // (c1 * n_bands), it % (c1 * n_bands)
+            ci, band = rest // n_bands, rest % n_bands
+            r0 = band * rows
+            nr = jnp.minimum(rows, g.h - r0)
+            core = q.alloc_tensor(core, j, live)
+            core = core.data_copy(dst=q.slot(j), src=core.gm_window(
+                "x", (n, ci * c0, r0, 0), (1, c0, rows, g.w), limit=(None, None, nr, None)),
+                layout="nc1hwc0", when=live)
+            core = q.enque(core, j, live)
+            core = q.deque(core, j, live)
+            core = core.data_copy(dst=core.gm_window("x5", (n, ci, r0, 0, 0), (1, 1, rows, g.w, c0),
+                                                     limit=(None, None, nr, None, None)),
+                                  src=q.slot(j), when=live)
+            return q.free(core, j, live)
+
+        core = lax.fori_loop(0, per_core, item, core)
+        return q.drain(core)
+
+    gm = (GmSpec("x", (g.n, g.c, g.h, g.w), (g.n, c1 * c0, _r(g.h, rows), g.w), op),
+          GmSpec("x5", (g.n, c1, g.h, g.w, c0), (g.n, c1, _r(g.h, rows), g.w, c0), op, output=True))
+    return plan, gm, ncores, kernel
+
+
+# ---- the public call ----------------------------------------------------------------------------
+def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
+           hw: HardwareConfig | None = None, tiling: ConvTiling | None = None,
+           policy: Policy | None = None, *, groups: int = 1, trace: bool | int = False):
+    """Conv2D on the emulated AI Core. Returns ``(y, report)``.
+
+    Args:
+        x: (N, C, H, W) input; w: (K, C, kh, kw) weights (PyTorch/ONNX layout). Both are converted
+            to ``policy.operand`` (fp16 by default) at the boundary.
+        stride, dilation: int or pair. padding: int, pair, ((top, bottom), (left, right)), "SAME"
+            or "VALID".
+        strategy: "output_tiled", "input_tiled", "relayout" or "img2col" (see module docs).
+        hw: hardware (default ``presets.ascend910b()``); tiling: a :class:`ConvTiling` or None for
+            the chooser's pick; policy: precision :class:`Policy`.
+        trace: keep per-core event traces (True = 4096 events, or a capacity).
+
+    Returns:
+        y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and
+        ``img2col`` the NC1HWC0 relayout kernel's own report is ``report.extras["relayout"]``.
+
+    Example:
+        >>> import numpy as np, npu_jax
+        >>> x = np.random.default_rng(0).standard_normal((1, 16, 8, 8))
+        >>> w = np.random.default_rng(1).standard_normal((32, 16, 3, 3))
+        >>> y, rep = npu_jax.conv2d(x, w, padding=1, hw=npu_jax.presets.tiny())
+        >>> y.shape, rep.flops
+        ((1, 32, 8, 8), 589824)
+    """
+    from npu_jax.hw import presets
+    from npu_jax.kernels.conv_choose import choose_tiling
+
+    hw = presets.ascend910b() if hw is None else hw
+    policy = Policy() if policy is None else policy
+    x, w = jnp.asarray(x), jnp.asarray(w)
+    for name, arr in (("x", x), ("w", w)):
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise TypeError(f"conv2d: {name} must be a float array, got {arr.dtype}.")
+    g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    op = policy.operand
+    if tiling is None:
+        tiling = choose_tiling(g, strategy, hw, op, policy.output)
+    p = make_plan(g, strategy, tiling, hw, op, policy.output)
+    xo, wo_ = x.astype(DTYPES[op]), w.astype(DTYPES[op])
+    cap = 4096 if trace is True else int(trace)
+    extras = {}
+    sp = p.spec
+    if sp.nc1hwc0_source:
+        rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op)
+        rctx = Context(hw=hw, allocs=tuple(rplan.allocs), gm=rgm, policy=policy, n_cores=rcores,
+                       trace_capacity=cap)
+        routs, rrep = launch(rkern, rctx, {"x": xo}, name="relayout",
+                             workload=f"NCHW->NC1HWC0 {g.n}x{g.c}x{g.h}x{g.w}", operand=op)
+        extras["relayout"] = rrep
+        from npu_jax.core.formats import oihw_to_kn
+
+        gm_in = {"x5": routs["x5"], "wkn": oihw_to_kn(wo_, p.c0)}  # weights relaid offline
+        gm = (GmSpec("x5", (g.n, p.c1, g.h, g.w, p.c0),
+                     (g.n, p.c1, g.h + p.h_in, g.w + p.w_in, p.c0), op),
+              GmSpec("wkn", (p.k_total, g.k), (p.k_total, p.k_pad), op))
+    else:
+        gm_in = {"x": xo, "w": wo_}
+        cpad = _r(p.c1, tiling.cin1) * p.c0
+        gm = (GmSpec("x", (g.n, g.c, g.h, g.w), (g.n, cpad, g.h + p.h_in, g.w + p.w_in), op),
+              GmSpec("w", (g.k, g.c, g.kh, g.kw), (p.k_pad, cpad, g.kh, g.kw), op))
+    out = policy.output
+    gm = gm + (GmSpec("y", (g.n, g.ho, g.wo, g.k), (g.n, p.n_th * tiling.ho, p.n_tw * tiling.wo, p.k_pad),
+                      out, output=True),)
+    plan, kern = build_kernel(p, out)
+    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
+                  trace_capacity=cap)
+    outs, report = launch(kern, ctx, gm_in, name=f"conv2d[{strategy}]", workload=g.describe(),
+                          operand=op)
+    report = dataclasses.replace(report, extras=extras)
+    if not isinstance(report.overlapping_writes, jax.core.Tracer):
+        report.check()
+    y = jnp.transpose(outs["y"], (0, 3, 1, 2))
+    return y, report
+
+
+__all__ = ["ConvPlan", "ConvTiling", "STRATEGIES", "conv2d", "make_plan"]

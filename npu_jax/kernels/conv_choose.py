@@ -1,0 +1,57 @@
+"""The tiling chooser: enumerate legal tilings of a strategy, rank them by the cost model."""
+
+from __future__ import annotations
+
+import itertools
+
+from npu_jax.errors import NpuError
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.conv2d import SPECS, ConvTiling, make_plan
+from npu_jax.kernels.conv_geometry import ConvGeometry
+
+
+def _cands(limit: int, base=(1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 28, 32, 56, 64)) -> list[int]:
+    vals = sorted({v for v in base if v <= limit} | {limit})
+    return vals
+
+
+def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16",
+                      output: str = "fp16"):
+    """Every legal tiling in a coarse grid (legal = validates against every buffer)."""
+    sp = SPECS[strategy]
+    c0 = 32 // (2 if operand != "fp32" else 4)
+    c1 = -(-g.c // c0)
+    ns = sorted({min(-(-g.k // 16) * 16, v) for v in (16, 32, 64, 96, 128, 256)})
+    k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (1, 2, 4, 8, 16)})
+    stages = (2,) if sp.double_buffer else (1,)
+    cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, 16, 32, c1)})
+    resident = (False, True) if sp.resident_weights_allowed else (False,)
+    out = []
+    for ho, wo, n, k_l0, cin1, res in itertools.product(_cands(g.ho), _cands(g.wo), ns, k_l0s, cin1s,
+                                                        resident):
+        if res and cin1 < c1:
+            continue
+        if ho * wo > 4096:
+            continue
+        t = ConvTiling(ho=ho, wo=wo, n=n, cin1=cin1, k_l0=k_l0, weights_resident=res,
+                       l1_stages=stages[0], l0_stages=stages[0])
+        try:
+            make_plan(g, strategy, t, hw, operand, output)
+        except NpuError:
+            continue
+        out.append(t)
+    return out
+
+
+def choose_tiling(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16",
+                  output: str = "fp16") -> ConvTiling:
+    """The legal tiling with the fewest model cycles (ties: fewer GM bytes)."""
+    from npu_jax.cost.conv import predict_many
+
+    cands = candidate_tilings(g, strategy, hw, operand, output)
+    if not cands:
+        raise NpuError(f"no legal tiling of {g.describe()} for strategy {strategy!r} on {hw.name}: "
+                       f"even the smallest tiles overflow a buffer.")
+    cyc, gm = predict_many(g, strategy, cands, hw, operand, output)
+    best = min(range(len(cands)), key=lambda i: (cyc[i], gm[i]))
+    return cands[best]
