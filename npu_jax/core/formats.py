@@ -73,13 +73,24 @@ def nchw_to_nc1hwc0(x, c0: int):
     return x.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2)
 
 
-def oihw_to_kn(w, c0: int):
-    """(O, C, kh, kw) weights -> (C1 * kh * kw * C0, O): row k = ((c1 * kh + i) * kw + j) * C0 + c0,
-    the K order of Load3D's img2col, channels zero-padded to C1 * C0."""
-    o, c, kh, kw = w.shape
+def oihw_to_kn(w, c0: int, kh=None, kw=None):
+    """(O, C, KH, KW) weights -> (C1 * KH * KW * C0, O): row k = ((c1 * kh + i) * kw + j) * C0 + c0,
+    the K order of Load3D's img2col, channels zero-padded to C1 * C0.
+
+    ``kh``/``kw`` (traced allowed) may be smaller than the array's KH/KW (a layer inside a larger
+    bound): rows then follow the smaller kernel's order and the rows past C1 * kh * kw * C0 are 0.
+    """
+    o, c, KH, KW = w.shape
     c1 = -(-c // c0)
     w = jnp.pad(w, ((0, 0), (0, c1 * c0 - c), (0, 0), (0, 0)))
-    return w.reshape(o, c1, c0, kh, kw).transpose(1, 3, 4, 2, 0).reshape(c1 * kh * kw * c0, o)
+    if kh is None or (isinstance(kh, int) and isinstance(kw, int) and (kh, kw) == (KH, KW)):
+        return w.reshape(o, c1, c0, KH, KW).transpose(1, 3, 4, 2, 0).reshape(c1 * KH * KW * c0, o)
+    r = jnp.arange(c1 * KH * KW * c0, dtype=jnp.int32)
+    f = r // c0
+    j, i, c1i = f % kw, (f // kw) % kh, f // (kw * kh)
+    ok = c1i < c1
+    g = w[:, jnp.clip(c1i * c0 + r % c0, 0, c1 * c0 - 1), jnp.clip(i, 0, KH - 1), jnp.clip(j, 0, KW - 1)]
+    return jnp.where(ok[None, :], g, jnp.zeros((), w.dtype)).T
 
 
 def nc1hwc0_to_nchw(x, c: int):

@@ -90,6 +90,8 @@ def _stage_block(core: Core, ref: Ref, shape) -> jax.Array:
 
 
 def _write_ref(core: Core, ref: Ref, block, when) -> Core:
+    if not core.ctx.move_data:  # timing-only: XLA drops the now-unused data work entirely
+        return core
     a = ref.alloc
     off = ref.offset or (0,) * len(a.shape)
     if len(block.shape) != len(a.shape) or any(
@@ -144,14 +146,15 @@ def gm_bursts(core: Core, win: GmWindow, valid):
 
 
 # ---- DataCopy (MTE2 / MTE3) --------------------------------------------------------------------
-def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> Core:
+def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, when=True) -> Core:
     """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
 
     ``src``/``dst`` are a :class:`GmWindow` (``core.gm_window(...)``) and an allocation
     :class:`Ref`. ``layout`` converts on the way in: ``"nz"`` (2-D ND window -> NZ),
     ``"nc1hwc0"`` (a (C, H, W) NCHW window -> (C1, H, W, C0), channels zero-padded) or
     ``"oihw_to_kn"`` (an (O, C, kh, kw) weight window -> the (C1*kh*kw*C0, O) matrix whose rows
-    follow Load3D's K order). The cost is
+    follow Load3D's K order; ``kernel=(kh, kw)`` when the layer's kernel is smaller than the
+    window's). The cost is
     the window's bytes at the GM rate plus a gap per discontiguous burst of the *source* layout.
     """
     hw = core.hw
@@ -181,7 +184,8 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, when=True) -> 
         elif layout == "oihw_to_kn":
             if tile.ndim != 4:
                 raise ValueError(f"layout='oihw_to_kn' needs an (O, C, kh, kw) window, got {tile.shape}.")
-            tile = formats.oihw_to_kn(tile, c0)
+            kh, kw = kernel if kernel is not None else (None, None)
+            tile = formats.oihw_to_kn(tile, c0, kh, kw)
         elif layout is not None:
             raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
         tile = _squeeze_to(tile, len(dst.alloc.shape))
@@ -245,6 +249,8 @@ def _squeeze_to(x, rank: int):
 
 def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
     """Write the ``valid`` part of ``block`` into a GM output window and mark it written."""
+    if not core.ctx.move_data:
+        return core
     spec = core.ctx.gm_spec(dst.name)
     starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
     old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
@@ -312,7 +318,8 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
 
 @dataclasses.dataclass(frozen=True)
 class Load3DGeometry:
-    """Static geometry of an img2col: kernel, stride, dilation, and output positions per row."""
+    """Geometry of an img2col: kernel, stride, dilation (ints, or traced in a bounded kernel) and
+    output positions per row of the tile (static)."""
 
     kh: int
     kw: int
@@ -321,6 +328,8 @@ class Load3DGeometry:
     out_w: int = 1  # output positions per row of this L1 tile (M index = oh * out_w + ow)
 
     def __post_init__(self):
+        if not all(isinstance(v, int) for v in (self.kh, self.kw, *self.stride, *self.dilation)):
+            return  # traced geometry (a bounded kernel): checked where it was canonicalised
         for name, v, hi in (("kh", self.kh, 255), ("kw", self.kw, 255)):
             if not 1 <= v <= hi:
                 raise ValueError(f"Load3D {name} must be in 1..{hi}, got {v}.")

@@ -58,6 +58,7 @@ class Context:
     policy: Policy
     n_cores: int = 1
     trace_capacity: int = 0
+    move_data: bool = True  # False = timing-only: every cost and counter, no data moved
 
     def alloc(self, name: str) -> Alloc:
         for a in self.allocs:
@@ -127,8 +128,8 @@ class Core:
 
 
     # ---- the instruction set, as methods returning a new Core (see instructions.py, sync.py) ----
-    def data_copy(self, *, dst, src, layout=None, when=True) -> Core:
-        return _ins().data_copy(self, dst=dst, src=src, layout=layout, when=when)
+    def data_copy(self, *, dst, src, layout=None, kernel=None, when=True) -> Core:
+        return _ins().data_copy(self, dst=dst, src=src, layout=layout, kernel=kernel, when=when)
 
     def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:
         return _ins().load2d(self, dst=dst, src=src, start=start, valid=valid, when=when)

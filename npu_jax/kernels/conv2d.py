@@ -99,10 +99,21 @@ def _r(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+def _min(a, b):
+    """min() for Python ints, jnp.minimum once either side is traced."""
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return jnp.minimum(a, b)
+
+
 @dataclasses.dataclass(frozen=True)
 class ConvPlan:
-    """Everything static about one (layer, strategy, tiling, hw): derived sizes and loop counts.
+    """Everything about one (layer, strategy, tiling, hw): derived sizes and loop counts.
 
+    ``g`` is the layer; ``bound`` (default ``g``) is a layer at least as large in every dimension
+    that fixes the *shapes* (allocations, GM tensors, windows). With ``bound`` static and ``g``'s
+    fields traced, one compiled kernel runs every layer that fits (the hypothesis tests do this).
+    Static properties read ``bound``; loop counts and index arithmetic read ``g``.
     The kernel and the closed-form cost model both read this, so they cannot disagree on shapes.
     """
 
@@ -112,8 +123,12 @@ class ConvPlan:
     hw: HardwareConfig
     operand: str
     output: str = "fp16"
+    bound: ConvGeometry | None = None
 
-    # -- derived -------------------------------------------------------------------------------
+    @property
+    def B(self) -> ConvGeometry:
+        return self.g if self.bound is None else self.bound
+
     @property
     def spec(self) -> StrategySpec:
         return SPECS[self.strategy]
@@ -122,69 +137,103 @@ class ConvPlan:
     def c0(self) -> int:
         return 32 // itemsize(self.operand)
 
+    # ---- static: shapes of allocations and windows (from the bound) ----
     @property
-    def c1(self) -> int:
-        return -(-self.g.c // self.c0)
+    def c1_cap(self) -> int:
+        return -(-self.B.c // self.c0)
 
     @property
-    def k_total(self) -> int:
-        return self.c1 * self.g.kh * self.g.kw * self.c0
+    def k_total_cap(self) -> int:
+        return self.c1_cap * self.B.kh * self.B.kw * self.c0
 
     @property
-    def k_l1(self) -> int:
-        return min(self.t.cin1, self.c1) * self.g.kh * self.g.kw * self.c0
+    def cin1_eff(self) -> int:
+        """Channel blocks per weight part, as allocated: min(cin1, C1)."""
+        return min(self.t.cin1, self.c1_cap)
 
     @property
-    def n_parts(self) -> int:
-        return -(-self.c1 // self.t.cin1)
-
-    @property
-    def steps_per_part(self) -> int:
-        return -(-self.k_l1 // self.t.k_l0)
+    def k_l1_cap(self) -> int:
+        return self.cin1_eff * self.B.kh * self.B.kw * self.c0
 
     @property
     def h_in(self) -> int:
-        return self.g.in_extent(self.t.ho, 0)
+        return self.B.in_extent(self.t.ho, 0)
 
     @property
     def w_in(self) -> int:
-        return self.g.in_extent(self.t.wo, 1)
+        return self.B.in_extent(self.t.wo, 1)
 
     @property
     def m_t(self) -> int:
         return _r(self.t.ho * self.t.wo, 16)
 
     @property
-    def n_th(self) -> int:
-        return -(-self.g.ho // self.t.ho)
-
-    @property
-    def n_tw(self) -> int:
-        return -(-self.g.wo // self.t.wo)
-
-    @property
-    def n_tiles(self) -> int:
-        return self.g.n * self.n_th * self.n_tw
-
-    @property
-    def n_cb(self) -> int:
-        return -(-self.g.k // self.t.n)
-
-    @property
     def k_pad(self) -> int:
-        return self.n_cb * self.t.n
+        return -(-self.B.k // self.t.n) * self.t.n
+
+    @property
+    def ho_cap(self) -> int:
+        """Most output rows any layer inside the bound can have (stride 1, 1-tap kernel)."""
+        B = self.B
+        return B.ho if self.bound is None else B.h + B.pads[0] + B.pads[1]
+
+    @property
+    def wo_cap(self) -> int:
+        B = self.B
+        return B.wo if self.bound is None else B.w + B.pads[2] + B.pads[3]
 
     @property
     def cores(self) -> int:
         want = self.hw.num_cores if self.t.cores is None else self.t.cores
-        return max(1, min(want, self.n_tiles))
+        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
+        return max(1, min(want, n_tiles))
+
+    # ---- dynamic: loop counts of the actual layer ----
+    @property
+    def c1(self):
+        return -(-self.g.c // self.c0)
 
     @property
-    def tiles_per_core(self) -> int:
+    def k_total(self):
+        return self.c1 * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def k_l1(self):
+        return _min(self.t.cin1, self.c1) * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def n_parts(self):
+        return -(-self.c1 // self.t.cin1)
+
+    @property
+    def steps_per_part(self):
+        return -(-self.k_l1 // self.t.k_l0)
+
+    @property
+    def n_th(self):
+        return -(-self.g.ho // self.t.ho)
+
+    @property
+    def n_tw(self):
+        return -(-self.g.wo // self.t.wo)
+
+    @property
+    def n_tiles(self):
+        return self.g.n * self.n_th * self.n_tw
+
+    @property
+    def n_cb(self):
+        return -(-self.g.k // self.t.n)
+
+    @property
+    def tiles_per_core(self):
         return -(-self.n_tiles // self.cores)
 
     def validate(self) -> None:
         t, sp, c0 = self.t, self.spec, self.c0
+        if t.cores is not None and t.cores > self.hw.num_cores:
+            raise TilingError(f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
+                              f"cores; use cores <= {self.hw.num_cores} or None.")
         if t.k_l0 % c0:
             raise TilingError(f"ConvTiling.k_l0 must be a multiple of C0={c0} ({self.operand}), got {t.k_l0}.")
         if not sp.deep_k and t.k_l0 != c0:
@@ -196,9 +245,9 @@ class ConvPlan:
         if t.weights_resident and not sp.resident_weights_allowed:
             raise TilingError(f"strategy {self.strategy!r} re-fetches weights per output tile; "
                               f"weights_resident must be False.")
-        if t.weights_resident and t.cin1 < self.c1:
+        if t.weights_resident and t.cin1 < self.c1_cap:
             raise TilingError(f"weights_resident needs the whole reduction in L1: cin1 must be >= "
-                              f"C1={self.c1}, got {t.cin1}.")
+                              f"C1={self.c1_cap}, got {t.cin1}.")
         self.allocate()  # capacity and alignment, with the buffer named
 
     def allocate(self) -> tuple[Plan, dict]:
@@ -206,13 +255,13 @@ class ConvPlan:
         hw, t, op = self.hw, self.t, self.operand
         plan = Plan(hw)
         a = {}
-        a["x"] = plan.alloc("L1", "x_l1", (self.c1, self.h_in, self.w_in, self.c0), op,
+        a["x"] = plan.alloc("L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op,
                             stages=t.l1_stages, fmt="NC1HWC0")
         # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
         if t.weights_resident:
-            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_total, t.k_l0), self.k_pad), op, fmt="ND")
+            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_total_cap, t.k_l0), self.k_pad), op, fmt="ND")
         else:
-            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_l1, t.k_l0), t.n), op, stages=t.l1_stages,
+            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages,
                                 fmt="ND")
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
@@ -223,18 +272,18 @@ class ConvPlan:
 
 
 def make_plan(g: ConvGeometry, strategy: str, tiling: ConvTiling, hw: HardwareConfig,
-              operand: str = "fp16", output: str = "fp16") -> ConvPlan:
+              operand: str = "fp16", output: str = "fp16", bound: ConvGeometry | None = None) -> ConvPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
     if not isinstance(tiling, ConvTiling):
         raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
-    p = ConvPlan(g, strategy, tiling, hw, operand, output)
+    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound)
     p.validate()
     return p
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
-def build_kernel(p: ConvPlan, out_dtype: str, epilogue=None):
+def build_kernel(p: ConvPlan, epilogue=None):
     """Return (plan, kernel) for a ConvPlan. ``epilogue`` (fusion) may replace the output step."""
     g, t, hw, sp = p.g, p.t, p.hw, p.spec
     plan, a = p.allocate()
@@ -245,28 +294,28 @@ def build_kernel(p: ConvPlan, out_dtype: str, epilogue=None):
     geom = Load3DGeometry(g.kh, g.kw, (sh, sw), (dh, dw), out_w=t.wo)
     ncb, nparts, spp = p.n_cb, p.n_parts, p.steps_per_part
     items = p.tiles_per_core * ncb
-    x_name = "x5" if sp.nc1hwc0_source else "x"
-    w_name = "wkn" if sp.nc1hwc0_source else "w"
     k_total, k_l1 = p.k_total, p.k_l1
+    B = p.B
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
+    w_cols = p.k_pad if t.weights_resident else t.n
 
     def input_window(core, n, r0, c0_, rows, cols):
         if sp.nc1hwc0_source:
-            return core.gm_window(x_name, (n, 0, r0, c0_, 0), (1, p.c1, p.h_in, p.w_in, p.c0),
+            return core.gm_window("x5", (n, 0, r0, c0_, 0), (1, p.c1_cap, p.h_in, p.w_in, p.c0),
                                   limit=(None, None, rows, cols, None))
-        return core.gm_window(x_name, (n, 0, r0, c0_), (1, p.c1 * p.c0, p.h_in, p.w_in),
+        return core.gm_window("x", (n, 0, r0, c0_), (1, p.c1_cap * p.c0, p.h_in, p.w_in),
                               limit=(None, None, rows, cols))
 
-    def weight_window(core, k0, kn, cb):
-        """Weights for K rows [k0, k0 + kn) and Cout block cb (kn static)."""
+    def copy_weights(core, dst, part, cb, when):
+        """Weights for part ``part`` (all of them when resident) of Cout block ``cb`` into L1, rows
+        in Load3D's K order: from the K-major copy (contiguous) or straight from OIHW."""
         if sp.nc1hwc0_source:
-            return core.gm_window(w_name, (k0, cb * t.n), (kn, t.n if not t.weights_resident else p.k_pad))
-        c_start = k0 // (g.kh * g.kw * p.c0) * p.c0
-        cn = kn // (g.kh * g.kw * p.c0) * p.c0
-        return core.gm_window(w_name, (cb * t.n, c_start, 0, 0),
-                              (t.n if not t.weights_resident else p.k_pad, cn, g.kh, g.kw))
-
-    w_layout = None if sp.nc1hwc0_source else "oihw_to_kn"
+            rows = p.k_total_cap if t.weights_resident else p.k_l1_cap
+            win = core.gm_window("wkn", (part * k_l1, cb * t.n), (rows, w_cols))
+            return core.data_copy(dst=dst, src=win, when=when)
+        cin = p.c1_cap if t.weights_resident else p.cin1_eff
+        win = core.gm_window("w", (cb * t.n, part * p.cin1_eff * p.c0, 0, 0), (w_cols, cin * p.c0, B.kh, B.kw))
+        return core.data_copy(dst=dst, src=win, layout="oihw_to_kn", kernel=(g.kh, g.kw), when=when)
 
     def kernel(core, b):
         for s in range(t.l1_stages):
@@ -278,7 +327,7 @@ def build_kernel(p: ConvPlan, out_dtype: str, epilogue=None):
         if hw.coupled:
             core = core.set_flag("MTE3_V", 0)
         if t.weights_resident:  # the whole weight matrix, once per core
-            core = core.data_copy(dst=w_l1[0], src=weight_window(core, 0, k_total, 0), layout=w_layout)
+            core = copy_weights(core, w_l1[0], 0, 0, True)
             core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
 
         def item(j, core):
@@ -313,8 +362,7 @@ def build_kernel(p: ConvPlan, out_dtype: str, epilogue=None):
                 kbase = pi * k_l1
                 if not t.weights_resident:
                     core = core.wait_flag("MTE1_MTE2", WT + ws, live)
-                    core = core.data_copy(dst=w_l1[ws], src=weight_window(core, kbase, k_l1, cb),
-                                          layout=w_layout, when=live)
+                    core = copy_weights(core, w_l1[ws], pi, cb, live)
                     core = core.set_flag("MTE2_MTE1", WT + ws, live)
                     core = core.wait_flag("MTE2_MTE1", WT + ws, live)
                 wstage = 0 if t.weights_resident else ws
@@ -384,20 +432,22 @@ def output_step(core, hw, c_l0, y_ub, y_win, m, n, live, relu: bool = False):
 
 
 # ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------
-def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, cores: int | None = None):
+def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeometry | None = None):
     """A vector-side kernel: NCHW bands in (MTE2, converted on the DMA) -> UB -> NC1HWC0 out (MTE3),
-    double-buffered with a queue. Returns (ctx pieces, kernel)."""
+    double-buffered with a queue. Returns (plan, gm specs, cores, kernel)."""
     from npu_jax.core.sync import Queue
 
+    B = g if bound is None else bound
     c0 = 32 // itemsize(op)
-    c1 = -(-g.c // c0)
+    c1_cap = -(-B.c // c0)
     stage_bytes = hw.ub_bytes // 2 - hw.ub_align
-    rows = max(1, min(g.h, stage_bytes // (g.w * c0 * itemsize(op))))
+    rows = max(1, min(B.h, stage_bytes // (B.w * c0 * itemsize(op))))
     plan = Plan(hw)
-    buf = plan.alloc("UB", "band", (rows, g.w, c0), op, stages=2)
+    buf = plan.alloc("UB", "band", (rows, B.w, c0), op, stages=2)
+    c1 = -(-g.c // c0)
     n_bands = -(-g.h // rows)
     n_items = g.n * c1 * n_bands
-    ncores = max(1, min(hw.num_cores if cores is None else cores, n_items))
+    ncores = max(1, min(hw.num_cores, B.n * c1_cap * -(-B.h // rows)))
     per_core = -(-n_items // ncores)
     q = Queue("MTE2", "MTE3", buf)
 
@@ -413,11 +463,11 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, cores: int | N
             nr = jnp.minimum(rows, g.h - r0)
             core = q.alloc_tensor(core, j, live)
             core = core.data_copy(dst=q.slot(j), src=core.gm_window(
-                "x", (n, ci * c0, r0, 0), (1, c0, rows, g.w), limit=(None, None, nr, None)),
+                "x", (n, ci * c0, r0, 0), (1, c0, rows, B.w), limit=(None, None, nr, None)),
                 layout="nc1hwc0", when=live)
             core = q.enque(core, j, live)
             core = q.deque(core, j, live)
-            core = core.data_copy(dst=core.gm_window("x5", (n, ci, r0, 0, 0), (1, 1, rows, g.w, c0),
+            core = core.data_copy(dst=core.gm_window("x5", (n, ci, r0, 0, 0), (1, 1, rows, B.w, c0),
                                                      limit=(None, None, nr, None, None)),
                                   src=q.slot(j), when=live)
             return q.free(core, j, live)
@@ -425,15 +475,66 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, cores: int | N
         core = lax.fori_loop(0, per_core, item, core)
         return q.drain(core)
 
-    gm = (GmSpec("x", (g.n, g.c, g.h, g.w), (g.n, c1 * c0, _r(g.h, rows), g.w), op),
-          GmSpec("x5", (g.n, c1, g.h, g.w, c0), (g.n, c1, _r(g.h, rows), g.w, c0), op, output=True))
+    gm = (GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, c1_cap * c0, _r(B.h, rows), B.w), op),
+          GmSpec("x5", (B.n, c1_cap, B.h, B.w, c0), (B.n, c1_cap, _r(B.h, rows), B.w, c0), op,
+                 output=True))
     return plan, gm, ncores, kernel
 
 
-# ---- the public call ----------------------------------------------------------------------------
+# ---- running it ----------------------------------------------------------------------------------
+def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogue=None,
+             extra_gm: tuple = (), extra_in: dict | None = None, name: str | None = None,
+             move_data: bool = True):
+    """Launch a ConvPlan on x (N, C, H, W) and w (K, C, kh, kw), both at the bound's shape and in
+    the operand format. Returns (y NHWC at the bound's shape, report). ``move_data=False`` is the
+    timing-only mode: the same program, every cost and counter, and no data work at all."""
+    g, B, t, hw, op = p.g, p.B, p.t, p.hw, p.operand
+    cap = trace_capacity
+    extras = {}
+    ext_x = (g.n, g.c, g.h, g.w)
+    if p.spec.nc1hwc0_source:
+        rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, p.bound)
+        rctx = Context(hw=hw, allocs=tuple(rplan.allocs), gm=rgm, policy=policy, n_cores=rcores,
+                       trace_capacity=cap, move_data=move_data)
+        routs, rrep = launch(rkern, rctx, {"x": x}, name="relayout", operand=op,
+                             workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
+                             extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)})
+        extras["relayout"] = rrep
+        from npu_jax.core.formats import oihw_to_kn
+
+        gm_in = {"x5": routs["x5"], "wkn": oihw_to_kn(w, p.c0, g.kh, g.kw)}  # weights: offline
+        gm = (GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0),
+                     (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op),
+              GmSpec("wkn", (p.k_total_cap, B.k), (p.k_total_cap + p.k_l1_cap, p.k_pad), op))
+        extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.k_total, g.k)}
+    else:
+        gm_in = {"x": x, "w": w}
+        cpad = _r(p.c1_cap, p.cin1_eff) * p.c0
+        gm = (GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, cpad, B.h + p.h_in, B.w + p.w_in), op),
+              GmSpec("w", (B.k, B.c, B.kh, B.kw), (p.k_pad, cpad, B.kh, B.kw), op))
+        extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
+    n_th_cap, n_tw_cap = -(-p.ho_cap // t.ho), -(-p.wo_cap // t.wo)
+    gm = gm + extra_gm + (GmSpec("y", (B.n, p.ho_cap, p.wo_cap, B.k),
+                                 (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, p.k_pad), p.output, output=True),)
+    extents["y"] = (g.n, g.ho, g.wo, g.k)
+    for spec in extra_gm:
+        extents.setdefault(spec.name, (g.n, g.ho, g.wo, g.k))
+    gm_in.update(extra_in or {})
+    plan, kern = build_kernel(p, epilogue)
+    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
+                  trace_capacity=cap, move_data=move_data)
+    outs, report = launch(kern, ctx, gm_in, name=name or f"conv2d[{p.strategy}]",
+                          workload=B.describe() if p.bound is None else "", operand=op, extents=extents)
+    report = dataclasses.replace(report, extras=extras)
+    if move_data and not isinstance(report.overlapping_writes, jax.core.Tracer):
+        report.check()
+    return outs["y"], report
+
+
 def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
            hw: HardwareConfig | None = None, tiling: ConvTiling | None = None,
-           policy: Policy | None = None, *, groups: int = 1, trace: bool | int = False):
+           policy: Policy | None = None, *, groups: int = 1, trace: bool | int = False,
+           timing_only: bool = False):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
     Args:
@@ -445,6 +546,8 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
         hw: hardware (default ``presets.ascend910b()``); tiling: a :class:`ConvTiling` or None for
             the chooser's pick; policy: precision :class:`Policy`.
         trace: keep per-core event traces (True = 4096 events, or a capacity).
+        timing_only: run the same kernel with no data work (y is then all zeros): every cycle
+            and byte of the report is unchanged, in a fraction of the time.
 
     Returns:
         y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and
@@ -463,10 +566,7 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
 
     hw = presets.ascend910b() if hw is None else hw
     policy = Policy() if policy is None else policy
-    x, w = jnp.asarray(x), jnp.asarray(w)
-    for name, arr in (("x", x), ("w", w)):
-        if not jnp.issubdtype(arr.dtype, jnp.floating):
-            raise TypeError(f"conv2d: {name} must be a float array, got {arr.dtype}.")
+    x, w = _check_arrays(x, w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -474,41 +574,46 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
     p = make_plan(g, strategy, tiling, hw, op, policy.output)
-    xo, wo_ = x.astype(DTYPES[op]), w.astype(DTYPES[op])
     cap = 4096 if trace is True else int(trace)
-    extras = {}
-    sp = p.spec
-    if sp.nc1hwc0_source:
-        rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op)
-        rctx = Context(hw=hw, allocs=tuple(rplan.allocs), gm=rgm, policy=policy, n_cores=rcores,
-                       trace_capacity=cap)
-        routs, rrep = launch(rkern, rctx, {"x": xo}, name="relayout",
-                             workload=f"NCHW->NC1HWC0 {g.n}x{g.c}x{g.h}x{g.w}", operand=op)
-        extras["relayout"] = rrep
-        from npu_jax.core.formats import oihw_to_kn
-
-        gm_in = {"x5": routs["x5"], "wkn": oihw_to_kn(wo_, p.c0)}  # weights relaid offline
-        gm = (GmSpec("x5", (g.n, p.c1, g.h, g.w, p.c0),
-                     (g.n, p.c1, g.h + p.h_in, g.w + p.w_in, p.c0), op),
-              GmSpec("wkn", (p.k_total, g.k), (p.k_total, p.k_pad), op))
-    else:
-        gm_in = {"x": xo, "w": wo_}
-        cpad = _r(p.c1, tiling.cin1) * p.c0
-        gm = (GmSpec("x", (g.n, g.c, g.h, g.w), (g.n, cpad, g.h + p.h_in, g.w + p.w_in), op),
-              GmSpec("w", (g.k, g.c, g.kh, g.kw), (p.k_pad, cpad, g.kh, g.kw), op))
-    out = policy.output
-    gm = gm + (GmSpec("y", (g.n, g.ho, g.wo, g.k), (g.n, p.n_th * tiling.ho, p.n_tw * tiling.wo, p.k_pad),
-                      out, output=True),)
-    plan, kern = build_kernel(p, out)
-    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
-                  trace_capacity=cap)
-    outs, report = launch(kern, ctx, gm_in, name=f"conv2d[{strategy}]", workload=g.describe(),
-                          operand=op)
-    report = dataclasses.replace(report, extras=extras)
-    if not isinstance(report.overlapping_writes, jax.core.Tracer):
-        report.check()
-    y = jnp.transpose(outs["y"], (0, 3, 1, 2))
-    return y, report
+    y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap,
+                         move_data=not timing_only)
+    return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
-__all__ = ["ConvPlan", "ConvTiling", "STRATEGIES", "conv2d", "make_plan"]
+def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str, tiling: ConvTiling,
+                   hw: HardwareConfig | None = None, policy: Policy | None = None,
+                   timing_only: bool = False):
+    """Conv2D of layer ``g`` (fields may be traced) inside arrays shaped for ``bound`` (static).
+
+    ``x`` is (B.n, B.c, B.h, B.w) with the layer's data in the leading corner, ``w`` likewise
+    (B.k, B.c, B.kh, B.kw). One compiled program serves every layer that fits the bound: the
+    property tests draw hundreds of layers through four compiles. Returns y (B.n, B.k, Ho_max,
+    Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report.
+    """
+    from npu_jax.hw import presets
+
+    hw = presets.ascend910b() if hw is None else hw
+    policy = Policy() if policy is None else policy
+    x, w = _check_arrays(x, w)
+    if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (bound.k, bound.c, bound.kh, bound.kw):
+        raise ValueError(f"x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
+                         f"{(bound.n, bound.c, bound.h, bound.w)} and {(bound.k, bound.c, bound.kh, bound.kw)}.")
+    op = policy.operand
+    p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
+    y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only)
+    return jnp.transpose(y, (0, 3, 1, 2)), report
+
+
+def _check_arrays(x, w):
+    x, w = jnp.asarray(x), jnp.asarray(w)
+    for name, arr in (("x", x), ("w", w)):
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise TypeError(f"conv2d: {name} must be a float array, got {arr.dtype}; cast it first.")
+    return x, w
+
+
+jax.tree_util.register_dataclass(
+    ConvGeometry, data_fields=["n", "c", "h", "w", "k", "kh", "kw", "stride", "dilation", "pads"],
+    meta_fields=[])
+
+__all__ = ["ConvPlan", "ConvTiling", "STRATEGIES", "conv2d", "conv2d_bounded", "make_plan", "run_plan"]
