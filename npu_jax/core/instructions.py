@@ -347,7 +347,7 @@ def img2col_tile(x, geom: Load3DGeometry, *, k_start, m_start, m_ext: int, k_ext
 
     Row m is output position (m // out_w, m % out_w); column k = ((c1 * kh + i) * kw + j) * C0 + c0.
     Input row of (oh, i) is oh * sh + i * dh - pad_top; anything outside [0, h_valid) x
-    [0, w_valid), or past ``m_valid`` rows, or past the tile's C1, reads as zero (padding).
+    [0, w_valid), or past the window's first ``m_valid`` rows, or past the tile's C1, reads as zero.
     """
     c1n, h, w, c0 = x.shape
     kf = k_ext // c0
@@ -360,7 +360,7 @@ def img2col_tile(x, geom: Load3DGeometry, *, k_start, m_start, m_ext: int, k_ext
     ih = oh[:, None] * geom.stride[0] + i[None, :] * geom.dilation[0] - jnp.asarray(pad_top, _i32)
     iw = ow[:, None] * geom.stride[1] + j[None, :] * geom.dilation[1] - jnp.asarray(pad_left, _i32)
     ok = ((ih >= 0) & (ih < h_valid) & (iw >= 0) & (iw < w_valid) & (c1 < c1n)[None, :]
-          & (m < m_valid)[:, None])
+          & ((m - jnp.asarray(m_start, _i32)) < m_valid)[:, None])
     g = x[jnp.clip(c1, 0, c1n - 1)[None, :], jnp.clip(ih, 0, h - 1), jnp.clip(iw, 0, w - 1)]
     return jnp.where(ok[..., None], g, jnp.zeros((), x.dtype)).reshape(m_ext, k_ext)
 
@@ -462,13 +462,11 @@ def _l0c_nd(core: Core, src: Ref):
 
 
 def _activation(x, act: str | None, alpha: float, clip: float | None):
-    if act is None:
-        return x
     if act == "relu":
         x = jnp.maximum(x, 0.0)
     elif act == "leaky_relu":
         x = jnp.where(x >= 0, x, x * jnp.float32(alpha))
-    else:
+    elif act is not None:
         raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {act!r}.")
     if clip is not None:
         x = jnp.minimum(x, jnp.float32(clip))
@@ -488,6 +486,8 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
     if hw.coupled:
         raise ValueError(f"{hw.name} has no Fixpipe (coupled data path): move L0C with "
                          f"l0c_to_ub and finish the epilogue on the vector unit.")
+    if relu and activation not in (None, "relu"):
+        raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
     act = "relu" if relu else activation
     pol = core.ctx.policy
     nd = _activation(_l0c_nd(core, src), act, alpha, clip)
@@ -539,6 +539,7 @@ def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
     shape = dst.alloc.shape
     out = convert(nd[: shape[0], : shape[1]], dst.alloc.dtype, core.ctx.policy.overflow_mode(hw))
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
+    out = jnp.where(_mask(shape, (m_, n_)), out, _stage_block(core, dst, shape))
     nbytes = ceil_div(m_, 16) * 16 * ceil_div(n_, 16) * 16 * 4
     cost = onchip_cycles(nbytes, hw.l0c_to_ub_bytes_per_cycle, hw.assumed.vector_startup)
     core = _write_ref(core, dst, out, when)
@@ -589,7 +590,10 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
     elif op == "VExp":
         y = jnp.exp(xs[0])
     elif op == "VReduceSum":
-        total = jnp.sum(xs[0])
+        flat = xs[0].reshape(-1)
+        if count_elems is not None:
+            flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, 0.0)
+        total = jnp.sum(flat)
         y = _stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
     else:  # VCopy, VCast
         y = xs[0]

@@ -40,7 +40,7 @@ def round_to(x, fmt: str, mode: str = "nearest_even", *, subnormals: bool = True
         x = x.astype(jnp.float32)
     tgt = _JNP[fmt]
     r = x.astype(tgt)  # nearest-even
-    if mode != "nearest_even" and jnp.dtype(x.dtype).itemsize > jnp.dtype(tgt).itemsize:
+    if mode != "nearest_even" and jnp.dtype(x.dtype) != jnp.dtype(tgt):
         xw = x.astype(jnp.float32)
         back = r.astype(jnp.float32)
         inf = jnp.array(np.inf, tgt)

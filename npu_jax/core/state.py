@@ -121,6 +121,11 @@ class Core:
         for d, (s, p) in enumerate(zip(sizes, spec.padded)):
             if not 0 < int(s) <= p:
                 raise ValueError(f"window size {s} on dim {d} of {name!r} must be in 1..{p}.")
+            st = starts[d]
+            if isinstance(st, int) and not 0 <= st <= p - int(s):
+                raise ValueError(
+                    f"window of {name!r} at {tuple(starts)} size {tuple(sizes)} leaves the tensor on "
+                    f"dim {d} (start {st} + size {s} > stored extent {p}); move or shrink the window.")
         if limit is not None and len(limit) != len(sizes):
             raise ValueError(f"limit needs one entry (or None) per dim of {name!r}.")
         return GmWindow(name, tuple(starts), tuple(int(s) for s in sizes),

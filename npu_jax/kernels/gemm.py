@@ -129,6 +129,9 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
     op = policy.operand
     out = policy.output
     n_blocks = math.ceil(M / tiling.m) * math.ceil(N / tiling.n)
+    if tiling.cores is not None and tiling.cores > hw.num_cores:
+        raise TilingError(f"MatmulTiling.cores={tiling.cores} exceeds {hw.name}'s {hw.num_cores} cores; "
+                          f"use cores <= {hw.num_cores} or None.")
     cores = min(hw.num_cores if tiling.cores is None else tiling.cores, n_blocks)
     cap = 4096 if trace is True else int(trace)
     plan, kern = _build(M, N, K, hw, tiling, op, out, cores)
