@@ -73,13 +73,22 @@ def nchw_to_nc1hwc0(x, c0: int):
     return x.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2)
 
 
-def oihw_to_kn(w, c0: int, kh=None, kw=None):
+def oihw_to_kn(w, c0: int, kh=None, kw=None, block_n: int | None = None):
     """(O, C, KH, KW) weights -> (C1 * KH * KW * C0, O): row k = ((c1 * kh + i) * kw + j) * C0 + c0,
     the K order of Load3D's img2col, channels zero-padded to C1 * C0.
 
     ``kh``/``kw`` (traced allowed) may be smaller than the array's KH/KW (a layer inside a larger
     bound): rows then follow the smaller kernel's order and the rows past C1 * kh * kw * C0 are 0.
+    ``block_n`` returns the matrix Cout-block-major instead: (O / block_n * K, block_n).
     """
+    out = _oihw_to_kn(w, c0, kh, kw)
+    if block_n is None:
+        return out
+    k, o = out.shape
+    return out.reshape(k, o // block_n, block_n).transpose(1, 0, 2).reshape(-1, block_n)
+
+
+def _oihw_to_kn(w, c0, kh, kw):
     o, c, KH, KW = w.shape
     c1 = -(-c // c0)
     w = jnp.pad(w, ((0, 0), (0, c1 * c0 - c), (0, 0), (0, 0)))

@@ -146,7 +146,8 @@ def gm_bursts(core: Core, win: GmWindow, valid):
 
 
 # ---- DataCopy (MTE2 / MTE3) --------------------------------------------------------------------
-def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, when=True) -> Core:
+def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, block_n=None,
+              when=True) -> Core:
     """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
 
     ``src``/``dst`` are a :class:`GmWindow` (``core.gm_window(...)``) and an allocation
@@ -185,7 +186,7 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, w
             if tile.ndim != 4:
                 raise ValueError(f"layout='oihw_to_kn' needs an (O, C, kh, kw) window, got {tile.shape}.")
             kh, kw = kernel if kernel is not None else (None, None)
-            tile = formats.oihw_to_kn(tile, c0, kh, kw)
+            tile = formats.oihw_to_kn(tile, c0, kh, kw, block_n)
         elif layout is not None:
             raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
         tile = _squeeze_to(tile, len(dst.alloc.shape))
@@ -244,7 +245,11 @@ def _squeeze_shape(shape, rank: int):
 
 
 def _squeeze_to(x, rank: int):
-    return x.reshape(_squeeze_shape(x.shape, rank))
+    """Drop leading 1s; a window of higher rank still lands in a 2-D tile row-major."""
+    x = x.reshape(_squeeze_shape(x.shape, rank))
+    if x.ndim > rank == 2:
+        x = x.reshape(-1, x.shape[-1])
+    return x
 
 
 def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:

@@ -133,8 +133,9 @@ class Core:
 
 
     # ---- the instruction set, as methods returning a new Core (see instructions.py, sync.py) ----
-    def data_copy(self, *, dst, src, layout=None, kernel=None, when=True) -> Core:
-        return _ins().data_copy(self, dst=dst, src=src, layout=layout, kernel=kernel, when=when)
+    def data_copy(self, *, dst, src, layout=None, kernel=None, block_n=None, when=True) -> Core:
+        return _ins().data_copy(self, dst=dst, src=src, layout=layout, kernel=kernel,
+                                block_n=block_n, when=when)
 
     def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:
         return _ins().load2d(self, dst=dst, src=src, start=start, valid=valid, when=when)

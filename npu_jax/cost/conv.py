@@ -108,16 +108,15 @@ def item_costs(p, xp=np):
     pi = xp.arange(nparts).reshape(1, 1, -1)
     nv3 = nv[..., None]
     if t.weights_resident:
-        wr_bytes = g.k * g.c * g.kh * g.kw * isz if not sp.nc1hwc0_source else p.k_total * g.k * isz
+        wr_bytes = _res_bytes(p)
         cw_res = o.gm(xp.asarray(wr_bytes), xp.asarray(1), gm_rate, a.mte2_startup)
         w_bytes = xp.zeros(pi.shape, dtype=int) * nv3
         cw = w_bytes
     else:
-        if sp.nc1hwc0_source:
+        if sp.nc1hwc0_source:  # Cout-block-major copy: a block's rows are contiguous
             rv = xp.minimum(p.k_l1_cap, p.k_total - pi * p.k_l1)
-            full_cols = (cb[..., None] == 0) & (nv3 == g.k)
             w_bytes = rv * nv3 * isz
-            w_bursts = xp.where(full_cols, 1, rv)
+            w_bursts = xp.where(nv3 == t.n, 1, rv)
         else:
             cv = xp.clip(g.c - pi * p.cin1_eff * c0, 0, p.cin1_eff * c0)
             full_c = (pi == 0) & (cv == g.c)
@@ -157,7 +156,8 @@ def item_costs(p, xp=np):
             o.ceil_div(l0c_bytes, a.fixpipe_bytes_per_cycle), o.ceil_div(out_bytes, gm_rate) + gaps), 0)
         c3 = 0 * fx
 
-    return dict(live=live, cx=cx, cw=cw, cw_res=cw_res, S=S, kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx,
+    release = live & ((cb == ncb - 1) if sp.reuse_input else True)
+    return dict(live=live, fetch=fetch, release=release, cx=cx, cw=cw, cw_res=cw_res, S=S, kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx,
                 c3=c3, x_bytes=x_bytes, w_bytes=w_bytes, out_bytes=out_bytes, m_eff=m_eff, nv=nv,
                 nparts=nparts, L3=L3)
 
@@ -165,21 +165,9 @@ def item_costs(p, xp=np):
 def predict(p, xp=np) -> Prediction:
     """Cycles and bytes of a ConvPlan, in closed form."""
     c = item_costs(p, xp)
-    live = c["live"]
-    S, kv1, kvS = c["S"], c["kv1"], c["kvS"]
-    L, MM = c["L"], c["MM"]
-    Lf, MMf = L(p.t.k_l0), MM(p.t.k_l0)
-    L1_, Ls, MM1, MMs = L(kv1), L(kvS), MM(kv1), MM(kvS)
-    cw, cx, fx, c3 = c["cw"], c["cx"], c["fx"], c["c3"]
-    nparts = c["nparts"]
-    body = xp.maximum(S - 2, 0) * (Lf + MMf) + Ls  # part after step 1's Mmad (when S >= 2)
-    # one part from its first load's start to its last load's end, if nothing stalls M
-    plen = xp.where(S >= 2, L1_ + MM1 + body, L1_)
-    ms_last = MMs  # last Mmad of each part
-    if not p.spec.double_buffer:
-        cyc = _chain(c, live, S, plen, body, L1_, MM1, ms_last, cw, cx, fx, c3, xp)
-    else:
-        cyc = _pipeline(c, live, S, Lf, L1_, Ls, MMf, MM1, MMs, cw, cx, fx, c3, xp)
+    L, MM, kv1, kvS = c["L"], c["MM"], c["kv1"], c["kvS"]
+    c.update(Lf=L(p.t.k_l0), MMf=MM(p.t.k_l0), L1=L(kv1), Ls=L(kvS), MM1=MM(kv1), MMs=MM(kvS))
+    cyc = _schedule(p, c, xp)
     gm_l1 = (c["x_bytes"].sum() + c["w_bytes"].sum()
              + (p.cores * (c["cw_res"] > 0) * _res_bytes(p)))
     out = c["out_bytes"].sum()
@@ -189,72 +177,72 @@ def predict(p, xp=np) -> Prediction:
                       flops=p.g.flops if isinstance(p.g.n, int) else None)
 
 
-def _shift(a, xp):
-    """a[:, i-1] at position i (0 for the first item of each core)."""
-    return xp.concatenate([xp.zeros(a[:, :1].shape, dtype=a.dtype), a[:, :-1]], axis=1)
+def _schedule(p, c, xp):
+    """The kernel's schedule, item by item (vectorised over cores), in closed form over K steps.
 
+    One recurrence serves both buffering depths (``st`` = 1 or 2 stages): a fetch waits for the
+    slot ``st`` fetches back to be released (its last load done); a load waits for the previous
+    load, its data, and the Mmad ``st`` steps back (L0 slot); an Mmad waits for its load and the
+    previous Mmad, and the first one of an item for the previous epilogue to have drained L0C.
+    The epilogue queues on its own resource (Fixpipe; or V then MTE3 through the one UB tile on
+    coupled chips). Within a part, the first two full steps are worked out and the rest advance
+    by the steady period (L + MM serial, max(L, MM) double-buffered); the last step closes it."""
+    st = p.t.l1_stages
+    live, cx, cw, fx, c3 = c["live"], c["cx"], c["cw"], c["fx"], c["c3"]
+    shape = cx.shape + (c["S"].shape[-1],)
+    S = xp.broadcast_to(c["S"], shape)
+    L1_, Ls, MM1, MMs = (xp.broadcast_to(v, shape) for v in (c["L1"], c["Ls"], c["MM1"], c["MMs"]))
+    Lf, MMf = (xp.broadcast_to(v, shape)[..., 0] for v in (c["Lf"], c["MMf"]))
+    cw = xp.broadcast_to(cw, shape)
+    period = Lf + MMf if st == 1 else xp.maximum(Lf, MMf)
+    z = xp.zeros(cx.shape[:1], dtype=cx.dtype)
+    mte2 = z + c["cw_res"]
+    le = z + c["cw_res"]  # MTE1 waited for the resident weights
+    me1, me2, mfree, ep_free = z, z, z, z
+    relx = [z, z]  # last-load ends that released the input slots (newest first)
+    relw = [z, z]  # ... and the weight slots
+    resident = p.t.weights_resident
 
-def _chain(c, live, S, plen, body, L1_, MM1, ms_last, cw, cx, fx, c3, xp):
-    """The single-buffered kernel's dependency chain, summed in closed form over items.
+    def step(le, me1, me2, L, M, ready, mf, on):
+        ls = xp.maximum(xp.maximum(le, me1 if st == 1 else me2), ready)
+        le_n = ls + L
+        me_n = xp.maximum(xp.maximum(le_n, me1), mf) + M
+        return (xp.where(on, le_n, le), xp.where(on, me_n, me1), xp.where(on, me1, me2))
 
-    Times are relative to the end of the previous item's last load (b). Per item: the first load
-    waits for the input and first weight fetch (which start at b) and for the previous last Mmad
-    (b + e_prev); the first Mmad also waits for the previous epilogue to drain L0C
-    (b + e_prev + f_prev). Later parts wait for their weight fetch or the previous Mmad, whichever
-    is later. An item's end state is (its length, its last Mmad's lag e); e depends on the previous
-    item only through that first stall, so two passes settle it exactly."""
-    S0, L10, MM10 = S[..., 0], L1_[..., 0], MM1[..., 0]
-    f_prev = _shift(fx, xp)
-    e_prev = xp.zeros_like(cx)
-    for _ in range(2):
-        s0 = xp.maximum(cx + cw[..., 0], e_prev)
-        e1 = xp.maximum(s0 + L10, e_prev + f_prev) + MM10
-        b0 = xp.where(S0 >= 2, e1 + body[..., 0], s0 + L10)
-        me0 = xp.where(S0 >= 2, b0 + ms_last[..., 0], e1)
-        lag = xp.concatenate([(me0 - b0)[..., None], ms_last[..., 1:-1]], axis=-1)
-        inc = xp.maximum(cw[..., 1:], lag) + plen[..., 1:]
-        blast = b0 + inc.sum(-1)
-        melast = xp.where(S.shape[-1] >= 2, blast + ms_last[..., -1], me0) if S.shape[-1] >= 2 else me0
-        e = melast - blast
-        e_prev = _shift(e, xp)
-    delta = xp.where(live, blast, 0)
-    n_live = live.sum(axis=1)
-    last = xp.maximum(n_live - 1, 0)
-    take = lambda a: xp.take_along_axis(a, last[:, None], axis=1)[:, 0]  # noqa: E731
-    end = take(e) + take(fx) + take(c3)
-    return (c["cw_res"] + delta.sum(axis=1) + xp.where(n_live > 0, end, 0)).max()
-
-
-def _pipeline(c, live, S, Lf, L1_, Ls, MMf, MM1, MMs, cw, cx, fx, c3, xp):
-    """The double-buffered kernel as a three-stage flow line over items, in closed form.
-
-    Per item: a = MTE2 work (input + weight fetches), b = MTE1 work (loads), m = Cube work plus
-    the epilogue that blocks it (L0C is single-buffered). A flow line's makespan is its longest
-    path: MTE2 through the first data of item i, MTE1 from item i's loads up to item j's first
-    load, then the Cube from item j to the end -- maximised over i <= j with prefix/suffix sums
-    and a running maximum (plus the paths that end on MTE2 or MTE1)."""
-    steps = lambda a, first, last: xp.where(  # noqa: E731
-        S > 0, first + xp.maximum(S - 2, 0) * a + xp.where(S >= 2, last, 0), 0).sum(-1)
-    a = (cx + cw.sum(-1)) * live
-    b = steps(Lf, L1_, Ls) * live
-    m = (steps(MMf, MM1, MMs) + fx) * live
-    first_data = (cx + cw[..., 0]) * live
-    first_load = L1_[..., 0] * live
-    n_live = live.sum(axis=1)
-    last = xp.maximum(n_live - 1, 0)
-    take = lambda v: xp.take_along_axis(v, last[:, None], axis=1)[:, 0]  # noqa: E731
-    a_before = xp.cumsum(a, axis=1) - a  # MTE2 work of items before i
-    b_before = xp.cumsum(b, axis=1) - b
-    m_from = xp.flip(xp.cumsum(xp.flip(m, 1), axis=1), 1)  # Cube work of items j..end
-    enter = a_before + first_data - b_before  # reach item i's loads, minus MTE1 work before i
-    best_enter = _cummax(enter, xp)
-    neg = -(10 ** 9)
-    via_m = xp.where(live, best_enter + b_before + first_load + m_from, neg).max(axis=1)
-    tail_m = take(fx) + take(c3)
-    via_1 = best_enter.max(axis=1) + b.sum(axis=1) + take(MMs[..., -1]) + tail_m
-    via_2 = a.sum(axis=1) + take(Ls[..., -1]) + take(MMs[..., -1]) + tail_m
-    cyc = xp.maximum(xp.maximum(via_m + take(c3), via_1), via_2) + c["cw_res"]
-    return xp.where(n_live > 0, cyc, 0).max()
+    for i in range(cx.shape[1]):
+        lv = live[:, i]
+        fetch = c["fetch"][:, i]
+        xe = xp.maximum(mte2, relx[st - 1]) + cx[:, i]
+        mte2 = xp.where(fetch, xe, mte2)
+        xready = xp.where(fetch, xe, 0)
+        l_, m1_, m2_ = le, me1, me2
+        rw = list(relw)
+        for q in range(shape[-1]):
+            if resident:
+                ready = xready if q == 0 else z
+            else:
+                we = xp.maximum(mte2, rw[st - 1]) + cw[:, i, q]
+                mte2 = xp.where(lv, we, mte2)
+                ready = xp.maximum(we, xready) if q == 0 else we
+            mf = mfree if q == 0 else z
+            Sq = S[:, i, q]
+            l_, m1_, m2_ = step(l_, m1_, m2_, L1_[:, i, q], MM1[:, i, q], ready, mf, lv & (Sq >= 1))
+            nmid = xp.maximum(Sq - 2, 0)
+            for k in range(2):
+                l_, m1_, m2_ = step(l_, m1_, m2_, Lf[:, i], MMf[:, i], z, z, lv & (nmid > k))
+            jump = xp.maximum(nmid - 2, 0) * period[:, i]
+            l_, m1_, m2_ = l_ + jump, m1_ + jump, m2_ + jump
+            l_, m1_, m2_ = step(l_, m1_, m2_, Ls[:, i, q], MMs[:, i, q], z, z, lv & (Sq >= 2))
+            rw = [xp.where(lv, l_, rw[0]), xp.where(lv, rw[0], rw[1])]
+        relw = rw
+        rel = c["release"][:, i]
+        relx = [xp.where(rel, l_, relx[0]), xp.where(rel, relx[0], relx[1])]
+        ep_start = xp.maximum(m1_, ep_free)
+        ep_end = ep_start + fx[:, i]
+        le, me1, me2 = (xp.where(lv, a, b) for a, b in ((l_, le), (m1_, me1), (m2_, me2)))
+        mfree = xp.where(lv, ep_end, mfree)
+        ep_free = xp.where(lv, ep_end + c3[:, i], ep_free)
+    return xp.maximum(xp.maximum(ep_free, mte2), le).max()
 
 
 def _cummax(v, xp):
@@ -267,8 +255,8 @@ def _cummax(v, xp):
 
 def _res_bytes(p) -> int:
     g, isz = p.g, itemsize(p.operand)
-    if p.spec.nc1hwc0_source:
-        return p.k_total * g.k * isz
+    if p.spec.nc1hwc0_source:  # whole Cout blocks of the offline copy
+        return p.n_cb * p.k_total * p.t.n * isz
     return g.k * g.c * g.kh * g.kw * isz
 
 

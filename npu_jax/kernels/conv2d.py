@@ -172,6 +172,10 @@ class ConvPlan:
         return -(-self.B.k // self.t.n) * self.t.n
 
     @property
+    def n_cb_cap(self) -> int:
+        return -(-self.B.k // self.t.n)
+
+    @property
     def ho_cap(self) -> int:
         """Most output rows any layer inside the bound can have (stride 1, 1-tap kernel)."""
         B = self.B
@@ -258,8 +262,9 @@ class ConvPlan:
         a["x"] = plan.alloc("L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op,
                             stages=t.l1_stages, fmt="NC1HWC0")
         # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
-        if t.weights_resident:
-            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_total_cap, t.k_l0), self.k_pad), op, fmt="ND")
+        if t.weights_resident:  # Cout-block-major: block cb is rows [cb * K, (cb + 1) * K)
+            a["w"] = plan.alloc("L1", "w_l1", (self.n_cb_cap * self.k_total_cap + t.k_l0, t.n), op,
+                                fmt="ND")
         else:
             a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages,
                                 fmt="ND")
@@ -298,6 +303,7 @@ def build_kernel(p: ConvPlan, epilogue=None):
     B = p.B
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
     w_cols = p.k_pad if t.weights_resident else t.n
+    res_rows = p.k_total_cap  # rows of one Cout block of resident weights in L1
 
     def input_window(core, n, r0, c0_, rows, cols):
         if sp.nc1hwc0_source:
@@ -309,13 +315,18 @@ def build_kernel(p: ConvPlan, epilogue=None):
     def copy_weights(core, dst, part, cb, when):
         """Weights for part ``part`` (all of them when resident) of Cout block ``cb`` into L1, rows
         in Load3D's K order: from the K-major copy (contiguous) or straight from OIHW."""
-        if sp.nc1hwc0_source:
-            rows = p.k_total_cap if t.weights_resident else p.k_l1_cap
-            win = core.gm_window("wkn", (part * k_l1, cb * t.n), (rows, w_cols))
+        if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
+            if t.weights_resident:
+                win = core.gm_window("wkn", (0, 0, 0), (p.n_cb_cap, p.k_total_cap, t.n))
+            else:
+                nv = jnp.minimum(t.n, g.k - cb * t.n)
+                win = core.gm_window("wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n),
+                                     limit=(None, None, nv))
             return core.data_copy(dst=dst, src=win, when=when)
         cin = p.c1_cap if t.weights_resident else p.cin1_eff
         win = core.gm_window("w", (cb * t.n, part * p.cin1_eff * p.c0, 0, 0), (w_cols, cin * p.c0, B.kh, B.kw))
-        return core.data_copy(dst=dst, src=win, layout="oihw_to_kn", kernel=(g.kh, g.kw), when=when)
+        return core.data_copy(dst=dst, src=win, layout="oihw_to_kn", kernel=(g.kh, g.kw),
+                              block_n=t.n if t.weights_resident else None, when=when)
 
     def kernel(core, b):
         for s in range(t.l1_stages):
@@ -376,9 +387,8 @@ def build_kernel(p: ConvPlan, epilogue=None):
                     core = core.load3d(dst=a_l0[u], src=x_l1[xs], geom=geom, k_start=ks, m_start=0,
                                        pad_top=r0 - ih0, pad_left=c0_ - iw0, h_valid=rows,
                                        w_valid=cols, m_valid=m_eff, when=go)
-                    wrow = ks if t.weights_resident else q * t.k_l0
-                    wcol = cb * t.n if t.weights_resident else 0
-                    core = core.load2d(dst=b_l0[u], src=w_l1[wstage], start=(wrow, wcol),
+                    wrow = cb * res_rows + ks if t.weights_resident else q * t.k_l0
+                    core = core.load2d(dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0),
                                        valid=(kv, nv), when=go)
                     core = core.set_flag("MTE1_M", u, go).wait_flag("MTE1_M", u, go)
                     core = core.mmad(dst=c_l0[0], a=a_l0[u], b=b_l0[u], m=m_eff, n=nv, k=kv,
@@ -502,11 +512,17 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogu
         extras["relayout"] = rrep
         from npu_jax.core.formats import oihw_to_kn
 
-        gm_in = {"x5": routs["x5"], "wkn": oihw_to_kn(w, p.c0, g.kh, g.kw)}  # weights: offline
+        # weights relaid offline (as a framework does at load time), Cout-block-major so each
+        # block's K rows are one contiguous run: (n_cb, K_total, n)
+        wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
+        wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
+        wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
+        gm_in = {"x5": routs["x5"], "wkn": wk}
         gm = (GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0),
                      (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op),
-              GmSpec("wkn", (p.k_total_cap, B.k), (p.k_total_cap + p.k_l1_cap, p.k_pad), op))
-        extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.k_total, g.k)}
+              GmSpec("wkn", (p.n_cb_cap, p.k_total_cap, t.n),
+                     (p.n_cb_cap, p.k_total_cap + p.k_l1_cap, t.n), op))
+        extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.n_cb, p.k_total, t.n)}
     else:
         gm_in = {"x": x, "w": w}
         cpad = _r(p.c1_cap, p.cin1_eff) * p.c0
@@ -602,6 +618,14 @@ def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str,
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
     y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only)
     return jnp.transpose(y, (0, 3, 1, 2)), report
+
+
+def _mask_layer(a, extent):
+    """Zero everything of a bound-shaped array outside the layer's (traced) extent."""
+    keep = jnp.ones(a.shape, jnp.bool_)
+    for d, e in enumerate(extent):
+        keep = keep & (lax.broadcasted_iota(jnp.int32, a.shape, d) < e)
+    return jnp.where(keep, a, jnp.zeros((), a.dtype))
 
 
 def _check_arrays(x, w):
