@@ -34,7 +34,7 @@ def from_int(x) -> jnp.ndarray:
 
 
 def add(a, b) -> jnp.ndarray:
-    """a + b for wide a and b (broadcasting); carries lo into hi."""
+    """a + b for wide a and b (broadcasting); carries lo into hi (lo limbs may be < 2^31)."""
     lo = a[..., 1] + b[..., 1]
     hi = a[..., 0] + b[..., 0] + (lo >> BITS)
     return jnp.stack([hi, lo & MASK], axis=-1)
@@ -43,6 +43,17 @@ def add(a, b) -> jnp.ndarray:
 def add_int(a, x) -> jnp.ndarray:
     """a + x for wide a and a non-negative int32 x (< 2^31)."""
     return add(a, from_int(x))
+
+
+def mul(a, b) -> jnp.ndarray:
+    """a * b exactly, for non-negative int32 a, b < 2^30 (traced or not), as a wide integer."""
+    a, b = jnp.asarray(a, jnp.int32), jnp.asarray(b, jnp.int32)
+    m = (1 << 15) - 1
+    a1, a0, b1, b0 = a >> 15, a & m, b >> 15, b & m
+    cross = a1 * b0 + a0 * b1  # < 2^31
+    lo = ((cross & m) << 15) + a0 * b0  # < 2^31
+    hi = a1 * b1 + (cross >> 15)
+    return add(jnp.stack([hi, jnp.zeros_like(hi)], -1), jnp.stack([jnp.zeros_like(lo), lo], -1))
 
 
 def greater(a, b) -> jnp.ndarray:

@@ -541,7 +541,7 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogu
                   trace_capacity=cap, move_data=move_data)
     outs, report = launch(kern, ctx, gm_in, name=name or f"conv2d[{p.strategy}]",
                           workload=B.describe() if p.bound is None else "", operand=op, extents=extents)
-    report = dataclasses.replace(report, extras=extras)
+    report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))
     if move_data and not isinstance(report.overlapping_writes, jax.core.Tracer):
         report.check()
     return outs["y"], report
@@ -618,6 +618,15 @@ def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str,
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
     y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only)
     return jnp.transpose(y, (0, 3, 1, 2)), report
+
+
+def _conv_flops(g: ConvGeometry):
+    """2 N Ho Wo K C kh kw as a wide integer (exact past 2^31; traced geometry allowed)."""
+    from npu_jax.core import wide
+
+    if isinstance(g.n, int):
+        return wide.from_int(g.flops)
+    return wide.mul(g.n * g.ho * g.wo, 2 * g.k * g.c * g.kh * g.kw)
 
 
 def _mask_layer(a, extent):

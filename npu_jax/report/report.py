@@ -41,6 +41,7 @@ class Report:
     operand: str = "fp16"
     offset: int = 0  # cycle at which this run starts (for sequences of kernels)
     extras: dict = dataclasses.field(default_factory=dict)  # related runs reported on their own
+    useful_flops: jax.Array | None = None  # (2,) wide: the workload's FLOPs, when the kernel pads
 
     @classmethod
     def from_cores(cls, cores, *, name, workload, operand, overlapping_writes, unwritten) -> Report:
@@ -86,7 +87,16 @@ class Report:
 
     @property
     def flops(self) -> int:
-        """Useful FLOPs (2 m n k over the real m, n, k of every Mmad)."""
+        """Useful FLOPs: the workload's own count when the kernel declared one (a conv's
+        2 N Ho Wo K C kh kw, excluding channel and edge-tile padding), else 2 m n k summed over
+        every Mmad's real m, n, k."""
+        if self.useful_flops is not None:
+            return wide.to_int(self.useful_flops)
+        return self._counter("flops")
+
+    @property
+    def mmad_flops(self) -> int:
+        """2 m n k summed over the m, n, k every Mmad was issued with (padding included)."""
         return self._counter("flops")
 
     @property
@@ -230,6 +240,6 @@ class Report:
 jax.tree_util.register_dataclass(
     Report,
     data_fields=["pipe_free", "busy", "n_instr", "counters", "trace", "overlapping_writes",
-                 "unwritten", "extras"],
+                 "unwritten", "extras", "useful_flops"],
     meta_fields=["hw", "name", "workload", "operand", "offset"],
 )
