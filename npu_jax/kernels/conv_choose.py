@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from npu_jax.errors import NpuError
@@ -10,7 +11,7 @@ from npu_jax.kernels.conv2d import SPECS, ConvTiling, make_plan
 from npu_jax.kernels.conv_geometry import ConvGeometry
 
 
-def _cands(limit: int, base=(1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 28, 32, 56, 64)) -> list[int]:
+def _cands(limit: int, base=(1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64)) -> list[int]:
     vals = sorted({v for v in base if v <= limit} | {limit})
     return vals
 
@@ -21,18 +22,18 @@ def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operan
     sp = SPECS[strategy]
     c0 = 32 // (2 if operand != "fp32" else 4)
     c1 = -(-g.c // c0)
-    ns = sorted({min(-(-g.k // 16) * 16, v) for v in (16, 32, 64, 96, 128, 256)})
-    k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (1, 2, 4, 8, 16)})
+    ns = sorted({min(-(-g.k // 16) * 16, v) for v in (16, 32, 64, 128, 256)})
+    k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (2, 4, 8, 16)})
     stages = (2,) if sp.double_buffer else (1,)
-    cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, 16, 32, c1)})
+    cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})
     resident = (False, True) if sp.resident_weights_allowed else (False,)
     out = []
     for ho, wo, n, k_l0, cin1, res in itertools.product(_cands(g.ho), _cands(g.wo), ns, k_l0s, cin1s,
                                                         resident):
         if res and cin1 < c1:
             continue
-        if ho * wo > 4096:
-            continue
+        if ho * wo > 4096 or ho * wo < min(16, g.ho * g.wo):
+            continue  # a tile below one fractal of positions wastes the Cube
         t = ConvTiling(ho=ho, wo=wo, n=n, cin1=cin1, k_l0=k_l0, weights_resident=res,
                        l1_stages=stages[0], l0_stages=stages[0])
         try:
@@ -43,9 +44,14 @@ def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operan
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def choose_tiling(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16",
                   output: str = "fp16") -> ConvTiling:
-    """The legal tiling with the fewest model cycles (ties: fewer GM bytes)."""
+    """The legal tiling with the fewest model cycles (ties: fewer GM bytes).
+
+    Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
+    strategy allows) resident weights; every one validated against every buffer. The cheap
+    lower bound prunes them to 16, which get the exact closed-form schedule."""
     from npu_jax.cost.conv import predict_many
 
     cands = candidate_tilings(g, strategy, hw, operand, output)
