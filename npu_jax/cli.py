@@ -111,8 +111,9 @@ def _reading(report) -> str:
     ratio = report.ratios[RATIO_NAMES[neck]]
     core_cycles = report.core_cycles
     lines = [
-        f"Reading: the Cube turned {report.pct_peak:.1f}% of the {report.n_cores} launched cores' peak "
-        f"into useful FLOPs (mac_ratio {report.ratios['mac_ratio']:.2f}).",
+        f"Reading: the kernel turned {report.pct_peak:.1f}% of the chip's peak "
+        f"({report.pct_peak_launched:.1f}% of its {report.n_cores} launched cores') into useful FLOPs "
+        f"(mac_ratio {report.ratios['mac_ratio']:.2f}).",
         f"The bottleneck is {neck} -- {_PIPE_MEANING[neck]} -- busy {ratio:.0%} of the run "
         f"({busy[neck]:,} cycles over all cores); the Cube was busy {busy['M']:,}.",
         f"The kernel is {report.roofline}.",

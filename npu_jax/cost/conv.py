@@ -74,13 +74,15 @@ def item_costs(p, xp=np):
     sh, sw = g.stride
     dh, dw = g.dilation
     pt, _, pl, _ = g.pads
-    cores, ncb = p.cores, p.n_cb
-    items = p.tiles_per_core * ncb
+    cores, ncb, cb_per, cs = p.cores, p.n_cb, p.cb_per, t.cout_split
+    items = p.tiles_per_core * cb_per
     b = xp.arange(cores).reshape(-1, 1)
     j = xp.arange(items).reshape(1, -1)
-    tile = b + (j // ncb) * cores
-    cb = j % ncb + 0 * b
-    live = tile < p.n_tiles
+    cb0 = (b % cs) * cb_per
+    tile = b // cs + (j // cb_per) * p.cores_sp
+    cbl = j % cb_per + 0 * b
+    cb = cb0 + cbl
+    live = (tile < p.n_tiles) & (cb < ncb)
     th = (tile // p.n_tw) % p.n_th
     tw = tile % p.n_tw
     ho_v = xp.minimum(t.ho, g.ho - th * t.ho)
@@ -91,7 +93,7 @@ def item_costs(p, xp=np):
     a = hw.assumed
 
     # input tile
-    fetch = live & ((cb == 0) if sp.reuse_input else True)
+    fetch = live & ((cbl == 0) if sp.reuse_input else True)
     ih0, iw0 = th * t.ho * sh - pt, tw * t.wo * sw - pl
     r0, cs = xp.maximum(ih0, 0), xp.maximum(iw0, 0)
     rows = xp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
@@ -107,9 +109,13 @@ def item_costs(p, xp=np):
     nparts = p.n_parts
     pi = xp.arange(nparts).reshape(1, 1, -1)
     nv3 = nv[..., None]
-    if t.weights_resident:
-        wr_bytes = _res_bytes(p)
-        cw_res = o.gm(xp.asarray(wr_bytes), xp.asarray(1), gm_rate, a.mte2_startup)
+    if t.weights_resident:  # each core loads its Cout group's blocks once
+        blocks = xp.clip(ncb - cb0[:, 0], 0, p.cb_per_cap)
+        if sp.nc1hwc0_source:
+            wr_bytes = blocks * p.k_total * t.n * isz
+        else:
+            wr_bytes = xp.clip(g.k - cb0[:, 0] * t.n, 0, p.cb_per_cap * t.n) * g.c * g.kh * g.kw * isz
+        cw_res = o.gm(wr_bytes, xp.ones_like(wr_bytes), gm_rate, a.mte2_startup)
         w_bytes = xp.zeros(pi.shape, dtype=int) * nv3
         cw = w_bytes
     else:
@@ -124,7 +130,7 @@ def item_costs(p, xp=np):
             w_bursts = xp.where(full_c, 1, nv3)
         w_bytes = w_bytes * live[..., None]
         cw = o.gm(w_bytes, w_bursts, gm_rate, a.mte2_startup)
-        cw_res = 0
+        cw_res, wr_bytes = 0, 0
 
     # K steps of each part: S steps, first kv1, last kvS
     part_k = xp.minimum(p.k_l1, p.k_total - pi * p.k_l1)
@@ -156,8 +162,8 @@ def item_costs(p, xp=np):
             o.ceil_div(l0c_bytes, a.fixpipe_bytes_per_cycle), o.ceil_div(out_bytes, gm_rate) + gaps), 0)
         c3 = 0 * fx
 
-    release = live & ((cb == ncb - 1) if sp.reuse_input else True)
-    return dict(live=live, fetch=fetch, release=release, cx=cx, cw=cw, cw_res=cw_res, S=S, kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx,
+    release = live & (((cbl == cb_per - 1) | (cb == ncb - 1)) if sp.reuse_input else True)
+    return dict(live=live, fetch=fetch, release=release, cx=cx, cw=cw, cw_res=cw_res, wr_bytes=wr_bytes, S=S, kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx,
                 c3=c3, x_bytes=x_bytes, w_bytes=w_bytes, out_bytes=out_bytes, m_eff=m_eff, nv=nv,
                 nparts=nparts, L3=L3)
 
@@ -168,8 +174,7 @@ def predict(p, xp=np) -> Prediction:
     L, MM, kv1, kvS = c["L"], c["MM"], c["kv1"], c["kvS"]
     c.update(Lf=L(p.t.k_l0), MMf=MM(p.t.k_l0), L1=L(kv1), Ls=L(kvS), MM1=MM(kv1), MMs=MM(kvS))
     cyc = _schedule(p, c, xp)
-    gm_l1 = (c["x_bytes"].sum() + c["w_bytes"].sum()
-             + (p.cores * (c["cw_res"] > 0) * _res_bytes(p)))
+    gm_l1 = c["x_bytes"].sum() + c["w_bytes"].sum() + xp.sum(c["wr_bytes"])
     out = c["out_bytes"].sum()
     path_out = "UB->GM" if p.hw.coupled else "L0C->GM"
     return Prediction(cycles=_to_int(cyc, xp), gm_bytes=_to_int(gm_l1 + out, xp),
@@ -253,13 +258,6 @@ def _cummax(v, xp):
     return jax.lax.cummax(v, axis=1)
 
 
-def _res_bytes(p) -> int:
-    g, isz = p.g, itemsize(p.operand)
-    if p.spec.nc1hwc0_source:  # whole Cout blocks of the offline copy
-        return p.n_cb * p.k_total * p.t.n * isz
-    return g.k * g.c * g.kh * g.kw * isz
-
-
 def _to_int(v, xp):
     if xp is np:
         return int(np.asarray(v))
@@ -282,7 +280,7 @@ def lower_bound(p, xp=np) -> int:
 
 
 def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "fp16",
-                 output: str = "fp16", exact: int | None = 16):
+                 output: str = "fp16", exact: int | None = 48):
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
 
     With ``exact=k`` only the k tilings with the lowest :func:`lower_bound` get the full schedule;

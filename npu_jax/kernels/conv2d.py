@@ -68,7 +68,9 @@ class ConvTiling:
         k_l0: Mmad depth [kL0], a multiple of C0; the fractal strategies use k_l0 = C0.
         weights_resident: all weights loaded into L1 once per core and kept.
         l1_stages, l0_stages: 1 (serial) or 2 (ping-pong) [pBufferFlag].
-        cores: cores to spread spatial tiles over (None = the preset's, capped by the tile count).
+        cores: cores to use (None = the preset's, capped by the work available).
+        cout_split: core groups along Cout: the cores form a (spatial x cout_split) grid, each
+            group owning a contiguous range of Cout blocks (and only their weights).
     """
 
     ho: int
@@ -80,9 +82,10 @@ class ConvTiling:
     l1_stages: int = 1
     l0_stages: int = 1
     cores: int | None = None
+    cout_split: int = 1
 
     def __post_init__(self):
-        for name in ("ho", "wo", "n", "cin1", "k_l0"):
+        for name in ("ho", "wo", "n", "cin1", "k_l0", "cout_split"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
@@ -187,10 +190,20 @@ class ConvPlan:
         return B.wo if self.bound is None else B.w + B.pads[2] + B.pads[3]
 
     @property
-    def cores(self) -> int:
+    def cb_per_cap(self) -> int:
+        """Cout blocks per core group (static; the last group may own fewer)."""
+        return -(-self.n_cb_cap // self.t.cout_split)
+
+    @property
+    def cores_sp(self) -> int:
+        """Cores per Cout group, each taking spatial tiles round-robin."""
         want = self.hw.num_cores if self.t.cores is None else self.t.cores
         n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
-        return max(1, min(want, n_tiles))
+        return max(1, min(want // self.t.cout_split, n_tiles))
+
+    @property
+    def cores(self) -> int:
+        return self.cores_sp * self.t.cout_split
 
     # ---- dynamic: loop counts of the actual layer ----
     @property
@@ -231,13 +244,22 @@ class ConvPlan:
 
     @property
     def tiles_per_core(self):
-        return -(-self.n_tiles // self.cores)
+        return -(-self.n_tiles // self.cores_sp)
+
+    @property
+    def cb_per(self):
+        """Cout blocks per core group for the actual layer."""
+        return -(-self.n_cb // self.t.cout_split)
 
     def validate(self) -> None:
         t, sp, c0 = self.t, self.spec, self.c0
         if t.cores is not None and t.cores > self.hw.num_cores:
             raise TilingError(f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
                               f"cores; use cores <= {self.hw.num_cores} or None.")
+        want = self.hw.num_cores if t.cores is None else t.cores
+        if t.cout_split > want or t.cout_split > self.n_cb_cap:
+            raise TilingError(f"ConvTiling.cout_split={t.cout_split} needs at least that many cores "
+                              f"({want}) and Cout blocks ({self.n_cb_cap} of n={t.n}); lower it.")
         if t.k_l0 % c0:
             raise TilingError(f"ConvTiling.k_l0 must be a multiple of C0={c0} ({self.operand}), got {t.k_l0}.")
         if not sp.deep_k and t.k_l0 != c0:
@@ -262,8 +284,8 @@ class ConvPlan:
         a["x"] = plan.alloc("L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op,
                             stages=t.l1_stages, fmt="NC1HWC0")
         # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
-        if t.weights_resident:  # Cout-block-major: block cb is rows [cb * K, (cb + 1) * K)
-            a["w"] = plan.alloc("L1", "w_l1", (self.n_cb_cap * self.k_total_cap + t.k_l0, t.n), op,
+        if t.weights_resident:  # the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
+            a["w"] = plan.alloc("L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op,
                                 fmt="ND")
         else:
             a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages,
@@ -298,11 +320,12 @@ def build_kernel(p: ConvPlan, epilogue=None):
     pt, _, pl, _ = g.pads
     geom = Load3DGeometry(g.kh, g.kw, (sh, sw), (dh, dw), out_w=t.wo)
     ncb, nparts, spp = p.n_cb, p.n_parts, p.steps_per_part
-    items = p.tiles_per_core * ncb
+    cb_per = p.cb_per
+    items = p.tiles_per_core * cb_per
     k_total, k_l1 = p.k_total, p.k_l1
     B = p.B
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
-    w_cols = p.k_pad if t.weights_resident else t.n
+    w_cols = p.cb_per_cap * t.n if t.weights_resident else t.n
     res_rows = p.k_total_cap  # rows of one Cout block of resident weights in L1
 
     def input_window(core, n, r0, c0_, rows, cols):
@@ -313,11 +336,12 @@ def build_kernel(p: ConvPlan, epilogue=None):
                               limit=(None, None, rows, cols))
 
     def copy_weights(core, dst, part, cb, when):
-        """Weights for part ``part`` (all of them when resident) of Cout block ``cb`` into L1, rows
-        in Load3D's K order: from the K-major copy (contiguous) or straight from OIHW."""
+        """Weights for part ``part`` of Cout block ``cb`` (resident: all of the group starting at
+        block ``cb``) into L1, rows in Load3D's K order: from the K-major copy (contiguous) or
+        straight from OIHW."""
         if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
             if t.weights_resident:
-                win = core.gm_window("wkn", (0, 0, 0), (p.n_cb_cap, p.k_total_cap, t.n))
+                win = core.gm_window("wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n))
             else:
                 nv = jnp.minimum(t.n, g.k - cb * t.n)
                 win = core.gm_window("wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n),
@@ -337,14 +361,17 @@ def build_kernel(p: ConvPlan, epilogue=None):
             core = core.set_flag("M_MTE1", u)
         if hw.coupled:
             core = core.set_flag("MTE3_V", 0)
-        if t.weights_resident:  # the whole weight matrix, once per core
-            core = copy_weights(core, w_l1[0], 0, 0, True)
+        sgrp, cgrp = b // t.cout_split, b % t.cout_split
+        cb0 = cgrp * cb_per  # this core's first Cout block
+        if t.weights_resident:  # the group's weights, once per core
+            core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
             core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
 
         def item(j, core):
-            tile = b + (j // ncb) * p.cores
-            cb = j % ncb
-            live = tile < p.n_tiles
+            tile = sgrp + (j // cb_per) * p.cores_sp
+            cbl = j % cb_per
+            cb = cb0 + cbl
+            live = (tile < p.n_tiles) & (cb < ncb)
             n = tile // (p.n_th * p.n_tw)
             th = (tile // p.n_tw) % p.n_th
             tw = tile % p.n_tw
@@ -354,8 +381,8 @@ def build_kernel(p: ConvPlan, epilogue=None):
             m_eff = (ho_v - 1) * t.wo + wo_v  # rows of L0C that hold real outputs (row pitch t.wo)
             nv = jnp.minimum(t.n, g.k - cb * t.n)
             # ---- input tile: fetched per item, or once per spatial tile (reuse) ----
-            fetch = live & ((cb == 0) if sp.reuse_input else True)
-            fidx = (j // ncb) if sp.reuse_input else j
+            fetch = live & ((cbl == 0) if sp.reuse_input else True)
+            fidx = (j // cb_per) if sp.reuse_input else j
             xs = fidx % t.l1_stages
             ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
             r0, c0_ = jnp.maximum(ih0, 0), jnp.maximum(iw0, 0)
@@ -387,7 +414,7 @@ def build_kernel(p: ConvPlan, epilogue=None):
                     core = core.load3d(dst=a_l0[u], src=x_l1[xs], geom=geom, k_start=ks, m_start=0,
                                        pad_top=r0 - ih0, pad_left=c0_ - iw0, h_valid=rows,
                                        w_valid=cols, m_valid=m_eff, when=go)
-                    wrow = cb * res_rows + ks if t.weights_resident else q * t.k_l0
+                    wrow = cbl * res_rows + ks if t.weights_resident else q * t.k_l0
                     core = core.load2d(dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0),
                                        valid=(kv, nv), when=go)
                     core = core.set_flag("MTE1_M", u, go).wait_flag("MTE1_M", u, go)
@@ -401,7 +428,8 @@ def build_kernel(p: ConvPlan, epilogue=None):
                 return core
 
             core = lax.fori_loop(0, nparts, part, core)
-            release = live & ((cb == ncb - 1) if sp.reuse_input else True)
+            last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
+            release = live & (last_cb if sp.reuse_input else True)
             core = core.set_flag("MTE1_MTE2", IN + xs, release)
             # ---- epilogue: L0C -> GM (NHWC) ----
             y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
@@ -518,20 +546,23 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogu
         wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
         wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
         gm_in = {"x5": routs["x5"], "wkn": wk}
+        nb_pad = t.cout_split * p.cb_per_cap  # whole groups, so every window stays inside
         gm = (GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0),
                      (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op),
               GmSpec("wkn", (p.n_cb_cap, p.k_total_cap, t.n),
-                     (p.n_cb_cap, p.k_total_cap + p.k_l1_cap, t.n), op))
+                     (nb_pad, p.k_total_cap + p.k_l1_cap, t.n), op))
         extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.n_cb, p.k_total, t.n)}
     else:
         gm_in = {"x": x, "w": w}
         cpad = _r(p.c1_cap, p.cin1_eff) * p.c0
+        kpad = t.cout_split * p.cb_per_cap * t.n
         gm = (GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, cpad, B.h + p.h_in, B.w + p.w_in), op),
-              GmSpec("w", (B.k, B.c, B.kh, B.kw), (p.k_pad, cpad, B.kh, B.kw), op))
+              GmSpec("w", (B.k, B.c, B.kh, B.kw), (kpad, cpad, B.kh, B.kw), op))
         extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
     n_th_cap, n_tw_cap = -(-p.ho_cap // t.ho), -(-p.wo_cap // t.wo)
     gm = gm + extra_gm + (GmSpec("y", (B.n, p.ho_cap, p.wo_cap, B.k),
-                                 (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, p.k_pad), p.output, output=True),)
+                                 (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, t.cout_split * p.cb_per_cap * t.n),
+                                 p.output, output=True),)
     extents["y"] = (g.n, g.ho, g.wo, g.k)
     for spec in extra_gm:
         extents.setdefault(spec.name, (g.n, g.ho, g.wo, g.k))

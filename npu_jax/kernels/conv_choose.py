@@ -27,15 +27,18 @@ def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operan
     stages = (2,) if sp.double_buffer else (1,)
     cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})
     resident = (False, True) if sp.resident_weights_allowed else (False,)
+    splits = sorted({s for s in (1, 2, 4, 5, 10, 20, hw.num_cores) if s <= hw.num_cores})
     out = []
-    for ho, wo, n, k_l0, cin1, res in itertools.product(_cands(g.ho), _cands(g.wo), ns, k_l0s, cin1s,
-                                                        resident):
+    for ho, wo, n, k_l0, cin1, res, cs in itertools.product(_cands(g.ho), _cands(g.wo), ns, k_l0s,
+                                                            cin1s, resident, splits):
+        if cs > -(-g.k // n) or (cs > 1 and hw.num_cores % cs):
+            continue
         if res and cin1 < c1:
             continue
         if ho * wo > 4096 or ho * wo < min(16, g.ho * g.wo):
             continue  # a tile below one fractal of positions wastes the Cube
         t = ConvTiling(ho=ho, wo=wo, n=n, cin1=cin1, k_l0=k_l0, weights_resident=res,
-                       l1_stages=stages[0], l0_stages=stages[0])
+                       l1_stages=stages[0], l0_stages=stages[0], cout_split=cs)
         try:
             make_plan(g, strategy, t, hw, operand, output)
         except NpuError:
@@ -51,7 +54,7 @@ def choose_tiling(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: s
 
     Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
     strategy allows) resident weights; every one validated against every buffer. The cheap
-    lower bound prunes them to 16, which get the exact closed-form schedule."""
+    lower bound prunes them to 48, which get the exact closed-form schedule."""
     from npu_jax.cost.conv import predict_many
 
     cands = candidate_tilings(g, strategy, hw, operand, output)

@@ -114,12 +114,20 @@ class Report:
 
     @property
     def peak_flops_per_cycle(self) -> int:
-        return self.hw.peak_flops_per_cycle(self.operand) * self.n_cores
+        """The chip's peak: every core of the preset, whether the kernel used it or not."""
+        return self.hw.peak_flops_per_cycle(self.operand) * self.hw.num_cores
 
     @property
     def pct_peak(self) -> float:
-        """Useful FLOPs / (cycles x the launched cores' peak FLOP per cycle), in percent."""
+        """Useful FLOPs / (cycles x the chip's peak FLOP per cycle), in percent. A kernel that
+        leaves cores idle is charged for them, as a user of the chip would see it."""
         return 100.0 * self.flops / max(1, self.cycles * self.peak_flops_per_cycle)
+
+    @property
+    def pct_peak_launched(self) -> float:
+        """% of the peak of the cores the kernel was launched on."""
+        return 100.0 * self.flops / max(1, self.cycles * self.hw.peak_flops_per_cycle(self.operand)
+                                        * self.n_cores)
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -165,7 +173,9 @@ class Report:
             f"{self.name} on {self.hw.name} ({self.n_cores} core{'s' * (self.n_cores > 1)})"
             + (f": {self.workload}" if self.workload else ""),
             f"  cycles            {self.cycles:>14,}   ({self.time_us:,.2f} us at {self.hw.clock_ghz} GHz)",
-            f"  % of peak         {self.pct_peak:>14.1f}   ({self.flops:,} useful FLOP)",
+            f"  % of peak         {self.pct_peak:>14.1f}   ({self.flops:,} useful FLOP; "
+            f"{self.pct_peak_launched:.1f}% of the {self.n_cores} launched core"
+            f"{'s' * (self.n_cores > 1)})",
             f"  GM bytes          {self.gm_bytes:>14,}   (intensity {self.arithmetic_intensity:.1f} FLOP/B)",
             f"  bottleneck        {self.bottleneck:>14}   {self.roofline}",
             "  pipe    busy cycles   ratio           instr",
