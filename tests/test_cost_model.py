@@ -1,0 +1,113 @@
+"""The closed-form cost model against the emulator, on >= 200 random (layer, tiling) pairs.
+
+Each (strategy, tiling, preset) compiles one timing-only bounded kernel; random layers inside the
+bound then run through it in milliseconds. The model (``npu_jax.cost.conv.predict``) sees only the
+plan -- shapes, tiling, hardware -- and must give the emulator's cycles and GM bytes. The worst
+relative difference is printed (run with -s to see it) and held to the 2% target.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax.core.policy import Policy
+from npu_jax.cost.conv import lower_bound, predict
+from npu_jax.kernels.conv2d import ConvTiling, conv2d_bounded, make_plan
+from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
+
+BOUND = ConvGeometry(2, 40, 14, 14, 48, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1))
+PRESETS = {"tiny": npu_jax.presets.tiny(), "tiny-coupled": npu_jax.presets.tiny(coupled=True)}
+
+
+def _tilings(strategy):
+    deep = strategy == "img2col"
+    st = 2 if deep else 1
+    base = dict(l1_stages=st, l0_stages=st, cores=2)
+    res = strategy != "output_tiled"
+    return [
+        ConvTiling(ho=2, wo=3, n=16, cin1=1, k_l0=32 if deep else 16, **base),
+        ConvTiling(ho=4, wo=5, n=32, cin1=2, k_l0=48 if deep else 16, cout_split=2, **base),
+        ConvTiling(ho=3, wo=7, n=16, cin1=3, k_l0=16, weights_resident=res, **base),
+    ]
+
+
+@functools.cache
+def _runner(strategy, tiling, preset):
+    hw = PRESETS[preset]
+
+    @jax.jit
+    def run(g):
+        x = jnp.zeros((BOUND.n, BOUND.c, BOUND.h, BOUND.w), jnp.float16)
+        w = jnp.zeros((BOUND.k, BOUND.c, BOUND.kh, BOUND.kw), jnp.float16)
+        _, rep = conv2d_bounded(x, w, g, bound=BOUND, strategy=strategy, tiling=tiling, hw=hw,
+                                timing_only=True)
+        return rep
+
+    return run
+
+
+def _draw(rng):
+    while True:
+        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 41))
+        h, w = int(rng.integers(3, 15)), int(rng.integers(3, 15))
+        k, kh, kw = int(rng.integers(1, 49)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        s = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        pads = tuple(int(v) for v in rng.integers(0, 2, 4))
+        try:
+            return canonicalize((n, c, h, w), (k, c, kh, kw), s, ((pads[0], pads[1]), (pads[2], pads[3])), 1)
+        except ValueError:
+            continue
+
+
+def test_model_matches_emulator_on_random_pairs():
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    worst_cyc, worst_bytes, pairs, bounds_ok = 0.0, 0.0, 0, 0
+    rows = []
+    for strategy in ("output_tiled", "input_tiled", "relayout", "img2col"):
+        for i, tiling in enumerate(_tilings(strategy)):
+            preset = list(PRESETS)[i % 2]
+            run = _runner(strategy, tiling, preset)
+            for _ in range(18):
+                g = _draw(rng)
+                plan = make_plan(g, strategy, tiling, PRESETS[preset], bound=BOUND)
+                rep = run(jax.tree.map(jnp.int32, g))
+                pred = predict(plan)
+                cyc_err = abs(pred.cycles - rep.cycles) / rep.cycles
+                byte_err = abs(pred.gm_bytes - rep.gm_bytes) / rep.gm_bytes
+                bounds_ok += lower_bound(plan) <= rep.cycles
+                worst_cyc, worst_bytes = max(worst_cyc, cyc_err), max(worst_bytes, byte_err)
+                pairs += 1
+                rows.append((cyc_err, strategy, preset, g.describe(), tiling, rep.cycles, pred.cycles))
+    rows.sort(key=lambda r: -r[0])
+    print(f"\ncost model vs emulator (seed {seed}): {pairs} pairs, worst cycle error "
+          f"{100 * worst_cyc:.3f}%, worst GM-byte error {100 * worst_bytes:.3f}%")
+    for r in rows[:3]:
+        print("  ", f"{100 * r[0]:.3f}%", *r[1:])
+    assert pairs >= 200
+    assert bounds_ok == pairs, "lower_bound exceeded the emulated cycles"
+    assert worst_bytes == 0.0
+    assert worst_cyc <= 0.02, rows[:3]
+
+
+@pytest.mark.parametrize("strategy", ["relayout", "img2col"])
+def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
+    """On a real 910B layer with the chooser's tiling, model == full (data-moving) emulation."""
+    hw = npu_jax.presets.ascend910b()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 128, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
+    from npu_jax.kernels.conv2d import conv2d
+    from npu_jax.kernels.conv_choose import choose_tiling
+
+    g = canonicalize(x.shape, w.shape, 1, 1, 1)
+    t = choose_tiling(g, strategy, hw)
+    _, rep = conv2d(x, w, 1, 1, strategy=strategy, hw=hw, tiling=t, timing_only=True)
+    pred = predict(make_plan(g, strategy, t, hw))
+    assert pred.cycles == pytest.approx(rep.cycles, rel=0.02)
+    assert pred.gm_bytes == rep.gm_bytes
+    assert Policy().operand == "fp16"
