@@ -3,6 +3,7 @@
 Public surface::
 
     hw = npu_jax.presets.ascend910b()          # ascend910(), ascend310p(), tiny()
+    y, report = npu_jax.conv2d(x, w, stride=1, padding=0, dilation=1, strategy="img2col", hw=hw)
     c, report = npu_jax.matmul(a, b, hw=hw)    # GEMM on the emulated Cube
     report.cycles, report.pct_peak, report.bytes, report.pipe_busy, report.summary()
 """
@@ -10,10 +11,11 @@ Public surface::
 from npu_jax import errors
 from npu_jax.core.policy import Policy
 from npu_jax.hw import Assumed, HardwareConfig, presets
+from npu_jax.kernels.conv2d import STRATEGIES, ConvTiling, conv2d, conv2d_bounded
 from npu_jax.kernels.gemm import MatmulTiling, matmul
 from npu_jax.report.report import Report
 
 __version__ = "0.1.0"
 
-__all__ = ["Assumed", "HardwareConfig", "MatmulTiling", "Policy", "Report", "errors", "matmul",
-           "presets"]
+__all__ = ["Assumed", "ConvTiling", "HardwareConfig", "MatmulTiling", "Policy", "Report", "STRATEGIES",
+           "conv2d", "conv2d_bounded", "errors", "matmul", "presets"]

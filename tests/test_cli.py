@@ -57,6 +57,128 @@ def test_demo_tiny(capsys, tmp_path):
     assert "1024x1024" in out and "% of peak" in out and "bottleneck" in out.lower()
     assert "Reading:" in out
     assert (tmp_path / "d.json").exists()
+    # the second section: the strategies table on (scaled) ResNet-50 layers, after the GEMM
+    gemm, conv = out.split("== Conv2D strategies", 1)
+    assert "1024x1024" in gemm
+    layers = cli._demo_conv_layers(presets.tiny())
+    table = [line for line in conv.splitlines() if line.startswith(tuple(lay.name for lay in layers))]
+    assert len(table) == 4 * len(layers)
+    for strategy in ("output_tiled", "input_tiled", "relayout", "img2col"):
+        assert sum(strategy in line.split() for line in table) == len(layers)
+    reading = conv[conv.index("Reading:"):].splitlines()
+    assert len(reading) == 3, reading
+    assert "best strategy per layer" in reading[0] and "output_tiled" in reading[1]
+    assert "bottleneck" in reading[2]
+
+
+def test_demo_conv_layers_scaled_on_tiny_only():
+    from npu_jax.workloads import RESNET50_REFERENCE
+
+    assert cli._demo_conv_layers(presets.ascend910b()) == RESNET50_REFERENCE
+    small = cli._demo_conv_layers(presets.tiny())
+    assert 0 < len(small) < len(RESNET50_REFERENCE)
+    by_stage = {lay.name.split()[0]: lay for lay in RESNET50_REFERENCE}
+    for lay in small:
+        ref = by_stage[lay.name.split()[0].removesuffix("/2")]
+        assert (lay.h, lay.w) == (ref.h // 2, ref.w // 2)
+        assert (lay.c, lay.k, lay.kh, lay.kw, lay.stride, lay.padding) == \
+            (ref.c, ref.k, ref.kh, ref.kw, ref.stride, ref.padding)
+
+
+def test_strategies_reading_is_read_off_the_rows():
+    from npu_jax.studies import StrategyRow
+
+    def row(layer, strategy, cycles, pct, neck, relayout=0):
+        return StrategyRow(layer, strategy, cycles, pct, 1000, 0.25, 0.5, neck, relayout, None)
+
+    rows = [row("convA 3x3", "output_tiled", 300, 10.0, "MTE2"), row("convA 3x3", "img2col", 100, 30.0, "M", 7),
+            row("convB 3x3", "output_tiled", 200, 5.0, "MTE2"), row("convB 3x3", "relayout", 100, 10.0, "MTE2")]
+    lines = cli._strategies_reading(rows).splitlines()
+    assert len(lines) == 3
+    assert "convA img2col (30.0% of peak)" in lines[0] and "convB relayout (10.0% of peak)" in lines[0]
+    assert "20.0% of peak vs 7.5%" in lines[1] and "2.00x to 3.00x" in lines[1] and "7 cycles" in lines[1]
+    assert lines[2].startswith("The best kernel's bottleneck is") and "M on convA" in lines[2]
+
+
+# ---- conv2d ---------------------------------------------------------------------------------------
+_SMALL = ["--preset", "tiny", "--c", "24", "--h", "10", "--w", "12", "--k", "40"]
+
+
+def test_conv2d_json_small_layer(capsys, tmp_path):
+    trace, plot = tmp_path / "c.json", tmp_path / "c.png"
+    assert cli.main(["conv2d", *_SMALL, "--stride", "2", "--json", "--trace", str(trace),
+                     "--plot", str(plot)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    ho, wo = (10 + 2 - 3) // 2 + 1, (12 + 2 - 3) // 2 + 1  # pad 1, 3x3, stride 2
+    assert d["flops"] == 2 * ho * wo * 40 * 24 * 3 * 3
+    assert d["hw"] == "tiny" and d["strategy"] == "img2col" and d["cycles"] > 0
+    assert d["relayout_cycles"] > 0  # img2col reads an NC1HWC0 copy made by its own kernel
+    assert d["tiling"]["l1_stages"] == 2 and d["tiling"]["k_l0"] % 16 == 0
+    # fp16 output of a 216-term dot of N(0,1) fp16 values (|y| < ~64): a few fp16 ulps at most
+    assert 0 <= d["max_abs_err"] < 0.2
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_conv2d_text_dilated_same_padding(capsys):
+    assert cli.main(["conv2d", *_SMALL, "--strategy", "input_tiled", "--dilation", "2",
+                     "--padding", "same"]) == 0
+    out = capsys.readouterr().out
+    assert "conv2d[input_tiled] on tiny" in out and "d(2, 2) p(2, 2, 2, 2)" in out
+    assert "y(1,40,10,12)" in out and "max abs error vs lax.conv_general_dilated" in out
+    assert "relayout " not in out  # input_tiled reads NCHW directly
+
+
+def test_conv2d_timing_only_matches_full_run(capsys):
+    argv = ["conv2d", *_SMALL, "--strategy", "output_tiled", "--json"]
+    assert cli.main(argv) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert cli.main([*argv, "--timing-only"]) == 0
+    timing = json.loads(capsys.readouterr().out)
+    assert timing["max_abs_err"] is None and full["max_abs_err"] is not None
+    for key in ("cycles", "flops", "gm_bytes", "bytes", "bottleneck"):
+        assert timing[key] == full[key], key
+
+
+def test_conv2d_all_strategies(capsys):
+    assert cli.main(["conv2d", *_SMALL, "--strategy", "all", "--timing-only", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rows = d["rows"]
+    assert [r["strategy"] for r in rows] == ["output_tiled", "input_tiled", "relayout", "img2col"]
+    assert all(r["cycles"] > 0 and 0 < r["pct_peak"] < 100 for r in rows)
+    assert [r["relayout_cycles"] > 0 for r in rows] == [False, False, True, True]
+    # the text form of the same runs: the table, each tiling and the reading
+    assert cli.main(["conv2d", *_SMALL, "--strategy", "all", "--timing-only"]) == 0
+    out = capsys.readouterr().out
+    for r in rows:
+        assert f"{r['cycles']:,}" in out
+    assert out.count("ConvTiling(") == 4 and "Reading:" in out
+
+
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        (["--h", "0"], "--h"),
+        (["--kw", "x"], "--kw"),
+        (["--stride", "0"], "--stride"),
+        (["--stride", "1,2,3"], "--stride"),
+        (["--dilation", "2,0"], "--dilation"),
+        (["--padding", "middle"], "--padding"),
+        (["--padding", "-1"], "--padding"),
+        (["--strategy", "winograd"], "--strategy"),
+        (["--strategy", "all", "--plot", "p.png"], "--plot"),
+        (["--kh", "30", "--padding", "0"], "kernel"),  # the library's check, passed through
+        (["--padding", "300"], "padding"),
+        (["--preset", "nope"], "--preset"),
+    ],
+)
+def test_conv2d_bad_input_is_one_line_and_exit_2(capsys, extra, param):
+    assert cli.main(["conv2d", *_SMALL, *extra]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("npu-jax conv2d: error:") and param in err and "Traceback" not in err
+    assert captured.out == ""
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ import pytest
 
 import npu_jax
 from npu_jax import MatmulTiling
-from npu_jax.core.sync import Queue
 from npu_jax.core import Context, GmSpec, Plan, Policy, init_core
+from npu_jax.core.sync import Queue
 
 
 def _hand(hw):
@@ -38,7 +38,8 @@ def _run(hw, k, stages, jit=False, rng=None):
     a = rng.standard_normal((32, k)).astype(np.float32)
     b = rng.standard_normal((k, 32)).astype(np.float32)
     til = MatmulTiling(m=32, n=32, k_l1=16, k_l0=16, l1_stages=stages, l0_stages=stages, cores=1)
-    f = (lambda a, b: npu_jax.matmul(a, b, hw=hw, tiling=til))
+    def f(a, b):
+        return (npu_jax.matmul(a, b, hw=hw, tiling=til))
     if jit:
         f = jax.jit(f)
     return f(a, b)

@@ -9,7 +9,7 @@ elements nobody wrote.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

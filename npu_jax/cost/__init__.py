@@ -1,0 +1,5 @@
+"""Closed-form cost models of the kernels, held to the emulator by the tests."""
+
+from npu_jax.cost.conv import Prediction, lower_bound, predict
+
+__all__ = ["Prediction", "lower_bound", "predict"]
