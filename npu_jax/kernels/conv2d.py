@@ -33,6 +33,7 @@ from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
 from npu_jax.errors import TilingError
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
 from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
 
 STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
@@ -352,15 +353,13 @@ def build_kernel(p: ConvPlan, epilogue=None):
         return core.data_copy(dst=dst, src=win, layout="oihw_to_kn", kernel=(g.kh, g.kw),
                               block_n=t.n if t.weights_resident else None, when=when)
 
+    l1_ids = [IN + s for s in range(t.l1_stages)]
+    if not t.weights_resident:
+        l1_ids += [WT + s for s in range(t.l1_stages)]
+    slots = slot_flags(hw, l1_ids, t.l0_stages)
+
     def kernel(core, b):
-        for s in range(t.l1_stages):
-            core = core.set_flag("MTE1_MTE2", IN + s)
-            if not t.weights_resident:
-                core = core.set_flag("MTE1_MTE2", WT + s)
-        for u in range(t.l0_stages):
-            core = core.set_flag("M_MTE1", u)
-        if hw.coupled:
-            core = core.set_flag("MTE3_V", 0)
+        core = set_all(core, slots)
         sgrp, cgrp = b // t.cout_split, b % t.cout_split
         cb0 = cgrp * cb_per  # this core's first Cout block
         if t.weights_resident:  # the group's weights, once per core
@@ -438,35 +437,9 @@ def build_kernel(p: ConvPlan, epilogue=None):
             return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
 
         core = lax.fori_loop(0, items, item, core)
-        for s in range(t.l1_stages):
-            core = core.wait_flag("MTE1_MTE2", IN + s)
-            if not t.weights_resident:
-                core = core.wait_flag("MTE1_MTE2", WT + s)
-        for u in range(t.l0_stages):
-            core = core.wait_flag("M_MTE1", u)
-        if hw.coupled:
-            core = core.wait_flag("MTE3_V", 0)
-        return core
+        return wait_all(core, slots)
 
     return plan, kernel
-
-
-def output_step(core, hw, c_l0, y_ub, y_win, m, n, live, relu: bool = False):
-    """L0C -> GM: Fixpipe (separated) or L0C -> UB (V) -> GM (MTE3) (coupled), with the flags
-    that let the Cube start the next tile as soon as L0C has been read out."""
-    if not hw.coupled:
-        core = core.set_flag("M_FIX", 0, live).wait_flag("M_FIX", 0, live)
-        core = core.fixpipe(dst=y_win, src=c_l0[0], m=m, n=n, relu=relu, when=live)
-        return core.set_flag("FIX_M", 0, live).wait_flag("FIX_M", 0, live)
-    core = core.set_flag("M_V", 0, live).wait_flag("M_V", 0, live)
-    core = core.wait_flag("MTE3_V", 0, live)
-    core = core.l0c_to_ub(dst=y_ub[0], src=c_l0[0], m=m, n=n, when=live)
-    core = core.set_flag("V_M", 0, live).wait_flag("V_M", 0, live)
-    if relu:
-        core = core.vector("VRelu", y_ub[0], y_ub[0], when=live)
-    core = core.set_flag("V_MTE3", 0, live).wait_flag("V_MTE3", 0, live)
-    core = core.data_copy(dst=y_win, src=y_ub[0], when=live)
-    return core.set_flag("MTE3_V", 0, live)
 
 
 # ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------

@@ -22,6 +22,7 @@ from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec, padded_shape
 from npu_jax.errors import TilingError
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -167,13 +168,10 @@ def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
     nk = math.ceil(K / t.k_l1)
     nkk = t.k_l1 // t.k_l0
 
+    slots = slot_flags(hw, range(t.l1_stages), t.l0_stages)
+
     def kernel(core, b):
-        for s in range(t.l1_stages):
-            core = core.set_flag("MTE1_MTE2", s)
-        for u in range(t.l0_stages):
-            core = core.set_flag("M_MTE1", u)
-        if hw.coupled:
-            core = core.set_flag("MTE3_V", 0)
+        core = set_all(core, slots)
 
         def outer(step, core):
             j, kt = step // nk, step % nk
@@ -211,28 +209,10 @@ def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
             core = core.set_flag("MTE1_MTE2", s, live)
             last = live & (kt == nk - 1)
             c_win = core.gm_window("c", (bm * t.m, bn * t.n), (t.m, t.n))
-            if not hw.coupled:
-                core = core.set_flag("M_FIX", 0, last).wait_flag("M_FIX", 0, last)
-                core = core.fixpipe(dst=c_win, src=c_l0[0], m=mv, n=nv, when=last)
-                core = core.set_flag("FIX_M", 0, last).wait_flag("FIX_M", 0, last)
-            else:
-                core = core.set_flag("M_V", 0, last).wait_flag("M_V", 0, last)
-                core = core.wait_flag("MTE3_V", 0, last)
-                core = core.l0c_to_ub(dst=c_ub[0], src=c_l0[0], m=mv, n=nv, when=last)
-                core = core.set_flag("V_M", 0, last).wait_flag("V_M", 0, last)
-                core = core.set_flag("V_MTE3", 0, last).wait_flag("V_MTE3", 0, last)
-                core = core.data_copy(dst=c_win, src=c_ub[0], when=last)
-                core = core.set_flag("MTE3_V", 0, last)
-            return core
+            return output_step(core, hw, c_l0, c_ub, c_win, mv, nv, last)
 
         core = lax.fori_loop(0, bpc * nk, outer, core)
-        for s in range(t.l1_stages):
-            core = core.wait_flag("MTE1_MTE2", s)
-        for u in range(t.l0_stages):
-            core = core.wait_flag("M_MTE1", u)
-        if hw.coupled:
-            core = core.wait_flag("MTE3_V", 0)
-        return core
+        return wait_all(core, slots)
 
     return plan, kernel
 
