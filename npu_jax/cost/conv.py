@@ -264,9 +264,10 @@ def _to_int(v, xp):
     return v
 
 
-def lower_bound(p, xp=np) -> int:
+def lower_bound(p, xp=np, serial: bool = False) -> int:
     """A cheap lower bound on ``predict(p).cycles``: the busiest pipe of the busiest core, each
-    pipe's work summed (no schedule). Used to prune the chooser's candidates."""
+    pipe's work summed (no schedule). ``serial=True`` instead sums every pipe's work (an upper
+    bound for the single-buffered chain). Used to rank the chooser's candidates."""
     c = item_costs(p, xp)
     L, MM, kv1, kvS, S = c["L"], c["MM"], c["kv1"], c["kvS"], c["S"]
     kf = p.t.k_l0
@@ -276,6 +277,8 @@ def lower_bound(p, xp=np) -> int:
     cube = (steps(MM).sum(-1) * live).sum(1)
     mte2 = c["cx"].sum(1) + (c["cw"] * live[..., None]).sum((1, 2)) + c["cw_res"]
     epi = (c["fx"] + c["c3"]).sum(1)
+    if serial:
+        return int((mte1 + cube + mte2 + epi).max())
     return int(xp.maximum(xp.maximum(mte1, cube), xp.maximum(mte2, epi)).max())
 
 
@@ -293,7 +296,9 @@ def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "
         preds = [predict(p) for p in plans]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
     lbs = [lower_bound(p) for p in plans]
-    order = sorted(range(len(plans)), key=lambda i: lbs[i])
+    # single-buffered work is mostly serial: rank by the serial sum, which tracks the truth better
+    key = lbs if plans[0].spec.double_buffer else [lower_bound(p, serial=True) for p in plans]
+    order = sorted(range(len(plans)), key=lambda i: key[i])
     cyc, gmb = list(lbs), [None] * len(plans)
     for i in order[:exact]:
         q = predict(plans[i])
