@@ -203,7 +203,7 @@ def _strategies_reading(rows) -> str:
     best = {name: max(rs, key=lambda r: r.pct_peak) for name, rs in layers.items()}
     short = lambda name: name.split()[0]  # noqa: E731
     winners = [b.strategy for b in best.values()]
-    top = max(set(winners), key=winners.count)
+    top = max(winners, key=winners.count)  # ties: the first layer's
     lines = ["Reading: the best strategy per layer is "
              + ", ".join(f"{short(n)} {b.strategy} ({b.pct_peak:.1f}% of peak)" for n, b in best.items())
              + f"; {top} wins {winners.count(top)} of {len(best)} layers."]
@@ -221,7 +221,7 @@ def _strategies_reading(rows) -> str:
             + (f" (before the NC1HWC0 relayout kernel, listed apart: up to {relaid:,} cycles)."
                if relaid else "."))
     necks = [b.bottleneck for b in best.values()]
-    neck = max(set(necks), key=necks.count)
+    neck = max(necks, key=necks.count)
     others = [f"{b.bottleneck} on {short(n)}" for n, b in best.items() if b.bottleneck != neck]
     lines.append(f"The best kernel's bottleneck is {neck} -- {_PIPE_MEANING.get(neck, neck)} -- on "
                  f"{necks.count(neck)} of {len(necks)} layers" + (f" ({', '.join(others)})" if others else "")

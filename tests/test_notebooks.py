@@ -28,7 +28,8 @@ def python3_kernel(tmp_path_factory):
     from jupyter_client.kernelspec import KernelSpecManager
 
     if "python3" in KernelSpecManager().find_kernel_specs():
-        return "python3"
+        yield "python3"
+        return
     prefix = tmp_path_factory.mktemp("jupyter")
     subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix),
                     "--name", "python3"], check=True, capture_output=True)
