@@ -286,21 +286,24 @@ def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "
                  output: str = "fp16", exact: int | None = 48):
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
 
-    With ``exact=k`` only the k tilings with the lowest :func:`lower_bound` get the full schedule;
-    the others keep their bound as a cycle count (never below the truth, so never chosen
-    wrongly over an exactly-costed better one)."""
+    Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
+    schedule (the lowest :func:`lower_bound`, and for single-buffered strategies half of them by
+    the serial sum instead); the others keep their bound as a cycle count."""
     from npu_jax.kernels.conv2d import ConvPlan
 
     plans = [ConvPlan(g, strategy, t, hw, operand, output) for t in tilings]
-    if exact is None or exact >= len(plans):
+    if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
     lbs = [lower_bound(p) for p in plans]
-    # single-buffered work is mostly serial: rank by the serial sum, which tracks the truth better
-    key = lbs if plans[0].spec.double_buffer else [lower_bound(p, serial=True) for p in plans]
-    order = sorted(range(len(plans)), key=lambda i: key[i])
+    order = sorted(range(len(plans)), key=lambda i: lbs[i])
+    pick = order[:exact]
+    if not plans[0].spec.double_buffer:
+        # single-buffered work is mostly serial: also take the best by the serial sum
+        ser = [lower_bound(p, serial=True) for p in plans]
+        pick = list(dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2]))
     cyc, gmb = list(lbs), [None] * len(plans)
-    for i in order[:exact]:
+    for i in pick:
         q = predict(plans[i])
         cyc[i], gmb[i] = q.cycles, q.gm_bytes
     big = max(x for x in gmb if x is not None) + 1

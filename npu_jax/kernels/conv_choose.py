@@ -54,7 +54,7 @@ def choose_tiling(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: s
 
     Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
     strategy allows) resident weights; every one validated against every buffer. The cheap
-    lower bound prunes them to 48, which get the exact closed-form schedule."""
+    lower bound prunes large grids to 48, which get the exact closed-form schedule."""
     from npu_jax.cost.conv import predict_many
 
     cands = candidate_tilings(g, strategy, hw, operand, output)
