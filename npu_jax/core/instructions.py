@@ -60,16 +60,17 @@ def issue(core: Core, pipe: str, cost, op: str, when=True) -> Core:
         n_instr=core.n_instr + oh[:, 0] * when.astype(_i32),
     )
     if core.trace:
+        # one slot written per instruction (a dynamic-update-slice), not a select over the whole
+        # buffer: tracing costs the same whatever its capacity
         t = core.trace
         cap = t["pipe"].shape[0]
+        i = jnp.minimum(t["n"], cap - 1)
         keep = when & (t["n"] < cap)
-        at = _onehot(cap, t["n"], 0) & keep
-        at2 = at[:, None]
         core = core.replace(trace={
-            "pipe": jnp.where(at, p, t["pipe"]),
-            "op": jnp.where(at, OP_INDEX[op], t["op"]),
-            "start": jnp.where(at2, start, t["start"]),
-            "end": jnp.where(at2, end, t["end"]),
+            "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
+            "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
+            "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
+            "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
             "n": t["n"] + when.astype(_i32),
         })
     return core
