@@ -250,14 +250,6 @@ def _schedule(p, c, xp):
     return xp.maximum(xp.maximum(ep_free, mte2), le).max()
 
 
-def _cummax(v, xp):
-    if xp is np:
-        return np.maximum.accumulate(v, axis=1)
-    import jax
-
-    return jax.lax.cummax(v, axis=1)
-
-
 def _to_int(v, xp):
     if xp is np:
         return int(np.asarray(v))
