@@ -32,6 +32,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import best_of  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from jax import lax
 
 from npu_jax.cost.conv import predict
@@ -42,16 +43,6 @@ from npu_jax.workloads import RESNET50_REFERENCE, resnet50_convs
 
 HIGHEST = lax.Precision.HIGHEST
 STRATEGY = "img2col"
-
-
-def best_of(fn, *args, repeat: int = 3) -> tuple[float, object]:
-    """(best wall seconds of ``repeat`` calls, last result); ``fn`` is already compiled."""
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def emulated(layer, hw, tiling):

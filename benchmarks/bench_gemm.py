@@ -28,6 +28,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import best_of  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from jax import lax
 
 import npu_jax
@@ -35,16 +36,6 @@ from npu_jax.kernels.gemm import default_tiling
 
 HIGHEST = lax.Precision.HIGHEST
 TILE = (128, 64, 256)  # (m, k, n) of one Mmad at the 910B default tiling
-
-
-def best_of(fn, *args, repeat: int = 3) -> tuple[float, object]:
-    """(best wall seconds of ``repeat`` calls, last result); ``fn`` is already compiled."""
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def emulated(hw, tiling):

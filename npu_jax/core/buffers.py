@@ -26,14 +26,6 @@ DTYPES = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32, "int32
 FORMATS = ("ND", "NZ", "ZZ", "ZN", "NC1HWC0")
 
 
-def dtype_name(dtype) -> str:
-    d = jnp.dtype(dtype)
-    for name, t in DTYPES.items():
-        if jnp.dtype(t) == d:
-            return name
-    raise TypeError(f"unsupported dtype {d}; npu-jax handles {sorted(DTYPES)}.")
-
-
 def itemsize(dtype: str) -> int:
     return jnp.dtype(DTYPES[dtype]).itemsize
 

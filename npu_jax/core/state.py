@@ -12,7 +12,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from npu_jax.core import wide
 from npu_jax.core.buffers import DTYPES, Alloc, poison
@@ -233,7 +232,3 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
 
 def padded_shape(shape, multiples) -> tuple[int, ...]:
     return tuple(int(math.ceil(s / m) * m) for s, m in zip(shape, multiples))
-
-
-def np_dtype(name: str):
-    return np.dtype(jnp.dtype(DTYPES[name]))

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core.buffers import Plan, dtype_name, itemsize
+from npu_jax.core.buffers import DTYPES, Plan, itemsize
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec, padded_shape
@@ -141,8 +141,6 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
           GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True))
     ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=cores,
                   trace_capacity=cap)
-    from npu_jax.core.buffers import DTYPES
-
     outs, report = launch(kern, ctx, {"a": a.astype(DTYPES[op]), "b": b.astype(DTYPES[op])},
                           name="matmul", workload=f"({M}x{K}) @ ({K}x{N}) {op}", operand=op)
     if not isinstance(report.overlapping_writes, jax.core.Tracer):
@@ -217,4 +215,4 @@ def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
     return plan, kernel
 
 
-__all__ = ["MatmulTiling", "default_tiling", "matmul", "dtype_name"]
+__all__ = ["MatmulTiling", "default_tiling", "matmul"]
