@@ -6,10 +6,13 @@ Public surface::
     y, report = npu_jax.conv2d(x, w, stride=1, padding=0, dilation=1, strategy="img2col", hw=hw)
     c, report = npu_jax.matmul(a, b, hw=hw)    # GEMM on the emulated Cube
     report.cycles, report.pct_peak, report.bytes, report.pipe_busy, report.summary()
+    y, report = npu_jax.conv2d(x, w, hw=hw, checks="all")   # racecheck memcheck initcheck synccheck
+    with npu_jax.default_checks("none"): ...   # the process default (NPU_JAX_CHECKS; tests: "all")
 """
 
 from npu_jax import errors
 from npu_jax.core.policy import Policy
+from npu_jax.core.sanitize import Checks, default_checks, set_default_checks
 from npu_jax.hw import Assumed, HardwareConfig, presets
 from npu_jax.kernels.conv2d import STRATEGIES, ConvTiling, conv2d, conv2d_bounded
 from npu_jax.kernels.gemm import MatmulTiling, matmul
@@ -17,5 +20,5 @@ from npu_jax.report.report import Report
 
 __version__ = "0.1.0"
 
-__all__ = ["Assumed", "ConvTiling", "HardwareConfig", "MatmulTiling", "Policy", "Report", "STRATEGIES",
-           "conv2d", "conv2d_bounded", "errors", "matmul", "presets"]
+__all__ = ["Assumed", "Checks", "ConvTiling", "HardwareConfig", "MatmulTiling", "Policy", "Report", "STRATEGIES",
+           "conv2d", "conv2d_bounded", "default_checks", "errors", "matmul", "presets", "set_default_checks"]

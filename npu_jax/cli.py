@@ -1,4 +1,5 @@
-"""The ``npu-jax`` command: ``demo``, ``info``, ``matmul`` and ``conv2d``.
+"""The ``npu-jax`` command: ``demo``, ``info``, ``matmul``, ``conv2d``; ``precision`` and ``fuse`` come
+from their own packages (``precision/cli.py``, ``fusion/cli.py``).
 
 ``npu-jax demo`` runs the default workloads (a 1024^3 fp16 GEMM, then the four Conv2D strategies on
 the ResNet-50 reference layers, on the 910B preset) and says what their numbers mean; ``npu-jax
@@ -255,6 +256,28 @@ def _demo_conv_strategies(opts: DemoOptions) -> str:
 DEMO_SECTIONS: list[Callable[[DemoOptions], str]] = [_demo_gemm, _demo_conv_strategies]
 
 
+def _demo_precision(opts: DemoOptions) -> str:
+    """The precision lab's strategies table (``precision`` builds on npu_jax: imported lazily)."""
+    from precision.cli import demo_section
+
+    return demo_section(opts)
+
+
+# after the GEMM, before the Conv2D strategies table (tests/test_cli.py reads that table's
+# reading as the end of the output)
+DEMO_SECTIONS.insert(1, _demo_precision)
+
+
+def _demo_fusion(opts: DemoOptions) -> str:
+    """Conv + bias + ReLU, unfused vs fused (``fusion`` builds on npu_jax: imported lazily)."""
+    from fusion.cli import demo_section
+
+    return demo_section(opts)
+
+
+DEMO_SECTIONS.append(_demo_fusion)
+
+
 def _cmd_demo(args) -> int:
     opts = DemoOptions(hw=args.preset, trace=args.trace, plot=args.plot)
     print(f"npu-jax demo on {opts.hw.name}: {opts.hw.num_cores} cores at {opts.hw.clock_ghz} GHz, "
@@ -456,7 +479,7 @@ def _conv_one(args, x_shape, w_shape, g) -> int:
 def _parser() -> _Parser:
     p = _Parser(prog="npu-jax", description="Emulate an Ascend-style AI Core in JAX: the numbers a "
                 "kernel computes and the cycles and bytes it costs.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,info,matmul,conv2d}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,info,matmul,conv2d,precision,fuse,search}")
 
     def preset_arg(sp, default):
         sp.add_argument("--preset", type=_preset, default=default, metavar="NAME",
@@ -508,6 +531,18 @@ def _parser() -> _Parser:
     c.add_argument("--json", action="store_true",
                    help="print report.as_dict() (plus strategy, tiling, max_abs_err) as JSON")
     c.set_defaults(func=_cmd_conv2d, parser=c)
+
+    from precision.cli import add_parser as add_precision  # the precision lab builds on npu_jax
+
+    add_precision(sub, _preset, _output_path, _positive_int)
+
+    from fusion.cli import add_parser as add_fusion  # fusion builds on npu_jax
+
+    add_fusion(sub)
+
+    from npu_jax.search.cli import add_parser as add_search  # tile search: jax/optax heavy, lazy
+
+    add_search(sub)
     return p
 
 

@@ -18,4 +18,15 @@ class TilingError(NpuError, ValueError):
 
 
 class SanitizerError(NpuError, RuntimeError):
-    """A sanitizer (racecheck, memcheck, initcheck, synccheck) found a bug in a kernel."""
+    """A sanitizer (racecheck, memcheck, initcheck, synccheck) found a bug in a kernel.
+
+    The message names the check, the kernel, the core, the instruction (index, op, pipe and source
+    line), the allocation and tile, and what to change."""
+
+
+class WindowError(NpuError, ValueError):
+    """A window (GM tensor or on-chip allocation), stage or extent is out of range (memcheck, static part)."""
+
+
+class SanitizerWarning(UserWarning):
+    """A sanitizer finding reported as a warning (``Checks(..., action="warn")``)."""

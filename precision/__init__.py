@@ -1,1 +1,39 @@
-"""Precision lab: formats, rounding, metrics, budgets and strategies. Built in a later issue."""
+"""Precision lab: formats and rounding, metrics, error budgets, strategies, experiments, baselines.
+
+Everything is measured on the emulator's own arithmetic (``npu_jax``'s Policy decides operand,
+accumulator, output and vector formats inside the machine)::
+
+    import precision
+    r = precision.round_to(x, "fp16", mode="stochastic", key=jax.random.key(0))
+    m = precision.compare(out, ref, abs_ref=conv_of_abs)     # relative L2, ULPs, cosine, ...
+    precision.assert_within_budget(m, precision.layer_budget("conv", precision.layer_bounds(576)))
+    precision.assert_precision(m, baseline="conv3x3_fp16_mixed")      # golden-baseline regression
+    res = precision.run_experiments(depths=(4, 8, 16, 32))            # strategies vs depth
+"""
+
+from npu_jax.core.policy import Policy
+from precision import formats
+from precision.baselines import assert_precision
+from precision.budgets import (
+    BUDGETS,
+    Budget,
+    LayerBounds,
+    assert_within_budget,
+    budget_for,
+    gamma,
+    gamma_K,
+    gamma_tilde,
+    layer_bounds,
+    layer_budget,
+    prob_bound,
+)
+from precision.experiments import SCENARIOS, run_experiments
+from precision.formats import FORMATS, FloatFormat, get_format
+from precision.metrics import Metrics, compare
+from precision.rounding import MODES, round_to
+from precision.strategies import STRATEGIES, StackSpec, run_strategy
+
+__all__ = ["BUDGETS", "FORMATS", "MODES", "SCENARIOS", "STRATEGIES", "Budget", "FloatFormat", "LayerBounds",
+           "Metrics", "Policy", "StackSpec", "assert_precision", "assert_within_budget", "budget_for", "compare",
+           "formats", "gamma", "gamma_K", "gamma_tilde", "get_format", "layer_bounds", "layer_budget",
+           "prob_bound", "round_to", "run_experiments", "run_strategy"]

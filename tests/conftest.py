@@ -4,6 +4,7 @@
   captured output of failing tests); set ``NPU_JAX_TEST_SEED`` to replay one.
 * ``make_core``: a one-core :class:`~npu_jax.core.state.Core` from a :class:`Plan`.
 * ``assert_same_core``: two cores hold bit-identical data *and* identical clocks, flags, counters.
+* All sanitizers are on for every test (``NPU_JAX_CHECKS`` overrides; see npu_jax/core/sanitize.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,16 @@ import jax
 import numpy as np
 import pytest
 
-from npu_jax.core import wide
+from npu_jax.core import sanitize, wide
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec, init_core
+
+# Every test runs with all four sanitizers on (racecheck, memcheck, initcheck, synccheck): a shipped
+# kernel that races, reads out of range or leaves a flag set fails the test that runs it.
+# NPU_JAX_CHECKS=none turns them off (to time the suite without them).
+sanitize.set_default_checks(os.environ.get("NPU_JAX_CHECKS", "all"))
+
+pytest_plugins = ["precision.pytest_plugin"]  # the assert_precision fixture (precision lab)
 
 
 @pytest.fixture

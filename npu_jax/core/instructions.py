@@ -16,9 +16,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core import formats, wide
+from npu_jax.core import formats, sanitize, wide
 from npu_jax.core.buffers import Ref, itemsize
-from npu_jax.core.policy import convert
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core, GmWindow
 from npu_jax.core.timing import (
@@ -31,6 +30,7 @@ from npu_jax.core.timing import (
     onchip_cycles,
     vector_cycles,
 )
+from npu_jax.errors import WindowError
 
 _i32 = jnp.int32
 
@@ -46,9 +46,18 @@ def _onehot(n: int, i, extra_dims: int = 1):
     return oh.reshape((n,) + (1,) * extra_dims)
 
 
-def issue(core: Core, pipe: str, cost, op: str, when=True) -> Core:
-    """Run one instruction of ``cost`` cycles on ``pipe`` (in order), recording it in the trace."""
+def issue(core: Core, pipe: str, cost, op: str, when=True, *, reads=(), writes=(), oob=()) -> Core:
+    """Run one instruction of ``cost`` cycles on ``pipe`` (in order), recording it in the trace.
+
+    ``reads``/``writes`` name the allocation stages the instruction touches (a read may be
+    ``(ref, cond)``) and ``oob`` its memcheck conditions; the sanitizers (``sanitize.py``) check
+    them here, the one bookkeeping point every instruction goes through.
+    """
     p = PIPE_INDEX[pipe]
+    for ref in [r[0] if isinstance(r, tuple) else r for r in reads] + list(writes):
+        sanitize.check_ref_static(ref, op)
+    if core.san:
+        core = sanitize.on_issue(core, pipe, op, when, reads, writes, oob)
     when = jnp.asarray(when, jnp.bool_)
     cost = jnp.where(when, jnp.asarray(cost, _i32), 0)
     start = core.pipe_free[p]
@@ -98,8 +107,8 @@ def _write_ref(core: Core, ref: Ref, block, when) -> Core:
     if len(block.shape) != len(a.shape) or any(
         isinstance(o, int) and o + s > t for o, s, t in zip(off, block.shape, a.shape)
     ):
-        raise ValueError(f"block {tuple(block.shape)} at {tuple(off)} does not fit allocation "
-                         f"{a.name!r} of shape {a.shape}.")
+        raise WindowError(f"memcheck: block {tuple(block.shape)} at {tuple(off)} does not fit allocation "
+                          f"{a.name!r} of shape {a.shape}; shrink the block or move its offset.")
     idx = (jnp.asarray(ref.stage, _i32),) + tuple(jnp.asarray(o, _i32) for o in off)
     full = core.buf[a.name]
     block = block.astype(a.jdtype)[None]
@@ -195,7 +204,7 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, b
         cost = gm_transfer_cycles(nbytes, bursts, core.ctx.gm_rate, hw.assumed.mte2_startup, hw)
         core = _write_ref(core, dst, tile, when)
         core = count(core, f"GM->{dst.buffer}", nbytes, when)
-        return issue(core, "MTE2", cost, "DataCopy", when)
+        return issue(core, "MTE2", cost, "DataCopy", when, writes=(dst,), oob=sanitize.gm_oob(core, src))
     if isinstance(src, Ref) and isinstance(dst, GmWindow):
         if src.buffer != "UB":
             raise ValueError(f"DataCopy to GM comes from UB (MTE3), not {src.buffer}; L0C leaves "
@@ -214,9 +223,10 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, b
         nbytes, bursts = gm_bursts(core, dst, valid)
         rate = min(hw.ub_to_gm_rate, core.ctx.gm_rate)
         cost = gm_transfer_cycles(nbytes, bursts, rate, hw.assumed.mte3_startup, hw)
+        oob = sanitize.gm_oob(core, dst)
         core = write_gm(core, dst, block, valid, when)
         core = count(core, "UB->GM", nbytes, when)
-        return issue(core, "MTE3", cost, "DataCopy", when)
+        return issue(core, "MTE3", cost, "DataCopy", when, reads=(src,), oob=oob)
     raise ValueError(f"DataCopy supports GM->L1, GM->UB and UB->GM; got "
                      f"{type(src).__name__} -> {type(dst).__name__}.")
 
@@ -254,20 +264,32 @@ def _squeeze_to(x, rank: int):
 
 
 def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
-    """Write the ``valid`` part of ``block`` into a GM output window and mark it written."""
-    if not core.ctx.move_data:
+    """Write the ``valid`` part of ``block`` into a GM output window and mark it written.
+
+    With racecheck on, each element also records which instruction wrote it (the site the next
+    ``issue`` registers), so overlapping writes from two cores are named; and the marks are kept
+    in timing-only mode too, so that overlaps are caught there as well.
+    """
+    race = bool(core.san) and core.ctx.checks.race
+    if not core.ctx.move_data and not race:
         return core
     spec = core.ctx.gm_spec(dst.name)
     starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
-    old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
     m = _mask(dst.sizes, valid) & jnp.asarray(when)
-    new = jnp.where(m, block.astype(old.dtype), old)
     wold = lax.dynamic_slice(core.gm_written[dst.name], starts, dst.sizes)
-    return core.replace(
-        gm={**core.gm, dst.name: lax.dynamic_update_slice(core.gm[dst.name], new, starts)},
-        gm_written={**core.gm_written, spec.name: lax.dynamic_update_slice(
-            core.gm_written[spec.name], wold | m, starts)},
-    )
+    core = core.replace(gm_written={**core.gm_written, spec.name: lax.dynamic_update_slice(
+        core.gm_written[spec.name], wold | m, starts)})
+    if race:
+        sites = core.san["gm_site"]
+        sold = lax.dynamic_slice(sites[dst.name], starts, dst.sizes)
+        snew = jnp.where(m, jnp.int32(sanitize.current_table().next_id() + 1), sold)
+        core = core.replace(san={**core.san, "gm_site": {
+            **sites, dst.name: lax.dynamic_update_slice(sites[dst.name], snew, starts)}})
+    if not core.ctx.move_data:
+        return core
+    old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
+    new = jnp.where(m, block.astype(old.dtype), old)
+    return core.replace(gm={**core.gm, dst.name: lax.dynamic_update_slice(core.gm[dst.name], new, starts)})
 
 
 # ---- LoadData 2D and Load3D (MTE1) -------------------------------------------------------------
@@ -298,9 +320,13 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
     r0, c0 = (jnp.asarray(s, _i32) for s in start)
     full = core.read(a, src.stage)
     if a.fmt == "ND":
+        oob = sanitize.window_oob(core, a, start, (rows, cols), a.shape, "LoadData2D")
         nd = lax.dynamic_slice(full, (r0, c0), (rows, cols))
     elif a.fmt == "NZ":
         cz = a.shape[2]
+        # (col, row) of the ND matrix: columns in whole C0 blocks
+        oob = sanitize.window_oob(core, a, (start[1], start[0]), (cols, rows), (a.shape[0] * cz, a.shape[1]),
+                                  "LoadData2D", align=(cz, None))
         nd = formats.nz_to_nd(lax.dynamic_slice(full, (c0 // cz, r0, 0), (cols // cz, rows, cz)))
     else:
         raise ValueError(f"LoadData 2D reads an ND or NZ matrix, {a.name!r} is {a.fmt}.")
@@ -319,7 +345,7 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
     cost = onchip_cycles(nbytes, rate, core.hw.assumed.mte1_startup)
     core = _write_ref(core, dst, tile, when)
     core = count(core, f"L1->{dst.buffer}", nbytes, when)
-    return issue(core, "MTE1", cost, "LoadData2D", when)
+    return issue(core, "MTE1", cost, "LoadData2D", when, reads=(src,), writes=(dst,), oob=oob)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,7 +430,16 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
     cost = onchip_cycles(nbytes, core.hw.l1_to_l0a_bytes_per_cycle, core.hw.assumed.mte1_startup)
     core = _write_ref(core, dst, tile, when)
     core = count(core, "L1->L0A", nbytes, when)
-    return issue(core, "MTE1", cost, "Load3D", when)
+    k_tile = c1n * geom.kh * geom.kw * c0  # K of the tile's img2col matrix (traced in bounded kernels)
+    if isinstance(k_tile, int):
+        oob = sanitize.window_oob(core, a, (k_start,), (1,), (k_tile,), "Load3D k_start", align=(c0,))
+    elif core.ctx.checks.mem:
+        ks = jnp.asarray(k_start, _i32)
+        oob = (((ks < 0) | (ks >= k_tile), sanitize.BUF_OOB, a.name, 0, ks),
+               (ks % c0 != 0, sanitize.MISALIGNED, a.name, 0, ks))
+    else:
+        oob = ()
+    return issue(core, "MTE1", cost, "Load3D", when, reads=(src,), writes=(dst,), oob=oob)
 
 
 # ---- Mmad (M) ----------------------------------------------------------------------------------
@@ -413,7 +448,8 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
 
     ``init`` (traced allowed) zeroes C first (``cmatrixInitVal``). Entries of C outside m x n are
     untouched; A/B entries outside m, n, k are ignored. The running sum follows the policy's
-    ``accumulate``: fp32 (hardware), or an fp16 what-if rounded per Mmad or per K0 step.
+    ``accumulate``: fp32 (hardware), or an fp16 what-if rounded per Mmad, per K0 step or per
+    multiply-add (products exact in fp32; each sum rounded to fp32, then to fp16).
     """
     if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
         raise ValueError(f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> "
@@ -447,6 +483,13 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
         a_steps = A32.reshape(M, K // k0, k0).transpose(1, 0, 2)
         b_steps = B32.reshape(K // k0, k0, N)
         Cn, _ = lax.scan(step, C0, (a_steps, b_steps))
+    elif acc == "fp16_mac":
+        # A true fp16 running sum: rounded after every multiply-add (rank-1 update per k).
+        def mac(c, ab):
+            a_k, b_k = ab  # (M,), (N,)
+            return round_to(c + a_k[:, None] * b_k[None, :], "fp16").astype(jnp.float32), None
+
+        Cn, _ = lax.scan(mac, C0, (A32.T, B32))
     else:
         Cn = C0 + jnp.dot(A32, B32, precision=hp, preferred_element_type=jnp.float32)
         if acc == "fp16_tile":
@@ -457,7 +500,9 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
     core = count(core, "flops", 2 * m_ * n_ * k_, when)
     issued = 2 * (ceil_div(m_, 16) * 16) * (ceil_div(n_, 16) * 16) * (ceil_div(k_, kq) * kq)
     core = count(core, "flops_issued", issued, when)
-    return issue(core, "M", mmad_cycles(m_, n_, k_, kq, core.hw), "Mmad", when)
+    oob = sanitize.extent_oob(core, dst.alloc, {"m": m, "n": n, "k": k}, {"m": M, "n": N, "k": K}, "Mmad")
+    return issue(core, "M", mmad_cycles(m_, n_, k_, kq, core.hw), "Mmad", when,
+                 reads=(a, b, (dst, ~jnp.asarray(init, jnp.bool_))), writes=(dst,), oob=oob)
 
 
 # ---- leaving L0C: Fixpipe (910B) and L0C->UB (910/310P) ----------------------------------------
@@ -480,9 +525,11 @@ def _activation(x, act: str | None, alpha: float, clip: float | None):
 
 
 def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: str | None = None,
-            alpha: float = 0.0, clip: float | None = None, when=True) -> Core:
+            alpha: float = 0.0, clip: float | None = None, bias: Ref | None = None, when=True) -> Core:
     """Fixpipe (910B): L0C (fp32; NZ fractals on chip) -> GM window or L1 (ND), converted to the
-    policy's output format with nearest-even rounding, optional ReLU / leaky ReLU / clipped ReLU.
+    policy's output format and rounding (nearest-even by default), optional bias add (fp32, before the
+    activation), ReLU / leaky ReLU / clipped ReLU. ``bias`` is a (1, N') fp32 row in L1, read from
+    column ``bias.offset[1]`` on (the bias table load is folded into the Fixpipe's cost: assumed).
 
     ``m``, ``n`` (traced allowed) bound the meaningful part; only that part is written. A GM window
     of rank > 2 takes L0C's rows in row-major order over its leading dims (an (ho, wo) output
@@ -496,14 +543,20 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
         raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
     act = "relu" if relu else activation
     pol = core.ctx.policy
-    nd = _activation(_l0c_nd(core, src), act, alpha, clip)
+    nd = _l0c_nd(core, src)
+    if bias is not None:
+        nd = nd + _row(core, bias, nd.shape[1]).astype(jnp.float32)
+    nd = _activation(nd, act, alpha, clip)
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     l0c_bytes = ceil_div(m_, 16) * 16 * ceil_div(n_, 16) * 16 * 4
+    oob = sanitize.extent_oob(core, src.alloc, {"m": m, "n": n},
+                              {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe")
+    writes = ()
     if isinstance(dst, GmWindow):
         spec = core.ctx.gm_spec(dst.name)
         if not spec.output:
             raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
-        out = convert(nd, spec.dtype, pol.overflow_mode(hw))
+        out = pol.convert_out(nd, spec.dtype, hw, jnp.sum(core.n_instr), *dst.starts)
         block = rows_to_window(out, dst.sizes)
         valid = _window_valid(core, dst, m_, n_)
         nbytes, bursts = gm_bursts(core, dst, valid)
@@ -512,10 +565,11 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
             ceil_div(l0c_bytes, hw.assumed.fixpipe_bytes_per_cycle),
             ceil_div(nbytes, core.ctx.gm_rate) + gaps)
         cost = jnp.where(nbytes > 0, cyc, 0)
+        oob = oob + sanitize.gm_oob(core, dst)
         core = write_gm(core, dst, block, valid, when)
         core = count(core, "L0C->GM", nbytes, when)
     elif isinstance(dst, Ref) and dst.buffer == "L1":
-        out = convert(nd, dst.alloc.dtype, pol.overflow_mode(hw))
+        out = pol.convert_out(nd, dst.alloc.dtype, hw, jnp.sum(core.n_instr))
         shape = dst.alloc.shape if dst.offset is None else None
         if shape is None or len(shape) != 2:
             raise ValueError("Fixpipe to L1 writes a whole 2-D ND allocation stage.")
@@ -526,9 +580,22 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
         cost = onchip_cycles(l0c_bytes, hw.assumed.fixpipe_bytes_per_cycle, hw.assumed.fixpipe_startup)
         core = _write_ref(core, dst, blk, when)
         core = count(core, "L0C->L1", nbytes, when)
+        writes = (dst,)
     else:
         raise ValueError("Fixpipe writes to a GM window or an L1 allocation.")
-    return issue(core, "FIX", cost, "Fixpipe", when)
+    return issue(core, "FIX", cost, "Fixpipe", when, reads=(src,), writes=writes, oob=oob)
+
+
+def _row(core: Core, ref: Ref, cols: int) -> jax.Array:
+    """``cols`` values of a (1, N') row allocation from column ``ref.offset[1]`` (0 if none), as
+    (1, cols): a broadcast operand (on hardware, a source with repeat stride 0)."""
+    a = ref.alloc
+    if len(a.shape) != 2 or a.shape[0] != 1 or a.shape[1] < cols:
+        raise ValueError(f"a broadcast row must be a (1, >= {cols}) allocation, got {a.name!r} {a.shape}.")
+    col = 0 if ref.offset is None else ref.offset[1]
+    full = core.buf[a.name]
+    return lax.dynamic_slice(full, (jnp.asarray(ref.stage, _i32), jnp.asarray(0, _i32),
+                                    jnp.asarray(col, _i32)), (1, 1, cols))[0]
 
 
 def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
@@ -543,20 +610,32 @@ def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
         raise ValueError(f"l0c_to_ub writes a 2-D UB allocation, got {dst.alloc.shape} in {dst.buffer}.")
     nd = _l0c_nd(core, src)
     shape = dst.alloc.shape
-    out = convert(nd[: shape[0], : shape[1]], dst.alloc.dtype, core.ctx.policy.overflow_mode(hw))
+    out = core.ctx.policy.convert_out(nd[: shape[0], : shape[1]], dst.alloc.dtype, hw, jnp.sum(core.n_instr))
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     out = jnp.where(_mask(shape, (m_, n_)), out, _stage_block(core, dst, shape))
     nbytes = ceil_div(m_, 16) * 16 * ceil_div(n_, 16) * 16 * 4
     cost = onchip_cycles(nbytes, hw.l0c_to_ub_bytes_per_cycle, hw.assumed.vector_startup)
     core = _write_ref(core, dst, out, when)
     core = count(core, "L0C->UB", m_ * n_ * itemsize(dst.alloc.dtype), when)
-    return issue(core, "V", cost, "L0CToUB", when)
+    lim = {"m": min(shape[0], src.alloc.shape[0]), "n": min(shape[1], src.alloc.shape[-1])}
+    oob = sanitize.extent_oob(core, src.alloc, {"m": m, "n": n}, lim, "L0CToUB")
+    return issue(core, "V", cost, "L0CToUB", when, reads=(src,), writes=(dst,), oob=oob)
 
 
 # ---- Vector unit (V) ---------------------------------------------------------------------------
+def _pairwise_sum(flat, fmt: str):
+    """Sum of ``flat`` as a pairwise tree with every partial sum rounded to ``fmt`` (the vector
+    unit's reduction when it computes in a 16-bit format)."""
+    n = 1 << max(0, (flat.shape[0] - 1).bit_length())
+    v = jnp.pad(flat, (0, n - flat.shape[0]))
+    while v.shape[0] > 1:
+        v = round_to(v[0::2] + v[1::2], fmt).astype(jnp.float32)
+    return v[0]
+
+
 _BINARY = {"VAdd": jnp.add, "VSub": jnp.subtract, "VMul": jnp.multiply, "VMax": jnp.maximum,
            "VMin": jnp.minimum}
-_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum}
+_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum, "VMins": jnp.minimum}
 
 
 def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float = 0.0,
@@ -564,7 +643,9 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
     """One vector instruction over whole UB allocation stages (same shape), computed in fp32 and
     rounded once to ``dst``'s format (exact for one fp16 op: fp32 has p >= 2 * 11 + 2).
 
-    ``op``: VAdd VSub VMul VMax VMin (two sources), VAdds VMuls VMaxs (one source and ``scalar``),
+    ``op``: VAdd VSub VMul VMax VMin (two sources; the second may be a (1, N') row allocation,
+    broadcast over the rows from column ``offset[1]``: a bias), VAdds VMuls VMaxs VMins (one
+    source and ``scalar``),
     VRelu VLeakyRelu VExp VCopy VCast (one source; VCast rounds with ``mode``), VReduceSum (sum of
     all elements into element 0 of ``dst``). Cost: one 256-B repeat per cycle over the widest
     operand, plus start-up; ``count_elems`` (traced allowed) charges only a partial tile.
@@ -573,7 +654,14 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
         if r.buffer != "UB":
             raise ValueError(f"vector ops work on UB, {r.alloc.name!r} is in {r.buffer}.")
     shape = dst.alloc.shape
-    xs = [_stage_block(core, s, s.alloc.shape).astype(jnp.float32) for s in srcs]
+    def operand(i, s):
+        a = s.alloc
+        if (i == 1 and op in _BINARY and len(shape) == 2 and len(a.shape) == 2 and a.shape[0] == 1
+                and shape[0] > 1):
+            return jnp.broadcast_to(_row(core, s, shape[1]), shape)
+        return _stage_block(core, s, a.shape)
+
+    xs = [operand(i, s).astype(jnp.float32) for i, s in enumerate(srcs)]
     for s, x in zip(srcs, xs):
         if op != "VReduceSum" and x.shape != shape:
             raise ValueError(f"{op}: source {s.alloc.name!r} {x.shape} != destination {shape}.")
@@ -599,11 +687,14 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
         flat = xs[0].reshape(-1)
         if count_elems is not None:
             flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, 0.0)
-        total = jnp.sum(flat)
+        total = jnp.sum(flat) if core.ctx.policy.vector == "fp32" else _pairwise_sum(flat, core.ctx.policy.vector)
         y = _stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
     else:  # VCopy, VCast
         y = xs[0]
     over = core.ctx.policy.overflow_mode(core.hw)
+    vfmt = core.ctx.policy.vector
+    if vfmt != "fp32" and op != "VCast":  # the op runs in the policy's vector format
+        y = round_to(y, vfmt, overflow=over).astype(jnp.float32)
     out = round_to(y, dst.alloc.dtype, mode if op == "VCast" else "nearest_even", overflow=over)
     n_el = math.prod(shape) if count_elems is None else count_elems
     if count_elems is not None:
@@ -615,7 +706,10 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
     nbytes = jnp.asarray(n_el, _i32) * width
     core = _write_ref(core, dst, out, when)
     core = count(core, "vector_bytes", nbytes, when)
-    return issue(core, "V", vector_cycles(nbytes, core.hw), op, when)
+    oob = () if count_elems is None else sanitize.extent_oob(
+        core, (srcs[0] if op == "VReduceSum" else dst).alloc, {"count_elems": count_elems},
+        {"count_elems": math.prod((srcs[0] if op == "VReduceSum" else dst).alloc.shape)}, op)
+    return issue(core, "V", vector_cycles(nbytes, core.hw), op, when, reads=srcs, writes=(dst,), oob=oob)
 
 
 def scalar(core: Core, cycles: int, when=True) -> Core:

@@ -2,18 +2,25 @@
 
 The hardware rule is fp16/bf16 operands in L0A/L0B, fp32 accumulation in L0C, conversion at the
 way out (Fixpipe on 910B, L0C->UB on 910/310P) with round-to-nearest-even. Other settings are
-what-ifs (e.g. an fp16 running sum) that the precision lab measures.
+what-ifs (an fp16 running sum, directed or stochastic rounding at the output, flushed
+subnormals, vector arithmetic in fp16) that the precision lab measures. Every kernel built on
+the instruction set (GEMM, the four Conv2D strategies, fused epilogues) honours the policy,
+because the instructions read it: ``mmad`` the accumulation, ``fixpipe`` / ``l0c_to_ub`` the
+output conversion, ``vector`` the vector format and the overflow mode.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 
+from npu_jax.core.rounding import MODES, round_to
+
 OPERANDS = ("fp16", "bf16", "fp32")
-ACCUMULATE = ("fp32", "fp16_tile", "fp16_step")
-ROUNDING = ("nearest_even",)
+ACCUMULATE = ("fp32", "fp16_tile", "fp16_step", "fp16_mac")
+ROUNDING = MODES
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -22,12 +29,22 @@ class Policy:
 
     Attributes:
         operand: format of Cube operands in L1/L0A/L0B (``fp16``, ``bf16``, ``fp32``).
-        accumulate: ``fp32`` (hardware), or the what-ifs ``fp16_tile`` (L0C rounded to fp16 after
-            each Mmad) and ``fp16_step`` (rounded after every K0 step inside an Mmad).
+        accumulate: the running sum in L0C: ``fp32`` (the hardware), or the what-ifs
+            ``fp16_tile`` (rounded to fp16 after each Mmad, i.e. per K tile of the kernel's
+            ``k_l0`` depth), ``fp16_step`` (after every K0-deep fractal step inside an Mmad) and
+            ``fp16_mac`` (after every single multiply-add: a true fp16 running sum).
         output: format written out of L0C (``fp16``, ``bf16``, ``fp32``).
-        rounding: rounding of conversions (``nearest_even``, the hardware's RINT).
-        overflow: ``inf`` or ``saturate``; None = the hardware's mode.
-        vector: format of vector-unit arithmetic on UB.
+        rounding: rounding mode of the output conversion (Fixpipe, L0C->UB): ``nearest_even``
+            (the hardware's RINT), ``toward_zero``, ``up``, ``down``, ``away`` or ``stochastic``
+            (keyed by ``seed``, the instruction count and the output window). Vector arithmetic
+            rounds to nearest-even, as the hardware; ``VCast`` takes its own mode.
+        overflow: ``inf`` or ``saturate``; None = the hardware's mode (``hw.overflow_mode``).
+        subnormals: keep subnormal results of the output conversion (True) or flush them to
+            zero, as a flush-to-zero conversion unit would.
+        vector: format the vector unit computes in: each vector op's result is rounded to it
+            before being stored in the destination's format, and VReduceSum sums pairwise in it.
+            ``fp32`` (default) is one rounding to the destination.
+        seed: seed of stochastic rounding.
 
     Example:
         >>> Policy(operand="bf16", output="bf16").operand
@@ -39,7 +56,9 @@ class Policy:
     output: str = "fp16"
     rounding: str = "nearest_even"
     overflow: str | None = None
-    vector: str = "fp16"
+    subnormals: bool = True
+    vector: str = "fp32"
+    seed: int = 0
 
     def __post_init__(self):
         for name, allowed in (("operand", OPERANDS), ("output", OPERANDS), ("vector", OPERANDS),
@@ -49,23 +68,32 @@ class Policy:
                 raise ValueError(f"Policy.{name} must be one of {allowed}, got {v!r}.")
         if self.overflow not in (None, "inf", "saturate"):
             raise ValueError(f"Policy.overflow must be None, 'inf' or 'saturate', got {self.overflow!r}.")
+        if not isinstance(self.subnormals, bool):
+            raise ValueError(f"Policy.subnormals must be True or False, got {self.subnormals!r}.")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"Policy.seed must be an int, got {self.seed!r}.")
 
     def overflow_mode(self, hw) -> str:
         return self.overflow if self.overflow is not None else hw.overflow_mode
 
+    def key(self, *salt):
+        """The stochastic-rounding key for one instruction: ``seed`` folded with ``salt`` (traced
+        ints such as the instruction count and the window offset, so no two tiles share bits)."""
+        k = jax.random.key(self.seed)
+        for s in salt:
+            k = jax.random.fold_in(k, jnp.asarray(s, jnp.uint32))
+        return k
 
-_MAX = {"fp16": 65504.0, "bf16": float(jnp.finfo(jnp.bfloat16).max),
-        "fp32": float(jnp.finfo(jnp.float32).max)}
-_JNP = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32}
+    def convert_out(self, x, fmt: str, hw, *salt):
+        """Round ``x`` to ``fmt`` as the output conversion does: ``rounding``, ``subnormals`` and
+        the overflow mode (``salt`` seeds stochastic rounding)."""
+        key = self.key(*salt) if self.rounding == "stochastic" else None
+        return round_to(x, fmt, self.rounding, subnormals=self.subnormals,
+                        overflow=self.overflow_mode(hw), key=key)
 
 
-def convert(x, fmt: str, overflow: str = "inf"):
-    """Round ``x`` (any float) to ``fmt`` with nearest-even; ``saturate`` clamps +-inf to +-max and
-    maps NaN to 0 as the 910/310P conversion units do."""
-    x = jnp.asarray(x)
-    if overflow == "saturate":
-        m = _MAX[fmt]
-        x32 = x.astype(jnp.float32)
-        x32 = jnp.where(jnp.isnan(x32), 0.0, jnp.clip(x32, -m, m))
-        return x32.astype(_JNP[fmt])
-    return x.astype(_JNP[fmt])
+def convert(x, fmt: str, overflow: str = "inf", mode: str = "nearest_even", subnormals: bool = True,
+            key=None):
+    """Round ``x`` (any float) to ``fmt``; ``saturate`` clamps +-inf to +-max and maps NaN to 0 as
+    the 910/310P conversion units do. See :func:`npu_jax.core.rounding.round_to`."""
+    return round_to(jnp.asarray(x), fmt, mode, subnormals=subnormals, overflow=overflow, key=key)

@@ -4,24 +4,34 @@ A kernel is ``kernel(core, block_idx) -> core``. Every core starts from the same
 inputs stay shared (vmap leaves unwritten values unbatched), each core writes its own copy of the
 outputs along with a mask of what it wrote, and the merge takes each element from the one core
 that wrote it -- counting elements written by two cores (a bug in the kernel's split) and
-elements nobody wrote.
+elements nobody wrote. With racecheck on, the first overlapping element is named along with the
+instruction of each core that wrote it.
+
+After a concrete run, ``launch`` raises (or warns about) the sanitizers' findings
+(``sanitize.py``); under ``jax.jit`` they travel in the Report, and ``report.check()`` raises them
+once the values are concrete.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
+from npu_jax.core import sanitize
 from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
 
-def merge_outputs(ctx: Context, cores: Core):
-    """(outputs by name at logical shape, overlapping-write count, unwritten count)."""
+def merge_outputs(ctx: Context, cores: Core, with_site: bool = False):
+    """(outputs by name at logical shape, overlapping-write count, unwritten count) and, with
+    ``with_site``, a fourth item: (6,) int32 naming the first overlapping element: (output index,
+    flat index, core a, site a, core b, site b), -1s when there is none."""
     outs, overlap, unwritten = {}, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
-    for spec in ctx.gm:
+    at = jnp.full((6,), -1, jnp.int32)
+    for gi, spec in enumerate(s for s in ctx.gm if s.output):
         if not spec.output:
             continue
         vals, written = cores.gm[spec.name], cores.gm_written[spec.name]
@@ -36,6 +46,17 @@ def merge_outputs(ctx: Context, cores: Core):
             inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < cores.gm_shape[spec.name][0, d])
         overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
         unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
+        if with_site:
+            multi = (writers > 1).reshape(-1)
+            flat = jnp.argmax(multi).astype(jnp.int32)
+            w = written.reshape(written.shape[0], -1)[:, flat]
+            ca = jnp.argmax(w).astype(jnp.int32)
+            cb = jnp.argmax(w & (jnp.arange(w.shape[0]) != ca)).astype(jnp.int32)
+            site = cores.san["gm_site"][spec.name][(slice(None),) + sl].reshape(written.shape[0], -1)[:, flat]
+            here = jnp.stack([jnp.int32(gi), flat, ca, site[ca] - 1, cb, site[cb] - 1])
+            at = jnp.where(jnp.any(multi) & (at[0] < 0), here, at)
+    if with_site:
+        return outs, overlap, unwritten, at
     return outs, overlap, unwritten
 
 
@@ -45,13 +66,29 @@ def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *,
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
+    Sanitizer findings (``ctx.checks``) are raised or warned here when the run is concrete;
+    under ``jax.jit`` call ``report.check()`` on the result.
     """
-    core0 = init_core(ctx, gm, extents)
-    if ctx.n_cores == 1:
-        cores = jax.tree.map(lambda x: x[None], kernel(core0, jnp.int32(0)))
-    else:
-        cores = jax.vmap(lambda b: kernel(core0, b))(jnp.arange(ctx.n_cores, dtype=jnp.int32))
-    outs, overlap, unwritten = merge_outputs(ctx, cores)
+    table = sanitize.SiteTable(name, ctx)
+    with sanitize.tracing(table):
+        core0 = init_core(ctx, gm, extents)
+        if ctx.n_cores == 1:
+            cores = jax.tree.map(lambda x: x[None], kernel(core0, jnp.int32(0)))
+        else:
+            cores = jax.vmap(lambda b: kernel(core0, b))(jnp.arange(ctx.n_cores, dtype=jnp.int32))
+    race = bool(cores.san) and ctx.checks.race
+    merged = merge_outputs(ctx, cores, with_site=race)
+    outs, overlap, unwritten = merged[:3]
     report = Report.from_cores(cores, name=name, workload=workload, operand=operand,
                                overlapping_writes=overlap, unwritten=unwritten)
+    if cores.san:  # each core's event log; its analysis runs here (inline) or when checked
+        log, n = cores.san["log"], cores.san["n"]
+        if ctx.checks.inline:
+            report = dataclasses.replace(report, san_logged=n, san_findings=sanitize.run_analysis(
+                ctx, log, n, cores.flag_set, table))
+        else:
+            report = dataclasses.replace(report, san_log=log, san_logged=n, san_flags=cores.flag_set)
+    report = dataclasses.replace(report, overlap_at=merged[3] if race else None, sanitizer=table)
+    if not isinstance(report.overlapping_writes, jax.core.Tracer):
+        sanitize.raise_or_warn(report)
     return outs, report

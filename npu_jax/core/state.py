@@ -13,10 +13,12 @@ import math
 import jax
 import jax.numpy as jnp
 
-from npu_jax.core import wide
+from npu_jax.core import sanitize, wide
 from npu_jax.core.buffers import DTYPES, Alloc, poison
 from npu_jax.core.policy import Policy
+from npu_jax.core.sanitize import Checks
 from npu_jax.core.timing import COUNTERS, PIPES
+from npu_jax.errors import WindowError
 from npu_jax.hw.config import HardwareConfig
 
 
@@ -58,6 +60,10 @@ class Context:
     n_cores: int = 1
     trace_capacity: int = 0
     move_data: bool = True  # False = timing-only: every cost and counter, no data moved
+    checks: Checks | None = None  # sanitizers to run; None = the process default (sanitize.py)
+
+    def __post_init__(self):
+        object.__setattr__(self, "checks", Checks.parse(self.checks))
 
     def alloc(self, name: str) -> Alloc:
         for a in self.allocs:
@@ -77,7 +83,7 @@ class Context:
 
 
 _DATA_FIELDS = ("gm", "gm_shape", "gm_written", "buf", "pipe_free", "pipe_busy", "n_instr", "flag_time",
-                "flag_set", "counters", "trace")
+                "flag_set", "counters", "trace", "san")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +105,10 @@ class Core:
     flag_set: jax.Array  # (P, P, E) bool: flag pending (set, not yet waited)
     counters: jax.Array  # (C, 2) wide: bytes per path, FLOPs
     trace: dict  # {} or pipe/op (T,) int32, start/end (T, 2) wide, n () int32
+    san: dict  # {} (checks off) or the sanitizers' state: see sanitize.init_state
     ctx: Context
+    # sanitizer log rows traced since the last flatten (trace-time only; see _flatten_core)
+    pending: tuple = ()
 
     def replace(self, **kw) -> Core:
         return dataclasses.replace(self, **kw)
@@ -122,9 +131,9 @@ class Core:
                 raise ValueError(f"window size {s} on dim {d} of {name!r} must be in 1..{p}.")
             st = starts[d]
             if isinstance(st, int) and not 0 <= st <= p - int(s):
-                raise ValueError(
-                    f"window of {name!r} at {tuple(starts)} size {tuple(sizes)} leaves the tensor on "
-                    f"dim {d} (start {st} + size {s} > stored extent {p}); move or shrink the window.")
+                raise WindowError(
+                    f"memcheck: window of {name!r} at {tuple(starts)} size {tuple(sizes)} leaves the tensor "
+                    f"on dim {d} (start {st} + size {s} > stored extent {p}); move or shrink the window.")
         if limit is not None and len(limit) != len(sizes):
             raise ValueError(f"limit needs one entry (or None) per dim of {name!r}.")
         return GmWindow(name, tuple(starts), tuple(int(s) for s in sizes),
@@ -166,6 +175,11 @@ class Core:
     def pipe_barrier(self, pipe: str = "ALL", when=True) -> Core:
         return _sync().pipe_barrier(self, pipe, when)
 
+    def at_tile(self, **coords) -> Core:
+        """Name the tile being worked on (up to 4 ints, traced allowed), so that sanitizer findings
+        say where in the loop nest they happened. A no-op when every check is off."""
+        return sanitize.at_tile(self, coords)
+
 
 def _ins():
     from npu_jax.core import instructions
@@ -179,7 +193,19 @@ def _sync():
     return sync
 
 
-jax.tree_util.register_dataclass(Core, data_fields=list(_DATA_FIELDS), meta_fields=["ctx"])
+def _flatten_core(core: Core):
+    # The sanitizers' log rows of the instructions traced since the last flatten are written as
+    # one block here: a fori_loop body (flattened when it returns) then costs one log write, not
+    # one per instruction -- XLA's CPU backend compiles each write as a kernel of its own.
+    san = sanitize.flush(core.san, core.pending) if core.pending else core.san
+    return tuple(san if f == "san" else getattr(core, f) for f in _DATA_FIELDS), core.ctx
+
+
+def _unflatten_core(ctx, children) -> Core:
+    return Core(**dict(zip(_DATA_FIELDS, children)), ctx=ctx)
+
+
+jax.tree_util.register_pytree_node(Core, _flatten_core, _unflatten_core)
 
 
 def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
@@ -226,6 +252,7 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
         flag_set=jnp.zeros((P, P, E), jnp.bool_),
         counters=wide.zeros((len(COUNTERS),)),
         trace=trace,
+        san=sanitize.init_state(ctx),
         ctx=ctx,
     )
 

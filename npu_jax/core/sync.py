@@ -3,7 +3,8 @@
 ``SetFlag<SRC_DST>(id)`` fires once every earlier instruction of SRC is done: it records SRC's
 free time. ``WaitFlag<SRC_DST>(id)`` holds DST until then and clears the flag -- a binary
 semaphore per (src, dst, id). Data is computed in program order, so these change only *time*;
-whether they are *right* is what the sanitizers check.
+whether they are *right* is what the sanitizers check (``sanitize.py``: synccheck watches the
+semaphores, racecheck carries vector clocks through them).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from npu_jax.core import wide
+from npu_jax.core import sanitize, wide
 from npu_jax.core.buffers import Alloc
 from npu_jax.core.state import Core
 from npu_jax.core.timing import PIPE_INDEX, PIPES
@@ -20,6 +21,8 @@ from npu_jax.core.timing import PIPE_INDEX, PIPES
 
 def parse_event(event: str) -> tuple[int, int]:
     """``"MTE2_MTE1"`` -> (src, dst) pipe indices."""
+    if not isinstance(event, str):
+        raise TypeError(f"event must be a string 'SRC_DST' such as 'MTE2_MTE1', got {event!r}.")
     parts = event.upper().split("_")
     if len(parts) != 2 or parts[0] not in PIPE_INDEX or parts[1] not in PIPE_INDEX or parts[0] == parts[1]:
         raise ValueError(f"event must be 'SRC_DST' with two different pipes from {PIPES}, got {event!r}.")
@@ -28,8 +31,10 @@ def parse_event(event: str) -> tuple[int, int]:
 
 def _event_id(core: Core, event_id):
     n = core.hw.num_event_ids
-    if isinstance(event_id, int) and not 0 <= event_id < n:
-        raise ValueError(f"event id must be in 0..{n - 1} on {core.hw.name}, got {event_id}.")
+    if isinstance(event_id, bool) or (isinstance(event_id, int) and not 0 <= event_id < n):
+        raise ValueError(f"event id must be in 0..{n - 1} on {core.hw.name}, got {event_id!r}; "
+                         f"ping-pong kernels use base + i % stages.")
+    # a traced id outside the range is clipped here and reported by synccheck
     return jnp.clip(jnp.asarray(event_id, jnp.int32), 0, n - 1)
 
 
@@ -44,36 +49,43 @@ def _flag_mask(core: Core, s: int, d: int, e):
 def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     s, d = parse_event(event)
     e = _event_id(core, event_id)
-    hit = _flag_mask(core, s, d, e) & jnp.asarray(when, jnp.bool_)
-    return core.replace(
+    when = jnp.asarray(when, jnp.bool_)
+    hit = _flag_mask(core, s, d, e) & when
+    new = core.replace(
         flag_time=jnp.where(hit[..., None], core.pipe_free[s], core.flag_time),
         flag_set=core.flag_set | hit,
     )
+    return sanitize.on_flag(new, sanitize.K_SET, s, d, event_id, when) if core.san else new
 
 
 def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     s, d = parse_event(event)
     e = _event_id(core, event_id)
     when = jnp.asarray(when, jnp.bool_)
+    mutation = sanitize.current_mutation()
+    if mutation is not None:  # the mutation test: this WaitFlag may be the one removed
+        when = mutation.apply(when)
     hit = _flag_mask(core, s, d, e) & when
     ready = wide.maximum(core.pipe_free[d], core.flag_time[s, d, e])
     oh = (jnp.arange(core.pipe_free.shape[0]) == d)[:, None] & when
-    return core.replace(
+    new = core.replace(
         pipe_free=jnp.where(oh, ready, core.pipe_free),
         flag_set=core.flag_set & ~hit,
     )
+    return sanitize.on_flag(new, sanitize.K_WAIT, s, d, event_id, when) if core.san else new
 
 
 def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
     """``PipeBarrier<PIPE>``: a pipe is already in order, so only ``ALL`` changes time: every pipe
     then waits for the latest."""
+    if not isinstance(pipe, str) or (pipe.upper() != "ALL" and pipe.upper() not in PIPE_INDEX):
+        raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}.")
+    when = jnp.asarray(when, jnp.bool_)
     if pipe.upper() == "ALL":
         latest = wide.max_over(core.pipe_free, 0)
         new = jnp.broadcast_to(latest, core.pipe_free.shape)
-        return core.replace(pipe_free=jnp.where(jnp.asarray(when), new, core.pipe_free))
-    if pipe.upper() not in PIPE_INDEX:
-        raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}.")
-    return core
+        core = core.replace(pipe_free=jnp.where(when, new, core.pipe_free))
+    return sanitize.on_barrier(core, pipe.upper(), when) if core.san else core
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ RATIO_NAMES = {"M": "mac_ratio", "MTE1": "mte1_ratio", "MTE2": "mte2_ratio", "MT
                "FIX": "fixpipe_ratio", "V": "vec_ratio", "S": "scalar_ratio"}
 
 OPS = ("DataCopy", "LoadData2D", "Load3D", "Mmad", "Fixpipe", "L0CToUB", "VAdd", "VSub", "VMul",
-       "VMax", "VMin", "VAdds", "VMuls", "VMaxs", "VRelu", "VLeakyRelu", "VExp", "VCast",
+       "VMax", "VMin", "VAdds", "VMuls", "VMaxs", "VMins", "VRelu", "VLeakyRelu", "VExp", "VCast",
        "VReduceSum", "VCopy", "Scalar")
 OP_INDEX = {o: i for i, o in enumerate(OPS)}
 

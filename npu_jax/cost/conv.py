@@ -152,6 +152,29 @@ def item_costs(p, xp=np):
     full_n = (cb == 0) & (nv == g.k)
     full_w = (tw == 0) & (wo_v == g.wo)
     out_bursts = xp.where(full_n, 1, wo_v) * xp.where(full_n & full_w, 1, ho_v)
+    e = p.epi
+    z = 0 * live
+    vpre, vres, vpost, cr, res_bytes, cbias, bias_bytes = z, z, z, z, z, 0, 0
+    if e is not None and e.has("bias"):  # once per core, before the first item
+        bias_bytes = xp.clip(g.k - (xp.arange(cores) % t.cout_split) * cb_per * t.n, 0, p.cb_per_cap * t.n) * \
+            itemsize(e.bias_format)
+        cbias = o.gm(bias_bytes, xp.ones_like(bias_bytes), gm_rate, a.mte2_startup)
+    if e is not None and e.where == "ub":
+        vsz = itemsize(e.vector)
+        cnt = m_eff * t.n * live
+        seen_res = False
+        for op, role in e.vector_ops():
+            width = max(vsz, osz) if role == "cast" else vsz
+            cyc = o.onchip(cnt * width, hw.vector_repeat_bytes, a.vector_startup)
+            if role == "residual":
+                vres, seen_res = cyc, True
+            elif seen_res:
+                vpost = vpost + cyc
+            else:
+                vpre = vpre + cyc
+        if e.has("residual"):
+            res_bytes = ho_v * wo_v * nv * vsz * live
+            cr = o.gm(res_bytes, out_bursts, gm_rate, a.mte2_startup)
     if hw.coupled:
         cv_ = o.onchip(l0c_bytes, hw.l0c_to_ub_bytes_per_cycle, a.vector_startup) * live
         c3 = o.gm(out_bytes, out_bursts, min(hw.ub_to_gm_rate, gm_rate), a.mte3_startup)
@@ -163,9 +186,11 @@ def item_costs(p, xp=np):
         c3 = 0 * fx
 
     release = live & (((cbl == cb_per - 1) | (cb == ncb - 1)) if sp.reuse_input else True)
-    return dict(live=live, fetch=fetch, release=release, cx=cx, cw=cw, cw_res=cw_res, wr_bytes=wr_bytes, S=S, kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx,
-                c3=c3, x_bytes=x_bytes, w_bytes=w_bytes, out_bytes=out_bytes, m_eff=m_eff, nv=nv,
-                nparts=nparts, L3=L3)
+    return dict(live=live, fetch=fetch, release=release, cx=cx, cw=cw, cw_res=cw_res, wr_bytes=wr_bytes, S=S,
+                kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx, c3=c3, x_bytes=x_bytes, w_bytes=w_bytes,
+                out_bytes=out_bytes, m_eff=m_eff, nv=nv, nparts=nparts, L3=L3, vpre=vpre, vres=vres, vpost=vpost,
+                cr=cr, res_bytes=res_bytes, cbias=cbias, bias_bytes=bias_bytes,
+                has_res=e is not None and e.has("residual"))
 
 
 def predict(p, xp=np) -> Prediction:
@@ -175,10 +200,15 @@ def predict(p, xp=np) -> Prediction:
     c.update(Lf=L(p.t.k_l0), MMf=MM(p.t.k_l0), L1=L(kv1), Ls=L(kvS), MM1=MM(kv1), MMs=MM(kvS))
     cyc = _schedule(p, c, xp)
     gm_l1 = c["x_bytes"].sum() + c["w_bytes"].sum() + xp.sum(c["wr_bytes"])
+    gm_ub = xp.sum(c["res_bytes"])
+    if p.epi is not None and p.epi.where == "fixpipe":
+        gm_l1 = gm_l1 + xp.sum(c["bias_bytes"])
+    else:
+        gm_ub = gm_ub + xp.sum(c["bias_bytes"])
     out = c["out_bytes"].sum()
     path_out = "UB->GM" if p.hw.coupled else "L0C->GM"
-    return Prediction(cycles=_to_int(cyc, xp), gm_bytes=_to_int(gm_l1 + out, xp),
-                      bytes={"GM->L1": _to_int(gm_l1, xp), path_out: _to_int(out, xp)},
+    return Prediction(cycles=_to_int(cyc, xp), gm_bytes=_to_int(gm_l1 + gm_ub + out, xp),
+                      bytes={"GM->L1": _to_int(gm_l1, xp), "GM->UB": _to_int(gm_ub, xp), path_out: _to_int(out, xp)},
                       flops=p.g.flops if isinstance(p.g.n, int) else None)
 
 
@@ -201,9 +231,11 @@ def _schedule(p, c, xp):
     cw = xp.broadcast_to(cw, shape)
     period = Lf + MMf if st == 1 else xp.maximum(Lf, MMf)
     z = xp.zeros(cx.shape[:1], dtype=cx.dtype)
-    mte2 = z + c["cw_res"]
+    mte2 = z + c["cw_res"] + c["cbias"]  # prologue: resident weights, then the bias
     le = z + c["cw_res"]  # MTE1 waited for the resident weights
-    me1, me2, mfree, ep_free = z, z, z, z
+    me1, me2, mfree = z, z, z
+    ep_free = z + c["cw_res"] + c["cbias"]  # the Fixpipe / Vector waited for the bias
+    res_free = z  # the residual tile's slot: free once the Vector has added it
     relx = [z, z]  # last-load ends that released the input slots (newest first)
     relw = [z, z]  # ... and the weight slots
     resident = p.t.weights_resident
@@ -243,10 +275,17 @@ def _schedule(p, c, xp):
         rel = c["release"][:, i]
         relx = [xp.where(rel, l_, relx[0]), xp.where(rel, relx[0], relx[1])]
         ep_start = xp.maximum(m1_, ep_free)
-        ep_end = ep_start + fx[:, i]
+        ep_end = ep_start + fx[:, i]  # L0C read out: the Cube may go on
+        v_end = ep_end + c["vpre"][:, i]
+        if c["has_res"]:  # MTE2 fetches the residual after this item's weights; the Vector waits for it
+            re = xp.maximum(mte2, res_free) + c["cr"][:, i]
+            mte2 = xp.where(lv, re, mte2)
+            v_end = xp.maximum(v_end, re) + c["vres"][:, i]
+            res_free = xp.where(lv, v_end, res_free)
+        v_end = v_end + c["vpost"][:, i]
         le, me1, me2 = (xp.where(lv, a, b) for a, b in ((l_, le), (m1_, me1), (m2_, me2)))
         mfree = xp.where(lv, ep_end, mfree)
-        ep_free = xp.where(lv, ep_end + c3[:, i], ep_free)
+        ep_free = xp.where(lv, v_end + c3[:, i], ep_free)
     return xp.maximum(xp.maximum(ep_free, mte2), le).max()
 
 
@@ -268,14 +307,15 @@ def lower_bound(p, xp=np, serial: bool = False) -> int:
     mte1 = (steps(L).sum(-1) * live).sum(1)
     cube = (steps(MM).sum(-1) * live).sum(1)
     mte2 = c["cx"].sum(1) + (c["cw"] * live[..., None]).sum((1, 2)) + c["cw_res"]
-    epi = (c["fx"] + c["c3"]).sum(1)
+    epi = (c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]).sum(1)
+    mte2 = mte2 + c["cr"].sum(1) + c["cbias"]
     if serial:
         return int((mte1 + cube + mte2 + epi).max())
     return int(xp.maximum(xp.maximum(mte1, cube), xp.maximum(mte2, epi)).max())
 
 
 def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "fp16",
-                 output: str = "fp16", exact: int | None = 48):
+                 output: str = "fp16", exact: int | None = 48, epi=None):
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
 
     Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
@@ -283,7 +323,7 @@ def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "
     the serial sum instead); the others keep their bound as a cycle count."""
     from npu_jax.kernels.conv2d import ConvPlan
 
-    plans = [ConvPlan(g, strategy, t, hw, operand, output) for t in tilings]
+    plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]

@@ -87,6 +87,9 @@ class HardwareConfig:
     cube_k_bytes: int = 32  # one fractal row: K0 = 32 B / itemsize (16 for b16, 8 for fp32)
     vector_repeat_bytes: int = 256
     num_event_ids: int = 8
+    # vector cores (AIV) that run vector-only kernels: on separated chips (910B) they are cores of
+    # their own, two per Cube core; None = num_cores (the vector unit inside each coupled AI Core)
+    vector_cores: int | None = None
     # behaviour
     coupled: bool = False
     overflow_mode: str = "inf"
@@ -129,6 +132,9 @@ class HardwareConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, (int, float)) or not v > 0):
                 raise ValueError(f"HardwareConfig.{name} must be None or > 0, got {v!r}.")
+        if self.vector_cores is not None and (not isinstance(self.vector_cores, int)
+                                              or isinstance(self.vector_cores, bool) or self.vector_cores <= 0):
+            raise ValueError(f"HardwareConfig.vector_cores must be None or a positive int, got {self.vector_cores!r}.")
         if self.overflow_mode not in OVERFLOW_MODES:
             raise ValueError(
                 f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}."
@@ -166,6 +172,11 @@ class HardwareConfig:
     def ub_to_gm_rate(self) -> float:
         v = self.ub_to_gm_bytes_per_cycle
         return v if v is not None else self.assumed.ub_to_gm_bytes_per_cycle
+
+    @property
+    def num_vector_cores(self) -> int:
+        """Cores a vector-only kernel runs on (AIV on separated chips; the AI Cores on coupled ones)."""
+        return self.num_cores if self.vector_cores is None else self.vector_cores
 
     def gm_rate(self, active_cores: int = 1) -> float:
         """One core's GM rate when ``active_cores`` cores move data at once (chip bandwidth shared)."""

@@ -25,6 +25,7 @@ def ascend910b() -> HardwareConfig:
     return HardwareConfig(
         name="ascend910b",
         num_cores=20,
+        vector_cores=40,  # 20 AIC + 40 AIV (ASC platform stub, 910B4)
         clock_ghz=1.5,
         l1_bytes=512 * KiB,
         l0a_bytes=64 * KiB,

@@ -34,7 +34,9 @@ from npu_jax.core.state import Context, GmSpec
 from npu_jax.errors import TilingError
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
+from npu_jax.kernels import epilogue as epi_mod
 from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
+from npu_jax.kernels.epilogue import EpiloguePlan
 
 STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
 
@@ -119,6 +121,8 @@ class ConvPlan:
     fields traced, one compiled kernel runs every layer that fits (the hypothesis tests do this).
     Static properties read ``bound``; loop counts and index arithmetic read ``g``.
     The kernel and the closed-form cost model both read this, so they cannot disagree on shapes.
+    ``epi`` is the fused epilogue (None: plain conversion on the way out); ``output`` is then the
+    format the kernel writes.
     """
 
     g: ConvGeometry
@@ -128,6 +132,7 @@ class ConvPlan:
     operand: str
     output: str = "fp16"
     bound: ConvGeometry | None = None
+    epi: EpiloguePlan | None = None
 
     @property
     def B(self) -> ConvGeometry:
@@ -294,25 +299,30 @@ class ConvPlan:
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
         a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
-        if hw.coupled:
+        if self.epi is not None:
+            a.update(epi_mod.allocate(plan, self.epi, self.m_t, t.n, self.cb_per_cap * t.n))
+        elif hw.coupled:
             a["ub"] = plan.alloc("UB", "y_ub", (self.m_t, t.n), self.output)
         return plan, a
 
 
 def make_plan(g: ConvGeometry, strategy: str, tiling: ConvTiling, hw: HardwareConfig,
-              operand: str = "fp16", output: str = "fp16", bound: ConvGeometry | None = None) -> ConvPlan:
+              operand: str = "fp16", output: str = "fp16", bound: ConvGeometry | None = None,
+              epi: EpiloguePlan | None = None) -> ConvPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
     if not isinstance(tiling, ConvTiling):
         raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
-    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound)
+    if epi is not None and epi.where == "fixpipe" and hw.coupled:
+        raise ValueError(f"{hw.name} has no Fixpipe: its fused epilogue runs in UB (where='ub').")
+    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi)
     p.validate()
     return p
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
-def build_kernel(p: ConvPlan, epilogue=None):
-    """Return (plan, kernel) for a ConvPlan. ``epilogue`` (fusion) may replace the output step."""
+def build_kernel(p: ConvPlan):
+    """Return (plan, kernel) for a ConvPlan; ``p.epi`` (fusion) replaces the plain output step."""
     g, t, hw, sp = p.g, p.t, p.hw, p.spec
     plan, a = p.allocate()
     x_l1, w_l1, a_l0, b_l0, c_l0 = a["x"], a["w"], a["a"], a["b"], a["c"]
@@ -323,6 +333,8 @@ def build_kernel(p: ConvPlan, epilogue=None):
     ncb, nparts, spp = p.n_cb, p.n_parts, p.steps_per_part
     cb_per = p.cb_per
     items = p.tiles_per_core * cb_per
+    # K steps of one item: full parts of spp steps, then the last (possibly shorter) part
+    steps_item = (nparts - 1) * spp + -(-(p.k_total - (nparts - 1) * p.k_l1) // t.k_l0)
     k_total, k_l1 = p.k_total, p.k_l1
     B = p.B
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
@@ -356,19 +368,23 @@ def build_kernel(p: ConvPlan, epilogue=None):
     l1_ids = [IN + s for s in range(t.l1_stages)]
     if not t.weights_resident:
         l1_ids += [WT + s for s in range(t.l1_stages)]
-    slots = slot_flags(hw, l1_ids, t.l0_stages)
+    slots = slot_flags(hw, l1_ids, t.l0_stages) + epi_mod.slot_flags(p.epi)
 
     def kernel(core, b):
         core = set_all(core, slots)
         sgrp, cgrp = b // t.cout_split, b % t.cout_split
         cb0 = cgrp * cb_per  # this core's first Cout block
+        nb_live = jnp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
         if t.weights_resident:  # the group's weights, once per core
             core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
             core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
+        if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
+            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, g.k, cb0 < ncb)
 
         def item(j, core):
             tile = sgrp + (j // cb_per) * p.cores_sp
             cbl = j % cb_per
+            live_idx = (j // cb_per) * nb_live + cbl  # this item's rank among the core's live items
             cb = cb0 + cbl
             live = (tile < p.n_tiles) & (cb < ncb)
             n = tile // (p.n_th * p.n_tw)
@@ -379,6 +395,7 @@ def build_kernel(p: ConvPlan, epilogue=None):
             wo_v = jnp.minimum(t.wo, g.wo - ow0)
             m_eff = (ho_v - 1) * t.wo + wo_v  # rows of L0C that hold real outputs (row pitch t.wo)
             nv = jnp.minimum(t.n, g.k - cb * t.n)
+            core = core.at_tile(item=j, tile=tile, cout_block=cb)
             # ---- input tile: fetched per item, or once per spatial tile (reuse) ----
             fetch = live & ((cbl == 0) if sp.reuse_input else True)
             fidx = (j // cb_per) if sp.reuse_input else j
@@ -394,7 +411,9 @@ def build_kernel(p: ConvPlan, epilogue=None):
             core = core.wait_flag("MTE2_MTE1", IN + xs, fetch)
 
             def part(pi, core):
-                gp = j * nparts + pi  # global weight-part counter
+                # ping-pong slots advance with *live* work only (an idle item, e.g. a Cout block
+                # past the end of a core's group, must not leave a slot unused)
+                gp = live_idx * nparts + pi
                 ws = gp % t.l1_stages
                 kbase = pi * k_l1
                 if not t.weights_resident:
@@ -405,10 +424,11 @@ def build_kernel(p: ConvPlan, epilogue=None):
                 wstage = 0 if t.weights_resident else ws
 
                 def step(q, core):
-                    u = (gp * spp + q) % t.l0_stages
+                    u = (live_idx * steps_item + pi * spp + q) % t.l0_stages
                     ks = kbase + q * t.k_l0
                     kv = jnp.clip(jnp.minimum(k_l1 - q * t.k_l0, k_total - ks), 0, t.k_l0)
                     go = live & (kv > 0)
+                    core = core.at_tile(item=j, tile=tile, cout_block=cb, k=ks)
                     core = core.wait_flag("M_MTE1", u, go)
                     core = core.load3d(dst=a_l0[u], src=x_l1[xs], geom=geom, k_start=ks, m_start=0,
                                        pad_top=r0 - ih0, pad_left=c0_ - iw0, h_valid=rows,
@@ -430,10 +450,13 @@ def build_kernel(p: ConvPlan, epilogue=None):
             last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
             release = live & (last_cb if sp.reuse_input else True)
             core = core.set_flag("MTE1_MTE2", IN + xs, release)
+            core = core.at_tile(item=j, tile=tile, cout_block=cb)
             # ---- epilogue: L0C -> GM (NHWC) ----
             y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
-            if epilogue is not None:
-                return epilogue(core, c_l0, a, y_win, m_eff, nv, live)
+            if p.epi is not None:
+                res_win = (core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+                           if p.epi.has("residual") else None)
+                return epi_mod.emit(core, p.epi, a, c_l0, y_win, res_win, cbl * t.n, m_eff, nv, t.n, live)
             return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
 
         core = lax.fori_loop(0, items, item, core)
@@ -493,12 +516,15 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeo
 
 
 # ---- running it ----------------------------------------------------------------------------------
-def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogue=None,
-             extra_gm: tuple = (), extra_in: dict | None = None, name: str | None = None,
-             move_data: bool = True):
+def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, *, bias=None, residual=None,
+             name: str | None = None, move_data: bool = True, checks=None):
     """Launch a ConvPlan on x (N, C, H, W) and w (K, C, kh, kw), both at the bound's shape and in
     the operand format. Returns (y NHWC at the bound's shape, report). ``move_data=False`` is the
-    timing-only mode: the same program, every cost and counter, and no data work at all."""
+    timing-only mode: the same program, every cost and counter, and no data work at all.
+    ``checks``: the sanitizers (None = the process default); findings raise after a concrete run.
+
+    A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
+    (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them."""
     g, B, t, hw, op = p.g, p.B, p.t, p.hw, p.operand
     cap = trace_capacity
     extras = {}
@@ -506,7 +532,7 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogu
     if p.spec.nc1hwc0_source:
         rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, p.bound)
         rctx = Context(hw=hw, allocs=tuple(rplan.allocs), gm=rgm, policy=policy, n_cores=rcores,
-                       trace_capacity=cap, move_data=move_data)
+                       trace_capacity=cap, move_data=move_data, checks=checks)
         routs, rrep = launch(rkern, rctx, {"x": x}, name="relayout", operand=op,
                              workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
                              extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)})
@@ -533,28 +559,33 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, epilogu
               GmSpec("w", (B.k, B.c, B.kh, B.kw), (kpad, cpad, B.kh, B.kw), op))
         extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
     n_th_cap, n_tw_cap = -(-p.ho_cap // t.ho), -(-p.wo_cap // t.wo)
-    gm = gm + extra_gm + (GmSpec("y", (B.n, p.ho_cap, p.wo_cap, B.k),
-                                 (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, t.cout_split * p.cb_per_cap * t.n),
-                                 p.output, output=True),)
+    y_pad = (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, t.cout_split * p.cb_per_cap * t.n)
+    y_shape = (B.n, p.ho_cap, p.wo_cap, B.k)
+    e = p.epi
+    if e is not None and e.has("bias"):
+        gm += (GmSpec("bias", (1, B.k), (1, y_pad[3]), e.bias_format),)
+        gm_in["bias"] = _epi_input("bias", bias, (B.k,), e.bias_format).reshape(1, B.k)
+        extents["bias"] = (1, g.k)
+    if e is not None and e.has("residual"):
+        gm += (GmSpec("res", y_shape, y_pad, e.vector),)
+        gm_in["res"] = _epi_input("residual", residual, y_shape, e.vector)
+        extents["res"] = (g.n, g.ho, g.wo, g.k)
+    gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
     extents["y"] = (g.n, g.ho, g.wo, g.k)
-    for spec in extra_gm:
-        extents.setdefault(spec.name, (g.n, g.ho, g.wo, g.k))
-    gm_in.update(extra_in or {})
-    plan, kern = build_kernel(p, epilogue)
+    plan, kern = build_kernel(p)
     ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
-                  trace_capacity=cap, move_data=move_data)
+                  trace_capacity=cap, move_data=move_data, checks=checks)
     outs, report = launch(kern, ctx, gm_in, name=name or f"conv2d[{p.strategy}]",
                           workload=B.describe() if p.bound is None else "", operand=op, extents=extents)
+    # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))
-    if move_data and not isinstance(report.overlapping_writes, jax.core.Tracer):
-        report.check()
     return outs["y"], report
 
 
 def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
            hw: HardwareConfig | None = None, tiling: ConvTiling | None = None,
            policy: Policy | None = None, *, groups: int = 1, trace: bool | int = False,
-           timing_only: bool = False):
+           timing_only: bool = False, checks=None):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
     Args:
@@ -568,6 +599,8 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
         trace: keep per-core event traces (True = 4096 events, or a capacity).
         timing_only: run the same kernel with no data work (y is then all zeros): every cycle
             and byte of the report is unchanged, in a fraction of the time.
+        checks: sanitizers (``"all"``, ``"none"``, names, or a ``Checks``; None = the process
+            default, see ``npu_jax.default_checks``). Findings raise a SanitizerError.
 
     Returns:
         y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and
@@ -581,28 +614,27 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
         >>> y.shape, rep.flops
         ((1, 32, 8, 8), 589824)
     """
-    from npu_jax.hw import presets
     from npu_jax.kernels.conv_choose import choose_tiling
+    from npu_jax.kernels.conv_geometry import check_common
 
-    hw = presets.ascend910b() if hw is None else hw
-    policy = Policy() if policy is None else policy
+    hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
     x, w = _check_arrays(x, w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    _check_flag("timing_only", timing_only)
     op = policy.operand
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
     p = make_plan(g, strategy, tiling, hw, op, policy.output)
-    cap = 4096 if trace is True else int(trace)
     y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap,
-                         move_data=not timing_only)
+                         move_data=not timing_only, checks=checks)
     return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
 def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str, tiling: ConvTiling,
                    hw: HardwareConfig | None = None, policy: Policy | None = None,
-                   timing_only: bool = False):
+                   timing_only: bool = False, checks=None):
     """Conv2D of layer ``g`` (fields may be traced) inside arrays shaped for ``bound`` (static).
 
     ``x`` is (B.n, B.c, B.h, B.w) with the layer's data in the leading corner, ``w`` likewise
@@ -610,18 +642,28 @@ def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str,
     property tests draw hundreds of layers through four compiles. Returns y (B.n, B.k, Ho_max,
     Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report.
     """
-    from npu_jax.hw import presets
+    from npu_jax.kernels.conv_geometry import check_common
 
-    hw = presets.ascend910b() if hw is None else hw
-    policy = Policy() if policy is None else policy
+    hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
+    _check_flag("timing_only", timing_only)
     x, w = _check_arrays(x, w)
     if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (bound.k, bound.c, bound.kh, bound.kw):
         raise ValueError(f"x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
                          f"{(bound.n, bound.c, bound.h, bound.w)} and {(bound.k, bound.c, bound.kh, bound.kw)}.")
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
-    y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only)
+    y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only,
+                         checks=checks)
     return jnp.transpose(y, (0, 3, 1, 2)), report
+
+
+def _epi_input(what: str, arr, shape, fmt: str):
+    if arr is None:
+        raise ValueError(f"the epilogue has a {what!r} step but no {what} array was given.")
+    arr = jnp.asarray(arr)
+    if tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"{what} must have shape {tuple(shape)}, got {tuple(arr.shape)}.")
+    return arr.astype(DTYPES[fmt])
 
 
 def _conv_flops(g: ConvGeometry):
@@ -639,6 +681,11 @@ def _mask_layer(a, extent):
     for d, e in enumerate(extent):
         keep = keep & (lax.broadcasted_iota(jnp.int32, a.shape, d) < e)
     return jnp.where(keep, a, jnp.zeros((), a.dtype))
+
+
+def _check_flag(name: str, v) -> None:
+    if not isinstance(v, (bool, jnp.bool_)):
+        raise TypeError(f"conv2d: {name} must be True or False, got {v!r}.")
 
 
 def _check_arrays(x, w):

@@ -17,7 +17,7 @@ def _cands(limit: int, base=(1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64)) -> list[int
 
 
 def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16",
-                      output: str = "fp16"):
+                      output: str = "fp16", epi=None):
     """Every legal tiling in a coarse grid (legal = validates against every buffer)."""
     sp = SPECS[strategy]
     c0 = 32 // (2 if operand != "fp32" else 4)
@@ -40,7 +40,7 @@ def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operan
         t = ConvTiling(ho=ho, wo=wo, n=n, cin1=cin1, k_l0=k_l0, weights_resident=res,
                        l1_stages=stages[0], l0_stages=stages[0], cout_split=cs)
         try:
-            make_plan(g, strategy, t, hw, operand, output)
+            make_plan(g, strategy, t, hw, operand, output, epi=epi)
         except NpuError:
             continue
         out.append(t)
@@ -49,18 +49,22 @@ def candidate_tilings(g: ConvGeometry, strategy: str, hw: HardwareConfig, operan
 
 @functools.lru_cache(maxsize=256)
 def choose_tiling(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16",
-                  output: str = "fp16") -> ConvTiling:
+                  output: str = "fp16", epi=None) -> ConvTiling:
     """The legal tiling with the fewest model cycles (ties: fewer GM bytes).
+
+    ``epi`` (a fused epilogue) adds its buffers to the capacity checks and its instructions to the
+    cost, so a fused kernel's pick can differ from the conv alone's.
 
     Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
     strategy allows) resident weights; every one validated against every buffer. The cheap
     lower bound prunes large grids to 48, which get the exact closed-form schedule."""
     from npu_jax.cost.conv import predict_many
 
-    cands = candidate_tilings(g, strategy, hw, operand, output)
+    cands = candidate_tilings(g, strategy, hw, operand, output, epi)
     if not cands:
-        raise NpuError(f"no legal tiling of {g.describe()} for strategy {strategy!r} on {hw.name}: "
+        extra = f" with epilogue {epi}" if epi is not None else ""
+        raise NpuError(f"no legal tiling of {g.describe()} for strategy {strategy!r} on {hw.name}{extra}: "
                        f"even the smallest tiles overflow a buffer.")
-    cyc, gm = predict_many(g, strategy, cands, hw, operand, output)
+    cyc, gm = predict_many(g, strategy, cands, hw, operand, output, epi=epi)
     best = min(range(len(cands)), key=lambda i: (cyc[i], gm[i]))
     return cands[best]

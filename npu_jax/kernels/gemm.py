@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -88,7 +87,7 @@ def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "f
 
 
 def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | None = None,
-           policy: Policy | None = None, trace: bool | int = False):
+           policy: Policy | None = None, trace: bool | int = False, checks=None):
     """C = A @ B on the emulated Cube. Returns ``(c, report)``.
 
     Args:
@@ -98,6 +97,8 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
         tiling: a :class:`MatmulTiling` (default: :func:`default_tiling`).
         policy: precision :class:`~npu_jax.core.policy.Policy` (fp16 in, fp32 accumulate, fp16 out).
         trace: keep a per-core event trace (True = 4096 events, or an int capacity).
+        checks: sanitizers to run (``"all"``, ``"none"``, names, or a ``Checks``); None = the
+            process default (``npu_jax.default_checks``). Findings raise a SanitizerError.
 
     Example:
         >>> import jax.numpy as jnp, npu_jax
@@ -106,10 +107,10 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
         >>> float(c[0, 0]), rep.flops
         (32.0, 196608)
     """
-    from npu_jax.hw import presets
 
-    hw = presets.ascend910b() if hw is None else hw
-    policy = Policy() if policy is None else policy
+    from npu_jax.kernels.conv_geometry import check_common
+
+    hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
     a, b = jnp.asarray(a), jnp.asarray(b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and "
@@ -134,17 +135,15 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
         raise TilingError(f"MatmulTiling.cores={tiling.cores} exceeds {hw.name}'s {hw.num_cores} cores; "
                           f"use cores <= {hw.num_cores} or None.")
     cores = min(hw.num_cores if tiling.cores is None else tiling.cores, n_blocks)
-    cap = 4096 if trace is True else int(trace)
     plan, kern = _build(M, N, K, hw, tiling, op, out, cores)
     gm = (GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
           GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
           GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True))
     ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=cores,
-                  trace_capacity=cap)
+                  trace_capacity=cap, checks=checks)
+    # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
     outs, report = launch(kern, ctx, {"a": a.astype(DTYPES[op]), "b": b.astype(DTYPES[op])},
                           name="matmul", workload=f"({M}x{K}) @ ({K}x{N}) {op}", operand=op)
-    if not isinstance(report.overlapping_writes, jax.core.Tracer):
-        report.check()
     return outs["c"], report
 
 
@@ -179,6 +178,7 @@ def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
             s = step % t.l1_stages
             kbase = kt * t.k_l1
             kv = jnp.clip(K - kbase, 0, t.k_l1)
+            core = core.at_tile(block=blk, k_l1=kt)
             mv = jnp.clip(M - bm * t.m, 0, t.m)
             nv = jnp.clip(N - bn * t.n, 0, t.n)
             # MTE2: A and B slices into the free L1 slot

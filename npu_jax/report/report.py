@@ -42,6 +42,12 @@ class Report:
     offset: int = 0  # cycle at which this run starts (for sequences of kernels)
     extras: dict = dataclasses.field(default_factory=dict)  # related runs reported on their own
     useful_flops: jax.Array | None = None  # (2,) wide: the workload's FLOPs, when the kernel pads
+    san_findings: jax.Array | None = None  # (n, 4, NF) int32: first finding per sanitizer (sanitize.py)
+    overlap_at: jax.Array | None = None  # (6,) int32: first element two cores wrote, and by what
+    san_logged: jax.Array | None = None  # (n,) int32: instructions the sanitizers' log saw per core
+    san_log: jax.Array | None = None  # (n, capacity, LW) int32: the sanitizers' event log, unanalysed
+    san_flags: jax.Array | None = None  # (n, P, P, E) bool: flags still set at the end
+    sanitizer: object = None  # sanitize.SiteTable: decodes findings into source lines (static)
 
     @classmethod
     def from_cores(cls, cores, *, name, workload, operand, overlapping_writes, unwritten) -> Report:
@@ -149,14 +155,20 @@ class Report:
         return f"{kind} (intensity {ai:.1f} FLOP/B vs machine balance {balance:.1f})"
 
     def check(self) -> Report:
-        """Raise if the run wrote an output element from two cores; returns self."""
-        from npu_jax.errors import SanitizerError
+        """Raise (or warn, per the launch's ``checks``) if the run wrote an output element from two
+        cores or a sanitizer found something, here or in ``extras``; returns self."""
+        from npu_jax.core import sanitize
 
-        ov = int(np.asarray(self.overlapping_writes))
-        if ov:
-            raise SanitizerError(f"{self.name}: {ov} output elements were written by more than one "
-                                 f"core; the kernel's split over block_idx overlaps.")
+        for r in [self] + [v for v in self.extras.values() if isinstance(v, Report)]:
+            sanitize.raise_or_warn(r)
         return self
+
+    def findings(self) -> list:
+        """The sanitizers' findings (first per check), decoded: ``sanitize.Finding`` objects whose
+        ``message()`` names the instruction, its source line, pipe, allocation and tile."""
+        from npu_jax.core import sanitize
+
+        return sanitize.findings_of(self)
 
     # ---- presentation --------------------------------------------------------------------------
     def as_dict(self) -> dict:
@@ -250,6 +262,7 @@ class Report:
 jax.tree_util.register_dataclass(
     Report,
     data_fields=["pipe_free", "busy", "n_instr", "counters", "trace", "overlapping_writes",
-                 "unwritten", "extras", "useful_flops"],
-    meta_fields=["hw", "name", "workload", "operand", "offset"],
+                 "unwritten", "extras", "useful_flops", "san_findings", "overlap_at",
+                 "san_logged", "san_log", "san_flags"],
+    meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer"],
 )

@@ -1,0 +1,155 @@
+"""Conv2D with an element-wise epilogue, fused into the Conv's way out of L0C or run as a second kernel."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from npu_jax.core.buffers import DTYPES
+from npu_jax.core.policy import Policy
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.conv2d import STRATEGIES, ConvTiling, _check_arrays, make_plan, run_plan
+from npu_jax.kernels.conv_geometry import canonicalize
+from npu_jax.kernels.elementwise import make_eltwise_plan, run_eltwise
+from npu_jax.kernels.epilogue import canonical_steps, split
+from npu_jax.report.sequence import SequenceReport
+
+
+def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1, padding=0, dilation=1,
+                 fused: bool = True, strategy: str = "img2col", hw: HardwareConfig | None = None,
+                 tiling: ConvTiling | None = None, policy: Policy | None = None, trace: bool | int = False,
+                 timing_only: bool = False):
+    """Conv2D followed by an element-wise ``epilogue`` chain, on the emulated chip.
+
+    ``fused=True`` applies the chain on chip before the single write of the result: in the
+    Fixpipe on separated chips (910B: bias, one activation, cast -- a residual add, which needs a
+    UB, and anything after it still runs as a vector kernel on the AIV cores), or L0C -> UB ->
+    vector steps -> GM on coupled chips (910/310P: the whole chain). ``fused=False`` is the
+    baseline: the Conv writes its output to GM, a vector kernel (CopyIn -> Compute -> CopyOut,
+    double-buffered) reads it back, applies the chain and writes the result.
+
+    Args:
+        x: (N, C, H, W); w: (K, C, kh, kw). Converted to ``policy.operand``.
+        epilogue: steps, in order: ``"bias"``, ``"relu"``, ``("leaky_relu", slope)``,
+            ``("clipped_relu", ceiling)``, ``"residual"``, ``("cast", fmt)`` (last).
+        bias: (K,) per-channel values, when the chain has ``"bias"``. Held in fp32 for the
+            Fixpipe, in ``policy.vector`` format on UB.
+        residual: (N, K, Ho, Wo), when the chain has ``"residual"``; read in ``policy.vector``.
+        stride, padding, dilation, strategy, hw, tiling, policy, trace, timing_only: as
+            :func:`npu_jax.conv2d`. ``tiling=None`` lets the chooser pick under the fused
+            kernel's own constraints (its UB / L1 buffers count too).
+
+    Returns:
+        y (N, K, Ho, Wo) in the chain's final format (the cast's, else ``policy.output``), and a
+        :class:`~npu_jax.report.sequence.SequenceReport`: one part per kernel launched (``conv``,
+        then ``eltwise`` when part of the chain ran on its own).
+
+    Example:
+        >>> import numpy as np, npu_jax, fusion
+        >>> x = np.random.default_rng(0).standard_normal((1, 16, 8, 8))
+        >>> w = np.random.default_rng(1).standard_normal((32, 16, 3, 3))
+        >>> y, rep = fusion.conv2d_fused(x, w, ["bias", "relu"], bias=np.ones(32), padding=1,
+        ...                              hw=npu_jax.presets.tiny())
+        >>> y.shape, [label for label, _ in rep.parts]
+        ((1, 32, 8, 8), ['conv'])
+    """
+    from npu_jax.hw import presets
+    from npu_jax.kernels.conv_choose import choose_tiling
+
+    hw = presets.ascend910b() if hw is None else hw
+    if not isinstance(hw, HardwareConfig):
+        raise TypeError(f"hw must be a HardwareConfig (e.g. npu_jax.presets.ascend910b()), got {type(hw).__name__}.")
+    policy = Policy() if policy is None else policy
+    if not isinstance(fused, bool):
+        raise TypeError(f"fused must be True or False, got {fused!r}.")
+    x, w = _check_arrays(x, w)
+    g = canonicalize(x.shape, w.shape, stride, padding, dilation)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    steps = canonical_steps(epilogue)
+    if tiling is None:
+        epi, _, mid, _ = split(steps, hw, policy, fused)
+        tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
+    cap = 4096 if trace is True else int(trace)
+    return _run(x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only)
+
+
+def conv2d_fused_bounded(x, w, g, *, bound, epilogue, bias=None, residual=None, fused: bool = True,
+                         strategy: str = "img2col", tiling: ConvTiling, hw: HardwareConfig,
+                         policy: Policy | None = None, timing_only: bool = False):
+    """:func:`conv2d_fused` of layer ``g`` (fields may be traced) inside arrays shaped for ``bound``.
+
+    As :func:`npu_jax.conv2d_bounded`: x, w (and residual (B.n, B.k, Ho_max, Wo_max), bias (B.k,))
+    hold the layer in their leading corner; one compiled program serves every layer inside the
+    bound. The vector kernel of an unfused run sweeps the bound's whole output tensor.
+    """
+    policy = Policy() if policy is None else policy
+    x, w = _check_arrays(x, w)
+    return _run(x, w, g, bound, canonical_steps(epilogue), bias, residual, fused, strategy, tiling, hw,
+                policy, 0, timing_only)
+
+
+def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only):
+    B = g if bound is None else bound
+    ho_b, wo_b = (g.ho, g.wo) if bound is None else (B.h + B.pads[0] + B.pads[1], B.w + B.pads[2] + B.pads[3])
+    names = {s.op for s in steps}
+    bias = _operand("bias", bias, "bias" in names, (B.k,))
+    residual = _operand("residual", residual, "residual" in names, (B.n, B.k, ho_b, wo_b))
+    res_nhwc = None if residual is None else jnp.transpose(residual, (0, 2, 3, 1))
+    epi, rest, mid, final = split(steps, hw, policy, fused)
+    op = policy.operand
+    p = make_plan(g, strategy, tiling, hw, op, mid, bound=bound, epi=epi)
+    y, rep = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, bias=bias,
+                      residual=res_nhwc, move_data=not timing_only,
+                      name=f"conv2d[{strategy}]" + (f"+{epi}" if epi is not None else ""))
+    parts = [("conv", rep)]
+    if rest:
+        rows = B.n * ho_b * wo_b
+        ep = make_eltwise_plan(rest, rows, B.k, mid, final, policy.vector, hw)
+        z, rep2 = run_eltwise(ep, y.reshape(rows, B.k), policy, bias=bias,
+                              residual=None if res_nhwc is None else res_nhwc.reshape(rows, B.k),
+                              trace_capacity=cap, move_data=not timing_only,
+                              name="eltwise[" + " -> ".join(map(str, rest)) + "]")
+        if not timing_only and bound is None:
+            rep2.check()
+        y = z.reshape(B.n, ho_b, wo_b, B.k)
+        parts.append(("eltwise", rep2))
+    label = " -> ".join(["conv2d"] + [str(s) for s in steps])
+    kind = "fused" if fused else "unfused"
+    return jnp.transpose(y, (0, 3, 1, 2)), SequenceReport(tuple(parts), f"{label} ({kind})")
+
+
+def conv_relu(x, w, bias=None, stride=1, padding=0, dilation=1, fused: bool = True,
+              hw: HardwareConfig | None = None, tiling: ConvTiling | None = None, policy: Policy | None = None,
+              *, strategy: str = "img2col", trace: bool | int = False, timing_only: bool = False):
+    """``relu(conv2d(x, w) + bias)`` on the emulated chip; the headline use of :func:`conv2d_fused`.
+
+    ``fused=True``: ReLU (and the bias) in the Conv's epilogue, one write to GM. ``fused=False``:
+    the Conv kernel, then a ReLU vector kernel over its output in GM. Returns (y, report).
+
+    Example:
+        >>> import numpy as np, npu_jax, fusion
+        >>> x = np.random.default_rng(0).standard_normal((1, 16, 8, 8))
+        >>> w = np.random.default_rng(1).standard_normal((32, 16, 3, 3))
+        >>> y, rep = fusion.conv_relu(x, w, padding=1, hw=npu_jax.presets.tiny())
+        >>> bool((np.asarray(y) >= 0).all())
+        True
+    """
+    steps = (["bias"] if bias is not None else []) + ["relu"]
+    return conv2d_fused(x, w, steps, bias=bias, stride=stride, padding=padding, dilation=dilation,
+                        fused=fused, strategy=strategy, hw=hw, tiling=tiling, policy=policy, trace=trace,
+                        timing_only=timing_only)
+
+
+def _operand(name: str, arr, wanted: bool, shape):
+    if arr is None:
+        if wanted:
+            raise ValueError(f"the epilogue has a {name!r} step but {name}=None; pass a {name} of shape {shape}.")
+        return None
+    if not wanted:
+        raise ValueError(f"{name} was given but the epilogue has no {name!r} step; add it to epilogue=[...].")
+    arr = jnp.asarray(arr)
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        raise TypeError(f"{name} must be a float array, got {arr.dtype}.")
+    if tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(arr.shape)}.")
+    return arr

@@ -1,0 +1,88 @@
+"""Baselines for the tile search, on the same space and the same exact model.
+
+* :func:`exhaustive` costs every legal point of the space (:func:`space.build`) with the
+  vectorised exact schedule: the optimum, at the price of the whole space in evaluations.
+* :func:`random_search` costs ``evals`` distinct points drawn uniformly from the space.
+* :func:`chooser` is the Conv2D issue's grid chooser (``kernels/conv_choose.py``), costed by
+  ``cost.conv.predict``; its grid is not this space, so ``in_space`` says whether its pick is in it.
+
+Example:
+    >>> import npu_jax
+    >>> from npu_jax.kernels.conv_geometry import canonicalize
+    >>> g = canonicalize((1, 64, 14, 14), (64, 64, 3, 3), 1, 1)
+    >>> hw = npu_jax.presets.ascend910b()
+    >>> exhaustive(g, hw).cycles <= random_search(g, hw, evals=100).cycles
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.conv2d import ConvTiling
+from npu_jax.kernels.conv_geometry import ConvGeometry
+from npu_jax.search import exact, optimise, space
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A baseline's pick: tiling, exact model cycles, evaluations spent, wall seconds."""
+
+    name: str
+    tiling: ConvTiling
+    cycles: int
+    evals: int
+    seconds: float
+    in_space: bool = True
+
+
+def exhaustive(g: ConvGeometry, hw: HardwareConfig) -> Baseline:
+    """The best legal tiling of the space, by costing all of it (ties: the first in order)."""
+    s = space.build(g, hw)
+    t0 = time.perf_counter()
+    cyc = optimise.exact_cycles(exact.layer_of(g), _sorted(s.tilings), exact.hw_of(hw), hw.num_cores,
+                                hw.coupled)
+    i = int(np.argmin(cyc))
+    return Baseline("exhaustive", exact.tiling_at(_sorted(s.tilings), i), int(cyc[i]), s.size,
+                    time.perf_counter() - t0)
+
+
+def _sorted(t: exact.Tilings) -> exact.Tilings:
+    """Rows ordered by their work (items x parts, roughly), so each vmapped chunk's loops end together."""
+    key = np.lexsort((np.asarray(t.cin1), np.asarray(t.ho) * np.asarray(t.wo)))
+    return exact.Tilings(*(np.asarray(a)[key] for a in t))
+
+
+def random_search(g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0) -> Baseline:
+    """The best of ``evals`` distinct tilings drawn uniformly from the space."""
+    if evals < 1:
+        raise ValueError(f"evals must be >= 1, got {evals}.")
+    s = space.build(g, hw)
+    t0 = time.perf_counter()
+    idx = np.random.default_rng(seed).choice(s.size, min(evals, s.size), replace=False)
+    t = exact.Tilings(*(np.asarray(a)[idx] for a in s.tilings))
+    cyc = optimise.exact_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled)
+    i = int(np.argmin(cyc))
+    return Baseline("random", exact.tiling_at(t, i), int(cyc[i]), len(idx), time.perf_counter() - t0)
+
+
+def chooser(g: ConvGeometry, hw: HardwareConfig) -> Baseline:
+    """The Conv2D issue's chooser for img2col, and the exact model's cycles for its pick."""
+    from npu_jax.cost.conv import predict
+    from npu_jax.kernels.conv2d import make_plan
+    from npu_jax.kernels.conv_choose import candidate_tilings, choose_tiling
+
+    t0 = time.perf_counter()
+    choose_tiling.cache_clear()
+    t = choose_tiling(g, "img2col", hw)
+    secs = time.perf_counter() - t0
+    cyc = predict(make_plan(g, "img2col", t, hw)).cycles
+    s = space.build(g, hw)
+    row = (t.ho, t.wo, t.n, t.cin1, t.k_l0, int(t.weights_resident), t.l1_stages, t.cout_split)
+    inside = t.l1_stages == t.l0_stages and t.cores is None and bool(
+        np.all(np.stack(s.tilings, 1) == np.asarray(row, np.int32), axis=1).any())
+    return Baseline("chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw)), secs, inside)

@@ -1,0 +1,97 @@
+"""Hardware co-design: how a network's cycles move with the hardware, searched tiling by tiling.
+
+Two questions, two tools:
+
+* :func:`l1_sweep` -- "which L1 size minimises ResNet-50's total cycles?": for each L1 size the
+  tilings are searched again (:func:`sweep.sweep`, sharded), and the network's total is the sum of
+  its layers' best. More L1 never hurts (every tiling that fits still fits), so the answer is the
+  *smallest* L1 that reaches the minimum: :func:`smallest_sufficient`.
+* :func:`hw_gradient` -- the gradient of the network's relaxed cycles with respect to every
+  continuous hardware figure (rates, start-ups, capacities), at the tilings found: how many cycles
+  one more B/cycle of GM bandwidth buys, per layer and in total. Capacities enter only through the
+  penalty, which is zero at legal points, so their gradient is zero there: the L1 question needs
+  the sweep.
+
+Example:
+    >>> import npu_jax
+    >>> from npu_jax.workloads import RESNET50_REFERENCE
+    >>> layers = [l.geometry() for l in RESNET50_REFERENCE]
+    >>> sizes, totals, _ = l1_sweep(layers, npu_jax.presets.ascend910b(), [128, 512])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.conv_geometry import ConvGeometry
+from npu_jax.search import exact, relaxed, sweep
+
+
+def l1_sweep(layers: list[ConvGeometry], hw: HardwareConfig, l1_kib, *, counts=None, starts: int = 8,
+             steps: int = 24, seed: int = 0, progress: bool = False):
+    """Total cycles of ``layers`` (each weighted by ``counts``, default 1) for each L1 size in KiB.
+
+    Returns (l1 sizes in KiB, totals (len(l1_kib),), the :class:`sweep.SweepResult`)."""
+    sizes = [int(k) for k in l1_kib]
+    hws = [hw.replace(l1_bytes=k * 1024, name=f"{hw.name}-l1-{k}k") for k in sizes]
+    res = sweep.sweep(layers, hws, starts=starts, steps=steps, seed=seed, progress=progress)
+    w = np.ones(len(layers)) if counts is None else np.asarray(counts, np.float64)
+    cyc = np.where(res.cycles >= sweep.BIG, np.nan, res.cycles.astype(np.float64))
+    return np.asarray(sizes), (w[:, None] * cyc).sum(0), res
+
+
+def smallest_sufficient(sizes, totals, tolerance: float = 0.0) -> int:
+    """The smallest size whose total is within ``tolerance`` (relative) of the best total."""
+    totals = np.asarray(totals, np.float64)
+    best = np.nanmin(totals)
+    ok = np.nonzero(totals <= best * (1 + tolerance))[0]
+    return int(np.asarray(sizes)[ok[0]])
+
+
+def hw_gradient(layers: list[ConvGeometry], hw: HardwareConfig, tilings, counts=None) -> dict:
+    """d(total relaxed cycles) / d(hardware figure) at the given tilings (one per layer).
+
+    Returns a dict field name -> derivative (cycles per unit of the figure), for every float field
+    of :class:`exact.Hw`."""
+    H = exact.hw_of(hw)
+    w = np.ones(len(layers)) if counts is None else np.asarray(counts, np.float64)
+    Ls = [exact.layer_of(g) for g in layers]
+    xs = [relaxed.params_of(exact.tilings_from([t])) for t in tilings]
+
+    def total(Hf):
+        Hx = H._replace(**Hf)
+        tot = 0.0
+        for wi, L, (x, d) in zip(w, Ls, xs):
+            tot = tot + wi * relaxed.relaxed_cycles(x[0], d[0], L, Hx, hw.num_cores, hw.coupled)
+        return tot
+
+    fields = {k: v for k, v in H._asdict().items() if jnp.issubdtype(v.dtype, jnp.floating)}
+    g = jax.grad(total)(fields)
+    return {k: float(v) for k, v in g.items()}
+
+
+def plot_l1(sizes, totals, path=None, ax=None, clock_ghz: float | None = None):
+    """Total cycles against L1 size (matplotlib); the smallest sufficient size marked."""
+    import matplotlib
+
+    if ax is None and path is not None:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(sizes, totals, "o-")
+    best = smallest_sufficient(sizes, totals)
+    ax.axvline(best, color="grey", ls="--", label=f"smallest L1 at the minimum: {best} KiB")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("L1 size (KiB)")
+    ax.set_ylabel("total cycles (searched tilings)")
+    ax.legend()
+    if path is not None and fig is not None:
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    return ax

@@ -1,0 +1,240 @@
+"""The relaxed cost model: img2col cycles as a differentiable function of log tile sizes.
+
+Parameters (per start of the search) are six continuous numbers, the logs of
+
+    ho, wo (L1 output tile), n (Cout block), cin1 (input-channel blocks per weight part),
+    k_l0 (Mmad depth), cout_split (core groups along Cout: the split over cores),
+
+and two discrete choices, ``resident`` (loop order: weights stay in L1, or the input tile stays and
+weights stream) and ``stages`` (1 or 2: double buffering), which the search enumerates in parallel:
+every start carries one combination.
+
+:func:`surrogate` is the cost model written over reals: the same per-instruction costs (start-up
+plus bytes / rate, one fractal per Cube cycle, a gap per GM burst) for a full tile, trip counts
+through a straight-through ceiling (:func:`soft_ceil`), the burst counts' switches (a tile spanning whole
+rows, a Cout block holding every channel) through sigmoids in log space, and the schedule
+replaced by its shape: with two stages the kernel runs at its busiest chain
+(MTE2; MTE1; Cube + Fixpipe, which share L0C) plus the fill; with one stage the chains add up.
+:func:`penalty` turns buffer capacities (alignment included, straight-through) and the space's
+bounds into smooth squared hinges (the alignment round-ups are straight-through: exact in value).
+
+:func:`relaxed_cycles` is the model the search descends: ``surrogate(x) * sg(exact(r) /
+surrogate(r))`` with ``r`` the integer point ``round(exp(x))`` and ``exact`` the schedule of
+:mod:`exact`. Its value at a legal integer point is the exact model's cycles (tested against
+``cost.conv.predict``), and its gradient is the surrogate's (the ratio is a constant of the step).
+
+Example:
+    >>> import jax.numpy as jnp, npu_jax
+    >>> from npu_jax.kernels.conv_geometry import canonicalize
+    >>> from npu_jax.search import exact, relaxed
+    >>> hw = npu_jax.presets.ascend910b()
+    >>> L = exact.layer_of(canonicalize((1, 64, 56, 56), (64, 64, 3, 3), 1, 1))
+    >>> x = jnp.log(jnp.array([8.0, 56.0, 64.0, 4.0, 64.0, 1.0]))
+    >>> disc = jnp.array([0, 2])
+    >>> g = jax.grad(relaxed.objective)(x, disc, L, exact.hw_of(hw), 20, False)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from npu_jax.search import exact
+
+DIMS = ("ho", "wo", "n", "cin1", "k_l0", "cout_split")
+sg = jax.lax.stop_gradient
+
+
+def ste_ceil(x):
+    """ceil(x) in value, identity in gradient (straight-through)."""
+    return x + sg(jnp.ceil(x) - x)
+
+
+def ste_round_up(x, m):
+    """x rounded up to a multiple of m in value, x in gradient."""
+    return x + sg(jnp.ceil(x / m) * m - x)
+
+
+def sizes(x):
+    """exp of the log parameters: the six sizes as reals."""
+    return jnp.exp(x)
+
+
+def bounds(L: exact.Layer, num_cores: int, resident=None):
+    """(lower, upper) log bounds of the six parameters for a layer (``k_l0`` up to cin1 kh kw C0 at
+    the largest cin1; :func:`project` tightens it to the current cin1)."""
+    f = jnp.float32
+    c1 = exact._cdiv(L.c, exact.C0)
+    lo = jnp.log(jnp.array([1.0, 1.0, 16.0, 1.0, exact.C0, 1.0], f))
+    hi = jnp.log(jnp.stack([L.ho, L.wo, exact._cdiv(L.k, 16) * 16, c1, c1 * L.kh * L.kw * exact.C0,
+                            jnp.minimum(num_cores, exact._cdiv(L.k, 16))]).astype(f))
+    return lo, hi
+
+
+def project(x, disc, L: exact.Layer, num_cores: int):
+    """Clip a parameter vector into the box of its layer: a projection, not an update rule."""
+    lo, hi = bounds(L, num_cores)
+    x = jnp.clip(x, lo, hi)
+    # resident weights need the whole reduction: cin1 = C1
+    x = x.at[3].set(jnp.where(disc[0] > 0, hi[3], x[3]))
+    kmax = jnp.log(jnp.exp(x[3]) * (L.kh * L.kw * exact.C0).astype(jnp.float32))
+    return x.at[4].set(jnp.minimum(x[4], kmax))
+
+
+def soft_ceil(x):
+    """A trip count: ceil(x) (at least 1) in value, max(x, 1) in gradient (straight-through), so the
+    load balance over cores and the idle Cout groups show in the value while the descent sees the
+    trend."""
+    y = jnp.maximum(x, 1.0)
+    return y + sg(jnp.ceil(y - 1e-4) - y)
+
+
+def _full(v, extent):
+    """Smooth indicator of ``v >= extent`` in log space (0.94 at v = extent, 0.06 at half of it)."""
+    return jax.nn.sigmoid(8.0 * (jnp.log(v) - jnp.log(extent) + 0.35))
+
+
+def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+    """Per-core busy cycles of each chain at a continuous point, and the fill."""
+    f = jnp.float32
+    ho, wo, n, cin1, k_l0, cs = sizes(x)
+    res, st = disc[0] > 0, disc[1]
+    Lf = exact.Layer(*(v.astype(f) for v in L))
+    c1 = jnp.ceil(Lf.c / exact.C0)
+    taps = Lf.kh * Lf.kw
+    cin1e = jnp.minimum(cin1, c1)
+    ho_e, wo_e = jnp.minimum(ho, Lf.ho), jnp.minimum(wo, Lf.wo)
+    n_tiles = Lf.n * soft_ceil(Lf.ho / ho) * soft_ceil(Lf.wo / wo)
+    ncb = soft_ceil(Lf.k / n)
+    cb_per = soft_ceil(ncb / cs)
+    cores_sp = jnp.maximum(1.0, jnp.minimum(num_cores / cs, n_tiles))
+    cores = cores_sp * cs
+    tiles_pc = soft_ceil(n_tiles / cores_sp)
+    items = tiles_pc * cb_per
+    k_total = c1 * taps * exact.C0
+    k_l1 = cin1e * taps * exact.C0
+    parts = jnp.where(res, 1.0, soft_ceil(c1 / cin1))
+    steps = parts * soft_ceil(k_l1 / k_l0)
+    gm_rate = jnp.minimum(hw.gm, hw.chip_gm / cores)
+    nv = jnp.minimum(n, Lf.k)
+    m = ho_e * wo_e
+    m16, n16, k16 = soft_ceil(m / 16), soft_ceil(nv / 16), soft_ceil(k_l0 / exact.C0)
+    # one K step: Load3D (L0A) + LoadData (L0B), and the Mmad
+    load = 2 * hw.mte1_su + m16 * 16 * k_l0 * exact.ISZ / hw.l0a_rate + \
+        k16 * exact.C0 * n16 * 16 * exact.ISZ / hw.l0b_rate
+    mmad = hw.mmad_su + m16 * n16 * k16
+    # input tile (halo included) and weight parts; bursts: one per row and channel block unless
+    # the tile spans whole rows (whole planes)
+    rows = jnp.minimum((ho_e - 1) * Lf.sh + (Lf.kh - 1) * Lf.dh + 1, Lf.h)
+    cols = jnp.minimum((wo_e - 1) * Lf.sw + (Lf.kw - 1) * Lf.dw + 1, Lf.w)
+    wc, wr = _full(wo, Lf.wo), _full(ho, Lf.ho)
+    x_bursts = wc * (wr + (1 - wr) * c1) + (1 - wc) * rows * c1
+    cx = hw.mte2_su + c1 * exact.C0 * rows * cols * exact.ISZ / gm_rate + (x_bursts - 1) * hw.burst
+    cw = hw.mte2_su + k_l1 * nv * exact.ISZ / gm_rate
+    cw_res = hw.mte2_su + cb_per * k_total * n * exact.ISZ / gm_rate
+    # epilogue: L0C out; one burst per output row of the tile unless it holds every channel
+    out_bytes = m * nv * exact.ISZ
+    wn = _full(n, Lf.k)
+    out_bursts = wn * (wc + (1 - wc) * ho_e) + (1 - wn) * m
+    l0c_bytes = m16 * 16 * n16 * 16 * 4
+    if coupled:
+        fx = hw.vec_su + l0c_bytes / hw.l0c_ub_rate
+        c3 = hw.mte3_su + out_bytes / jnp.minimum(hw.ub_gm_rate, gm_rate) + (out_bursts - 1) * hw.burst
+    else:
+        fx = hw.fix_su + jnp.maximum(l0c_bytes / hw.fix_rate, out_bytes / gm_rate + (out_bursts - 1) * hw.burst)
+        c3 = jnp.zeros_like(fx)
+    # per item, on each chain: MTE2 (input once per spatial tile, weight parts), MTE1 (loads),
+    # Cube + Fixpipe (they share the one L0C tile), and the epilogue's own queue
+    a = cx / cb_per + jnp.where(res, 0.0, parts * cw)
+    b = steps * load
+    c = steps * mmad + fx
+    e = fx + c3
+    # one item's latency: its first fetches, then loads and Mmads overlapped step by step
+    lat = cx + jnp.where(res, cw_res, cw) + steps * jnp.maximum(load, mmad) + jnp.minimum(load, mmad) + fx + c3
+    return dict(a=a, b=b, c=c, e=e, lat=lat, st=st, load=load, mmad=mmad, items=items, steps=steps,
+                mte2_once=jnp.where(res, cw_res, 0.0))
+
+
+def surrogate(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+    """Smooth estimate of the cycles at a continuous point (see the module docstring).
+
+    Two stages: a pipeline over the core's items, ``(items - 1) x`` the busiest chain per item
+    (a smooth maximum) plus one item's latency and the resident weights' load. One stage: the
+    chains in series, item after item."""
+    p = _pipes(x, disc, L, hw, num_cores, coupled)
+    chains = jnp.stack([p["a"], p["b"], p["c"], p["e"]])
+    tau = 0.05 * sg(jnp.max(chains))
+    busiest = tau * jax.nn.logsumexp(chains / tau)
+    piped = (p["items"] - 1) * busiest + p["lat"] + p["mte2_once"]
+    serial = p["items"] * (p["a"] + p["steps"] * (p["load"] + p["mmad"]) + p["e"]) + p["mte2_once"]
+    return jnp.where(p["st"] == 2, piped, serial)
+
+
+def needs(x, disc, L: exact.Layer, coupled: bool):
+    """Bytes per buffer at a continuous point (straight-through alignment), ``buffer_needs`` over reals."""
+    f = jnp.float32
+    ho, wo, n, cin1, k_l0, cs = sizes(x)
+    res, st = disc[0] > 0, disc[1].astype(f)
+    Lf = exact.Layer(*(v.astype(f) for v in L))
+    c1 = jnp.ceil(Lf.c / exact.C0)
+    taps = Lf.kh * Lf.kw
+    h_in = (ho - 1) * Lf.sh + (Lf.kh - 1) * Lf.dh + 1
+    w_in = (wo - 1) * Lf.sw + (Lf.kw - 1) * Lf.dw + 1
+    m_t = ste_round_up(ho * wo, 16)
+    k_total = c1 * taps * exact.C0
+    k_l1 = jnp.minimum(cin1, c1) * taps * exact.C0
+    cb_per = ste_ceil(ste_ceil(Lf.k / n) / cs)
+    x_l1 = ste_round_up(c1 * h_in * w_in * exact.C0 * exact.ISZ, 32) * st
+    w_l1 = jnp.where(res, ste_round_up((cb_per * k_total + k_l0) * n * exact.ISZ, 32),
+                     ste_round_up(ste_round_up(k_l1, k_l0) * n * exact.ISZ, 32) * st)
+    out = dict(L1=x_l1 + w_l1, L0A=ste_round_up(m_t * k_l0 * exact.ISZ, 512) * st,
+               L0B=ste_round_up(k_l0 * n * exact.ISZ, 512) * st, L0C=ste_round_up(m_t * n * 4, 64))
+    out["UB"] = ste_round_up(m_t * n * exact.ISZ, 32) if coupled else jnp.zeros_like(out["L0C"])
+    return out
+
+
+def penalty(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+    """Squared hinges: each buffer's need over its capacity, tiles under one fractal of positions,
+    and more Cout groups than Cout blocks. Zero at every legal point."""
+    need = needs(x, disc, L, coupled)
+    caps = dict(L1=hw.l1, L0A=hw.l0a, L0B=hw.l0b, L0C=hw.l0c, UB=hw.ub)
+    pen = sum(jax.nn.relu(need[b] / caps[b] - 1.0) ** 2 for b in caps)
+    ho, wo, n, _, _, cs = sizes(x)
+    f = jnp.float32
+    area_min = jnp.minimum(16.0, (L.ho * L.wo).astype(f))
+    pen += jax.nn.relu(jnp.log(area_min) - jnp.log(ho * wo)) ** 2
+    pen += jax.nn.relu(jnp.log(cs) - jnp.log(jnp.ceil(L.k.astype(f) / n))) ** 2
+    return pen
+
+
+def objective(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, weight: float = 30.0):
+    """What the optimiser descends: log surrogate cycles + weight x penalty."""
+    return jnp.log(surrogate(x, disc, L, hw, num_cores, coupled)) + weight * penalty(
+        x, disc, L, hw, num_cores, coupled)
+
+
+def integer_point(x, disc) -> exact.Tilings:
+    """The integer tiling nearest a continuous point (sizes rounded; n and k_l0 to multiples of 16)."""
+    s = sizes(x)
+    r = jnp.round(s).astype(jnp.int32)
+    n = jnp.maximum(16, jnp.round(s[2] / 16).astype(jnp.int32) * 16)
+    k = jnp.maximum(exact.C0, jnp.round(s[4] / exact.C0).astype(jnp.int32) * exact.C0)
+    return exact.Tilings(r[0], r[1], n, r[3], k, disc[0].astype(jnp.int32), disc[1].astype(jnp.int32), r[5])
+
+
+def relaxed_cycles(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+    """The relaxed model: the surrogate scaled to the exact schedule at the nearest integer point.
+
+    Equals the exact cycles (``cost.conv.predict``) wherever ``exp(x)`` is a legal integer tiling;
+    its gradient in ``x`` (and in ``hw``) is the surrogate's."""
+    t = integer_point(x, disc)
+    r = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split]).astype(jnp.float32))
+    ex = exact.cycles(L, t, hw, num_cores, coupled).astype(jnp.float32)
+    ratio = sg(ex / surrogate(r, disc, L, hw, num_cores, coupled))
+    return surrogate(x, disc, L, hw, num_cores, coupled) * ratio
+
+
+def params_of(t: exact.Tilings):
+    """(x, disc) of integer tilings: the inverse of :func:`integer_point` on legal points."""
+    x = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split], -1).astype(jnp.float32))
+    return x, jnp.stack([t.resident, t.stages], -1).astype(jnp.int32)

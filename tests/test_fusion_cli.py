@@ -1,0 +1,194 @@
+"""``npu-jax fuse`` and the demo's fusion section: numbers that agree with ``fusion.analyze``, files, bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import fusion
+from fusion import cli as fcli
+from npu_jax import cli
+from npu_jax.hw import presets
+
+# A small layer on the tiny core: each run is a couple of seconds of compiling.
+_SMALL = ["--preset", "tiny", "--c", "16", "--h", "8", "--w", "8", "--k", "32"]
+_X, _W = (1, 16, 8, 8), (32, 16, 3, 3)
+
+
+@pytest.fixture(scope="module")
+def direct():
+    """``fusion.analyze`` called directly on the layer of ``_SMALL`` (conv -> bias -> relu, pad 1)."""
+    return fusion.analyze(_X, _W, ("bias", "relu"), padding=1, hw=presets.tiny(), name="8x8x16 3x3->32")
+
+
+def test_fuse_json_trace_and_plot_agree_with_analyze(capsys, tmp_path, direct):
+    trace, plot = tmp_path / "f.json", tmp_path / "f.png"
+    assert cli.main(["fuse", *_SMALL, "--json", "--trace", str(trace), "--plot", str(plot)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["mode"] == "both" and d["epilogue"] == ["bias", "relu"] and len(d["runs"]) == 1
+    run = d["runs"][0]
+    # --trace/--plot make their own traced runs: the figures must still be analyze's
+    for key, value in direct.row().items():
+        assert run[key] == pytest.approx(value), key
+    assert run["pipe_busy"] == {p: list(v) for p, v in direct.pipe_delta.items()}
+    assert run["why"] == direct.why and "[fixpipe]" in run["fused_where"]
+    assert run["fused"]["cycles"] == direct.fused.cycles and list(run["fused"]["parts"]) == ["conv"]
+    assert list(run["unfused"]["parts"]) == ["conv", "eltwise"]
+    assert run["fused"]["gm_bytes"] < run["unfused"]["gm_bytes"]
+    t = json.loads(trace.read_text())
+    assert t["otherData"]["cycles"] == direct.fused.cycles  # the fused run's trace
+    cats = {ev["cat"].split("/")[0] for ev in t["traceEvents"] if ev["ph"] == "X"}
+    assert cats == {"conv"}
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fuse_default_is_quick_and_reads_consistently(capsys):
+    assert cli.main(["fuse"]) == 0  # conv2_x crop 16x16x64, bias,relu, ascend910b
+    out = capsys.readouterr().out
+    assert "conv2_x crop 16x16x64 on ascend910b: conv -> bias -> relu" in out
+    assert "x(1,64,16,16) w(64,64,3,3)" in out and "[fixpipe]" in out and "why:" in out
+    m = re.search(r"cycles\s+unfused\s+([\d,]+)\s+fused\s+([\d,]+)\s+speed-up ([\d.]+)x \((-?\d+)% less time\)", out)
+    unfused, fused = (int(m.group(i).replace(",", "")) for i in (1, 2))
+    assert float(m.group(3)) == pytest.approx(unfused / fused, abs=0.005)
+    assert int(m.group(4)) == round(100 * (1 - fused / unfused))
+    m = re.search(r"GM bytes\s+unfused\s+([\d,]+)\s+fused\s+([\d,]+)\s+intermediate round trip ([\d,]+) B, "
+                  r"(-?\d+)% of it saved", out)
+    gu, gf, inter = (int(m.group(i).replace(",", "")) for i in (1, 2, 3))
+    assert int(m.group(4)) == round(100 * (gu - gf) / inter)
+    assert out.count("ConvTiling(") == 2
+
+
+def test_fuse_fused_run_checks_its_numbers(capsys):
+    assert cli.main(["fuse", *_SMALL, "--fused", "--epilogue", "bias,leaky_relu:0.1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    run = d["runs"][0]
+    assert d["mode"] == "fused" and d["epilogue"] == ["bias", "leaky_relu(0.1)"] and run["hw"] == "tiny"
+    assert list(run["parts"]) == ["conv"]  # bias and the activation both fit the Fixpipe
+    assert run["parts"]["conv"]["name"].endswith("+bias -> leaky_relu(0.1) [fixpipe]")
+    assert run["bytes"]["L0C->GM"] == 2 * 32 * 8 * 8 and run["bytes"]["UB->GM"] == 0  # one fp16 write
+    # one rounding to fp16 on the way out: at most half an ulp of the largest output
+    ulp = float(np.spacing(np.float16(run["max_abs_ref"])))
+    assert 0 < run["max_abs_err"] <= ulp / 2 and run["y_dtype"] == "float16"
+
+
+def _fake_analyze(direct, calls):
+    def analyze(x_shape, w_shape, epilogue, **kw):
+        calls.append((x_shape, w_shape, tuple(map(str, epilogue)), kw["hw"].name, kw["name"]))
+        return direct
+
+    return analyze
+
+
+def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direct):
+    """The table and its reading come from the analyses (here the direct one, reused: no compiling)."""
+    calls = []
+    monkeypatch.setattr(fusion, "analyze", _fake_analyze(direct, calls))
+    assert cli.main(["fuse", "--reference", "--preset", "tiny,tiny-coupled"]) == 0
+    out = capsys.readouterr().out
+    layers = cli._demo_conv_layers(presets.tiny())
+    assert [(c[3], c[4]) for c in calls] == [(hw, lay.name) for hw in ("tiny", "tiny-coupled") for lay in layers]
+    assert all(c[2] == ("bias", "relu") for c in calls)
+    calls.clear()
+    section = fcli.demo_section(cli.DemoOptions(hw=presets.tiny()))
+    assert [(c[3], c[4]) for c in calls] == [("tiny", lay.name) for lay in layers]
+    # the fake analysis stands for every row: its own figures must come back in each table and reading
+    for text, n_rows in ((out, 2 * len(layers)), (section, len(layers))):
+        assert fusion.format_table([direct] * n_rows) in text
+        reading = text[text.index("Reading"):].splitlines()
+        assert "more than 80%" in reading[0] and "35% faster" in reading[0]
+        assert f"{direct.intermediate_saved_pct:.0f}% of the intermediate's GM round trip saved" in reading[1]
+        assert f"{direct.faster_pct:.0f}% less time" in reading[1]
+        assert f"speed-up {direct.speedup:.2f}x" in reading[1]
+        assert direct.why in text
+    assert cli._demo_fusion in cli.DEMO_SECTIONS
+
+
+def test_reading_counts_layers_against_the_engineers_figures():
+    def row(layer, chip, coupled, saved, faster, vec):
+        unfused = types.SimpleNamespace(cycles=1000, parts=(("conv", None), ("eltwise", types.SimpleNamespace(
+            cycles=vec * 10))))
+        return types.SimpleNamespace(layer=layer, hw=types.SimpleNamespace(name=chip, coupled=coupled),
+                                     intermediate_saved_pct=saved, intermediate_bytes=500_000, faster_pct=faster,
+                                     speedup=1 / (1 - faster / 100), unfused=unfused, why=f"why {layer}.")
+
+    rows = [row("convA 3x3", "chipB", False, 99.0, 40.0, 45), row("convB 3x3", "chipB", False, 70.0, 20.0, 25),
+            row("convA 3x3", "chipC", True, 95.0, 30.0, 35)]
+    lines = fcli.fusion_reading(rows).splitlines()
+    assert len(lines) == 6
+    assert lines[1].startswith("- chipB (Fixpipe epilogue): 70% to 99% of the intermediate's GM round trip saved "
+                               "(1.00 MB over 2 layers; above 80% on 1 of 2); 20% to 40% less time (mean 30%")
+    assert "at least 35% on 1 of 2" in lines[1] and "1.25x to 1.67x" in lines[1]
+    assert lines[2].startswith("- chipC (UB epilogue): 95% of") and "on 0 of 1" in lines[2]
+    assert "25% to 45% here" in lines[3]
+    assert lines[4] == "Largest gain, convA on chipB (40% less time): why convA 3x3."
+    assert lines[5] == "Smallest, convB on chipB (20%): why convB 3x3."
+
+
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        (["--epilogue", "swish"], "--epilogue"),
+        (["--epilogue", "bias,relu,bias"], "--epilogue"),
+        (["--epilogue", "cast:bf16,relu"], "--epilogue"),
+        (["--epilogue", "leaky_relu:x"], "--epilogue"),
+        (["--epilogue", "relu,,bias"], "--epilogue"),
+        (["--epilogue", "clipped_relu:-1"], "--epilogue"),
+        (["--epilogue", "cast:fp8"], "--epilogue"),
+        (["--preset", "910b,nope"], "--preset"),
+        (["--layer", "conv9"], "--layer"),
+        (["--h", "0"], "--h"),
+        (["--stride", "0"], "--stride"),
+        (["--padding", "middle"], "--padding"),
+        (["--strategy", "winograd"], "--strategy"),
+        (["--fused", "--unfused"], "--unfused"),
+        (["--reference", "--h", "8"], "--reference"),
+        (["--preset", "tiny,910", "--plot", "p.png"], "--plot"),
+        (["--timing-only"], "--timing-only"),
+        (["--trace", "/no/such/folder/t.json"], "--trace"),
+        (["--kh", "30", "--padding", "0"], "kernel"),  # the library's check, passed through
+    ],
+)
+def test_fuse_bad_input_is_one_line_and_exit_2(capsys, extra, param):
+    assert cli.main(["fuse", *_SMALL, *extra]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("npu-jax fuse: error:") and param in err and "Traceback" not in err
+    assert captured.out == ""
+
+
+def test_reference_output_applies_the_chain():
+    from npu_jax.kernels.conv_geometry import canonicalize
+    from npu_jax.kernels.epilogue import canonical_steps
+
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal(_X), rng.standard_normal(_W)
+    g = canonicalize(_X, _W, 1, 1, 1)
+    bias, res = rng.standard_normal(32), rng.standard_normal((1, 32, 8, 8))
+    conv = fcli.reference_output(x, w, g, ())
+    got = fcli.reference_output(x, w, g, canonical_steps(["bias", "residual", ("leaky_relu", 0.2)]), bias, res)
+    pre = conv + bias[None, :, None, None] + res
+    np.testing.assert_allclose(got, np.where(pre > 0, pre, 0.2 * pre))
+    clipped = fcli.reference_output(x, w, g, canonical_steps([("clipped_relu", 1.5), ("cast", "bf16")]))
+    np.testing.assert_allclose(clipped, np.clip(conv, 0, 1.5))
+
+
+def test_npu_jax_does_not_import_fusion():
+    code = "import sys, npu_jax, npu_jax.cli; assert 'fusion' not in sys.modules, 'fusion imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_layer_flags_override_the_reference_layer():
+    args = cli._parser().parse_args(["fuse", "--layer", "conv3_x", "--h", "14"])
+    lay = fcli._resolve_layer(args)
+    assert lay.x_shape == (1, 128, 14, 28) and lay.w_shape == (128, 128, 3, 3) and lay.padding == 1
+    assert fcli._resolve_layer(cli._parser().parse_args(["fuse", "--layer", "conv1"])).name.startswith("conv1")
+    assert lay.name == "14x28x128 3x3->128"
+    default = fcli._resolve_layer(cli._parser().parse_args(["fuse"]))
+    assert default.x_shape == (1, 64, 16, 16) and default.name == "conv2_x crop 16x16x64"

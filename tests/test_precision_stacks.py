@@ -1,0 +1,100 @@
+"""Strategies on ResNet-like stacks, on the emulator: each scenario shows the strategy it needs.
+
+Stacks are 4 layers of 3x3 convs (C=16, 8x8) on the tiny preset, drawn fresh per run (the seed
+comes from ``rng``); the kernels are shared with test_precision_layer.py (compiled once).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import npu_jax
+from precision import assert_within_budget, budget_for, run_experiments
+from precision.strategies import StackSpec, run_strategy, vector_pass_cycles
+
+DEPTHS = (2, 4)
+
+
+@pytest.fixture(scope="module")
+def results():
+    seed = int(np.random.default_rng().integers(1 << 31))
+    print(f"stack seed {seed}")
+    return run_experiments(DEPTHS, channels=16, size=8, seed=seed)
+
+
+def test_fp32_baseline_is_exact_to_fp32(results):
+    for sc in ("well_scaled", "growing", "tiny"):
+        c = results.cell(sc, "fp32")
+        assert all(m.rel_l2 < 1e-5 and m.finite for m in c.metrics), sc
+
+
+def test_well_scaled_every_strategy_within_its_claim(results):
+    D = DEPTHS[-1]
+    for st in ("fp16", "mixed", "normalisation", "scaling_current", "scaling_delayed"):
+        assert_within_budget(results.cell("well_scaled", st).metrics[D - 1], budget_for(st, "well_scaled"))
+    # the fp16 accumulator costs accuracy over the fp32 one, at the same speed
+    pure, mixed = results.cell("well_scaled", "fp16"), results.cell("well_scaled", "mixed")
+    assert pure.error(D) > 1.5 * mixed.error(D)
+    assert pure.cycles == mixed.cycles
+
+
+def test_overflow_scenario_pure_fp16_fails_and_scaling_fixes_it(results):
+    D = DEPTHS[-1]
+    for st in ("fp16", "mixed"):
+        c = results.cell("growing", st)
+        assert c.first_bad_layer() is not None, f"{st} should overflow fp16 in the growing stack"
+        with pytest.raises(AssertionError, match="n_overflow|n_nan|rel_l2"):
+            assert_within_budget(c.metrics[D - 1], budget_for(st, "growing"))
+    for st in ("scaling_current", "scaling_delayed", "normalisation"):
+        c = results.cell("growing", st)
+        assert c.first_bad_layer() is None, st
+        assert_within_budget(c.metrics[D - 1], budget_for(st, "growing"))
+
+
+def test_underflow_scenario_needs_scaling(results):
+    D = DEPTHS[-1]
+    assert results.cell("tiny", "mixed").error(D) > 1e-2  # activations ~1e-6 live in fp16 subnormals
+    for st in ("scaling_current", "scaling_delayed", "normalisation"):
+        assert_within_budget(results.cell("tiny", st).metrics[D - 1], budget_for(st, "tiny"))
+
+
+def test_speed_against_fp32(results):
+    D = DEPTHS[-1]
+    mixed = results.cell("well_scaled", "mixed")
+    assert 1.2 < mixed.speedup(D) < 3.0  # fp16 operands: 2x Cube rate, half the bytes
+    cur = results.cell("well_scaled", "scaling_current")
+    assert cur.speedup(D) < mixed.speedup(D)  # the fp32 round trip and the amax pass cost time
+
+
+def test_table_json_and_plot(results, tmp_path):
+    t = results.table()
+    for st in ("fp32", "fp16", "mixed", "normalisation", "scaling_current", "scaling_delayed"):
+        assert st in t
+    assert "inf/NaN from layer" in t and "vs fp32" in t
+    rows = json.loads(results.to_json())["rows"]
+    assert len(rows) == 18 and {"rel_l2@4", "speed_vs_fp32", "within_claim"} <= set(rows[0])
+    p = results.plot(str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 1000 and p.endswith("p.png")
+    assert "overflow" in results.reading()
+
+
+def test_delayed_scaling_learns_from_history():
+    """Iteration 0 has no history (scale 1: overflows like mixed); later ones are scaled."""
+    spec = StackSpec(depth=4, channels=16, height=8, width=8, gain=2 ** (14 / 3), seed=3)
+    first = run_strategy("scaling_delayed", spec, iterations=1)
+    later = run_strategy("scaling_delayed", spec, iterations=3)
+    assert any(not np.all(np.isfinite(o)) for o in first.outputs)
+    assert all(np.all(np.isfinite(o)) for o in later.outputs) and later.scales[-1] != 1.0
+
+
+def test_vector_pass_cycles_scale_with_bytes():
+    hw = npu_jax.presets.tiny()
+    a = vector_pass_cycles(1 << 14, "fp32", "fp16", 2, hw)
+    b = vector_pass_cycles(1 << 16, "fp32", "fp16", 2, hw)
+    c = vector_pass_cycles(1 << 16, "fp16", None, 1, hw)
+    assert 0 < a < b and c < b
+    with pytest.raises(ValueError, match="strategy"):
+        run_strategy("bf16", StackSpec())
