@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the five reference layers only")
     ap.add_argument("--preset", default="ascend910b")
-    ap.add_argument("--starts", type=int, default=8)
+    ap.add_argument("--starts", type=int, default=16)
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-exhaustive", action="store_true")
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     print("-" * len(hdr))
     ratios, fracs, vs_rnd, vs_ch = [], [], [], []
     tot = dict(search=0, ex=0, rnd=0, ch=0)
-    for lay, g, (rows, cyc, hist, nr, ne) in zip(layers, geos, found, strict=True):
+    for lay, g, (_rows, cyc, _hist, nr, ne) in zip(layers, geos, found, strict=True):
         c = int(cyc[0])
         evals = nr + ne
         if g not in rnd and ex:

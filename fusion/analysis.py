@@ -37,17 +37,22 @@ class FusionAnalysis:
     def intermediate_bytes(self) -> int:
         """GM traffic of the intermediate in the unfused version: the Conv writes it, the vector
         kernel reads the same bytes back."""
-        conv = self.unfused.part("conv")
-        return 2 * (conv.bytes["L0C->GM"] + conv.bytes["UB->GM"])
+        return _round_trip(self.unfused)
+
+    @property
+    def fused_intermediate_bytes(self) -> int:
+        """The same in the fused version: zero when the whole chain ran in the Conv's epilogue."""
+        return _round_trip(self.fused)
 
     @property
     def gm_bytes_saved(self) -> int:
+        """All GM bytes saved (the intermediate, and any change of tiling the fused kernel made)."""
         return self.unfused.gm_bytes - self.fused.gm_bytes
 
     @property
     def intermediate_saved_pct(self) -> float:
-        """GM bytes saved by fusion, as % of the intermediate's round trip."""
-        return 100.0 * self.gm_bytes_saved / max(1, self.intermediate_bytes)
+        """The intermediate's GM round trip saved by fusion, in %."""
+        return 100.0 * (1.0 - self.fused_intermediate_bytes / max(1, self.intermediate_bytes))
 
     @property
     def gm_saved_pct(self) -> float:
@@ -85,16 +90,19 @@ class FusionAnalysis:
                          f"({100 * elt.cycles / max(1, self.unfused.cycles):.0f}% of the unfused time), "
                          f"bound by {elt.bottleneck} moving {elt.gm_bytes:,} GM bytes")
         extra = conv_f.cycles - conv_u.cycles
-        where = "Fixpipe" if not self.hw.coupled else "Vector + MTE3 epilogue"
+        where = "Fixpipe" if not self.hw.coupled else "Vector unit (then MTE3)"
         if len(self.fused.parts) > 1:
             parts.append(f"fused, only part of the chain runs on chip ({self.fused.part('conv').name}); "
                          "the rest still goes through GM")
         elif extra <= 0.02 * conv_u.cycles:
-            parts.append(f"fused, the epilogue runs in the {where} behind the Cube's next tile: the Conv "
-                         f"takes {extra:+,} cycles")
+            parts.append(f"fused, the epilogue runs in the {where} behind the Cube's next tile: the fused "
+                         f"Conv takes {extra:+,} cycles against the Conv alone")
         else:
-            parts.append(f"fused, the {where} adds {extra:,} cycles ({100 * extra / conv_u.cycles:.0f}%) "
-                         f"to the Conv, less than the kernel it replaces")
+            replaced = self.unfused.cycles - conv_u.cycles
+            verdict = ("less than the kernel it replaces" if extra < replaced
+                       else f"more than the {replaced:,}-cycle kernel it replaces: fusion loses here")
+            parts.append(f"fused, the Conv takes {extra:,} cycles ({100 * extra / conv_u.cycles:.0f}%) more "
+                         f"than alone (its epilogue in the {where}, and its own tiling), {verdict}")
         if self.fused_tiling is not None and self.fused_tiling != self.unfused_tiling:
             parts.append("the fused kernel picked a different tiling (its epilogue buffers count)")
         return "; ".join(parts) + "."
@@ -102,6 +110,7 @@ class FusionAnalysis:
     def row(self) -> dict:
         return {"layer": self.layer, "hw": self.hw.name, "steps": self.steps,
                 "intermediate_bytes": self.intermediate_bytes,
+                "fused_intermediate_bytes": self.fused_intermediate_bytes,
                 "intermediate_saved_pct": self.intermediate_saved_pct, "gm_saved_pct": self.gm_saved_pct,
                 "cycles_unfused": self.unfused.cycles, "cycles_fused": self.fused.cycles,
                 "speedup": self.speedup, "faster_pct": self.faster_pct}
@@ -111,13 +120,23 @@ class FusionAnalysis:
                  f"  cycles      unfused {self.unfused.cycles:>12,}   fused {self.fused.cycles:>12,}"
                  f"   speed-up {self.speedup:.2f}x ({self.faster_pct:.0f}% less time)",
                  f"  GM bytes    unfused {self.unfused.gm_bytes:>12,}   fused {self.fused.gm_bytes:>12,}"
-                 f"   intermediate round trip {self.intermediate_bytes:,} B, "
-                 f"{self.intermediate_saved_pct:.0f}% of it saved",
+                 f"   ({100 * self.gm_bytes_saved / max(1, self.unfused.gm_bytes):.0f}% saved)",
+                 f"  intermediate round trip through GM: unfused {self.intermediate_bytes:,} B, fused "
+                 f"{self.fused_intermediate_bytes:,} B ({self.intermediate_saved_pct:.0f}% saved)",
                  "  pipe        busy unfused -> fused"]
         for p, (u, f) in self.pipe_delta.items():
             lines.append(f"  {p:<10}{u:>14,} -> {f:>12,}")
         lines.append(f"  why: {self.why}")
         return "\n".join(lines)
+
+
+def _round_trip(rep: SequenceReport) -> int:
+    """Bytes of an intermediate tensor through GM: written by the Conv and read back by a vector
+    kernel (the vector kernel reads exactly what the Conv wrote); 0 without a vector kernel."""
+    if len(rep.parts) < 2:
+        return 0
+    conv = rep.part("conv")
+    return 2 * (conv.bytes["L0C->GM"] + conv.bytes["UB->GM"])
 
 
 def _ratio(pipe: str) -> str:
@@ -182,11 +201,12 @@ def reference_table(hws: tuple[HardwareConfig, ...], layers: tuple[ConvLayer, ..
 
 
 def format_table(rows: list[FusionAnalysis]) -> str:
-    head = (f"{'layer':<24}{'chip':<12}{'interm. MB':>11}{'saved':>7}{'cycles unfused':>16}"
+    head = (f"{'layer':<24}{'chip':<12}{'interm. MB':>11}{'saved':>7}{'GM saved':>9}{'cycles unfused':>16}"
             f"{'fused':>11}{'speed-up':>9}{'faster':>8}")
     out = [head, "-" * len(head)]
     for a in rows:
         out.append(f"{a.layer:<24}{a.hw.name:<12}{a.intermediate_bytes / 1e6:>11.2f}"
-                   f"{a.intermediate_saved_pct:>6.0f}%{a.unfused.cycles:>16,}{a.fused.cycles:>11,}"
+                   f"{a.intermediate_saved_pct:>6.0f}%{a.gm_saved_pct:>8.0f}%{a.unfused.cycles:>16,}"
+                   f"{a.fused.cycles:>11,}"
                    f"{a.speedup:>8.2f}x{a.faster_pct:>7.0f}%")
     return "\n".join(out)

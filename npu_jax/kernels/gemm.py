@@ -19,7 +19,7 @@ from npu_jax.core.buffers import DTYPES, Plan, itemsize
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec, padded_shape
-from npu_jax.errors import TilingError
+from npu_jax.errors import AlignmentError, CapacityError, TilingError
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
 
@@ -108,9 +108,12 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
         (32.0, 196608)
     """
 
-    from npu_jax.kernels.conv_geometry import check_common
+    from npu_jax.kernels.conv_geometry import check_common, tiling_hint
 
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
+    for name, arr in (("a", a), ("b", b)):
+        if arr is None or isinstance(arr, (str, bytes, dict)):
+            raise TypeError(f"matmul: {name} must be an array, got {type(arr).__name__}.")
     a, b = jnp.asarray(a), jnp.asarray(b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and "
@@ -135,7 +138,12 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
         raise TilingError(f"MatmulTiling.cores={tiling.cores} exceeds {hw.name}'s {hw.num_cores} cores; "
                           f"use cores <= {hw.num_cores} or None.")
     cores = min(hw.num_cores if tiling.cores is None else tiling.cores, n_blocks)
-    plan, kern = _build(M, N, K, hw, tiling, op, out, cores)
+    try:
+        plan, kern = _build(M, N, K, hw, tiling, op, out, cores)
+    except (CapacityError, AlignmentError) as e:
+        raise tiling_hint(e, {"a_l1": ("m", "k_l1", "l1_stages"), "b_l1": ("n", "k_l1", "l1_stages"),
+                              "a_l0": ("m", "k_l0", "l0_stages"), "b_l0": ("n", "k_l0", "l0_stages"),
+                              "c_l0c": ("m", "n"), "c_ub": ("m", "n")}, tiling) from None
     gm = (GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
           GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
           GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True))

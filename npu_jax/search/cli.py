@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
     s.add_argument("--resnet50", action="store_true", help="search every ResNet-50 conv layer instead")
     s.add_argument("--preset", type=_preset, default="ascend910b", metavar="NAME",
                    help="hardware preset (default ascend910b)")
-    s.add_argument("--starts", type=_positive_int, default=8, help="starts optimised at once (default 8)")
+    s.add_argument("--starts", type=_positive_int, default=16, help="starts optimised at once (default 16)")
     s.add_argument("--steps", type=_positive_int, default=24, help="optax steps per start (default 24)")
     s.add_argument("--seed", type=int, default=0, help="PRNG seed of the starts (default 0)")
     s.add_argument("--finalists", type=int, default=2, help="candidates run on the emulator (default 2)")
@@ -57,7 +57,7 @@ def run(args) -> int:
     else:
         jobs = [("layer", (args.n, args.c, args.h, args.w), (args.k, args.c, args.kh, args.kw), args.stride,
                  args.padding, args.dilation)]
-    for name, xs, ws, st, pad, dil in jobs:  # bad geometry: one line, exit 2, before any work
+    for _name, xs, ws, st, pad, dil in jobs:  # bad geometry: one line, exit 2, before any work
         try:
             canonicalize(xs, ws, st, pad, dil)
         except (ValueError, TypeError) as e:

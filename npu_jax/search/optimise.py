@@ -153,7 +153,7 @@ def _tilings(rows: np.ndarray) -> exact.Tilings:
     return exact.Tilings(*(rows[:, i] for i in range(8)))
 
 
-def search_model(g: ConvGeometry, hw: HardwareConfig, *, starts: int = 8, steps: int = 24,
+def search_model(g: ConvGeometry, hw: HardwareConfig, *, starts: int = 16, steps: int = 24,
                  round_every: int = 8, seed: int = 0, learning_rate: float = 0.1, polish: int = 8,
                  optimizer: optax.GradientTransformation | None = None, max_evals: int | None = None):
     """The model side of :func:`tile_search`.
@@ -240,9 +240,9 @@ def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig) -> int:
 
 
 def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareConfig | None = None, *,
-                fused: bool = False, objective: str = "cycles", starts: int = 16, steps: int = 32,
-                seed: int = 0, round_every: int = 8, finalists: int = 3, verify: bool = True,
-                max_evals: int | None = None, learning_rate: float = 0.15,
+                fused: bool = False, objective: str = "cycles", starts: int = 16, steps: int = 24,
+                seed: int = 0, round_every: int = 8, finalists: int = 2, verify: bool = True,
+                max_evals: int | None = None, learning_rate: float = 0.1,
                 optimizer: optax.GradientTransformation | None = None) -> SearchResult:
     """Find the img2col tiling of a Conv2D by gradient descent on the relaxed cost model.
 
@@ -265,7 +265,7 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
         A :class:`SearchResult`: tiling, model and emulated cycles, history, evaluations.
 
     Raises:
-        ValueError: an unknown objective, fused=True before fusion's cost exists, bad counts.
+        ValueError: an unknown objective, fused=True (not wired yet: see _check_fused), bad counts.
 
     Example:
         >>> import npu_jax
@@ -304,8 +304,6 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
 
 
 def _check_fused():
-    from npu_jax.cost import conv as cost_conv
-
-    if not hasattr(cost_conv, "epilogue_cost"):
-        raise ValueError("fused=True needs the fused epilogue's cost in npu_jax.cost.conv "
-                         "(epilogue_cost), which this version does not have yet; use fused=False.")
+    raise ValueError("fused=True: the search's array-valued model (npu_jax/search/exact.py, "
+                     "epilogue_costs) does not yet mirror fusion's epilogue costs (bias, ReLU, UB vector "
+                     "ops) in npu_jax.cost.conv; use fused=False.")

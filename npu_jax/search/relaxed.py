@@ -11,7 +11,7 @@ every start carries one combination.
 
 :func:`surrogate` is the cost model written over reals: the same per-instruction costs (start-up
 plus bytes / rate, one fractal per Cube cycle, a gap per GM burst) for a full tile, trip counts
-through a straight-through ceiling (:func:`soft_ceil`), the burst counts' switches (a tile spanning whole
+through a relaxed ceiling (:func:`soft_ceil`), the burst counts' switches (a tile spanning whole
 rows, a Cout block holding every channel) through sigmoids in log space, and the schedule
 replaced by its shape: with two stages the kernel runs at its busiest chain
 (MTE2; MTE1; Cube + Fixpipe, which share L0C) plus the fill; with one stage the chains add up.
@@ -82,11 +82,10 @@ def project(x, disc, L: exact.Layer, num_cores: int):
 
 
 def soft_ceil(x):
-    """A trip count: ceil(x) (at least 1) in value, max(x, 1) in gradient (straight-through), so the
-    load balance over cores and the idle Cout groups show in the value while the descent sees the
-    trend."""
-    y = jnp.maximum(x, 1.0)
-    return y + sg(jnp.ceil(y - 1e-4) - y)
+    """A trip count over reals: max(x, 1). The search's points sit on balanced sizes, whose trip
+    counts X / size are (nearly) integers, so no ceiling is needed there; in between, the count
+    moves smoothly (a subgradient at 1)."""
+    return jnp.maximum(x, 1.0)
 
 
 def _full(v, extent):

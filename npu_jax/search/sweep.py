@@ -86,7 +86,7 @@ def _program(num_cores: int, coupled: bool, steps: int, rounds: int, learning_ra
             c, t = near(x, disc, L, hw)
             better = c < best_c
             best_c = jnp.where(better, c, best_c)
-            best_t = jax.tree.map(lambda a, b: jnp.where(better, a, b), t, best_t)
+            best_t = jax.tree.map(lambda a, b, keep=better: jnp.where(keep, a, b), t, best_t)
             found = c < BIG
             xt = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split]).astype(jnp.float32))
             x = jnp.where(found, xt, x)
