@@ -18,7 +18,7 @@ from npu_jax.report.sequence import SequenceReport
 def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1, padding=0, dilation=1,
                  fused: bool = True, strategy: str = "img2col", hw: HardwareConfig | None = None,
                  tiling: ConvTiling | None = None, policy: Policy | None = None, trace: bool | int = False,
-                 timing_only: bool = False):
+                 timing_only: bool = False, checks=None):
     """Conv2D followed by an element-wise ``epilogue`` chain, on the emulated chip.
 
     ``fused=True`` applies the chain on chip before the single write of the result: in the
@@ -35,8 +35,8 @@ def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1
         bias: (K,) per-channel values, when the chain has ``"bias"``. Held in fp32 for the
             Fixpipe, in ``policy.vector`` format on UB.
         residual: (N, K, Ho, Wo), when the chain has ``"residual"``; read in ``policy.vector``.
-        stride, padding, dilation, strategy, hw, tiling, policy, trace, timing_only: as
-            :func:`npu_jax.conv2d`. ``tiling=None`` lets the chooser pick under the fused
+        stride, padding, dilation, strategy, hw, tiling, policy, trace, timing_only, checks: as
+            :func:`npu_jax.conv2d` (``checks`` covers both kernels). ``tiling=None`` lets the chooser pick under the fused
             kernel's own constraints (its UB / L1 buffers count too).
 
     Returns:
@@ -71,12 +71,13 @@ def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
     cap = 4096 if trace is True else int(trace)
-    return _run(x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only)
+    return _run(x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only,
+                checks)
 
 
 def conv2d_fused_bounded(x, w, g, *, bound, epilogue, bias=None, residual=None, fused: bool = True,
                          strategy: str = "img2col", tiling: ConvTiling, hw: HardwareConfig,
-                         policy: Policy | None = None, timing_only: bool = False):
+                         policy: Policy | None = None, timing_only: bool = False, checks=None):
     """:func:`conv2d_fused` of layer ``g`` (fields may be traced) inside arrays shaped for ``bound``.
 
     As :func:`npu_jax.conv2d_bounded`: x, w (and residual (B.n, B.k, Ho_max, Wo_max), bias (B.k,))
@@ -86,10 +87,10 @@ def conv2d_fused_bounded(x, w, g, *, bound, epilogue, bias=None, residual=None, 
     policy = Policy() if policy is None else policy
     x, w = _check_arrays(x, w)
     return _run(x, w, g, bound, canonical_steps(epilogue), bias, residual, fused, strategy, tiling, hw,
-                policy, 0, timing_only)
+                policy, 0, timing_only, checks)
 
 
-def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only):
+def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks):
     B = g if bound is None else bound
     ho_b, wo_b = (g.ho, g.wo) if bound is None else (B.h + B.pads[0] + B.pads[1], B.w + B.pads[2] + B.pads[3])
     names = {s.op for s in steps}
@@ -100,7 +101,7 @@ def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, pol
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, mid, bound=bound, epi=epi)
     y, rep = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, bias=bias,
-                      residual=res_nhwc, move_data=not timing_only,
+                      residual=res_nhwc, move_data=not timing_only, checks=checks,
                       name=f"conv2d[{strategy}]" + (f"+{epi}" if epi is not None else ""))
     parts = [("conv", rep)]
     if rest:
@@ -108,7 +109,7 @@ def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, pol
         ep = make_eltwise_plan(rest, rows, B.k, mid, final, policy.vector, hw)
         z, rep2 = run_eltwise(ep, y.reshape(rows, B.k), policy, bias=bias,
                               residual=None if res_nhwc is None else res_nhwc.reshape(rows, B.k),
-                              trace_capacity=cap, move_data=not timing_only,
+                              trace_capacity=cap, move_data=not timing_only, checks=checks,
                               name="eltwise[" + " -> ".join(map(str, rest)) + "]")
         if not timing_only and bound is None and not isinstance(rep2.overlapping_writes, jax.core.Tracer):
             rep2.check()

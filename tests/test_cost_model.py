@@ -32,8 +32,10 @@ def _tilings(strategy):
         ConvTiling(ho=2, wo=3, n=16, cin1=1, k_l0=32 if deep else 16, **base),
         ConvTiling(ho=4, wo=5, n=32, cin1=2, k_l0=48 if deep else 16, cout_split=2, **base),
         ConvTiling(ho=3, wo=7, n=16, cin1=3, k_l0=16, weights_resident=res, **base),
-        # up to 3 Cout blocks over 2 core groups: the second group idles every other item
-        ConvTiling(ho=2, wo=7, n=16, cin1=2, k_l0=32 if deep else 16, cout_split=2, **base),
+        # up to 3 Cout blocks over 2 core groups: the second group idles every other item; and
+        # (img2col) L1 double-buffered over a single L0 stage
+        ConvTiling(ho=2, wo=7, n=16, cin1=2, k_l0=32 if deep else 16, cout_split=2,
+                   **{**base, "l0_stages": 1}),
     ]
 
 

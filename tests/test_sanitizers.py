@@ -16,6 +16,7 @@ zero-argument callable that runs the kernel on small inputs and returns its Repo
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import jax
@@ -45,6 +46,16 @@ def _conv(strategy, coupled=False, **tiling):
                                   checks=RACE_SYNC, timing_only=True)[1]
 
 
+def _fused(steps, coupled=False, fused=True):
+    import fusion
+
+    t = npu_jax.ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=32, l1_stages=2, l0_stages=2)
+    extra = {"bias": _R.standard_normal(24).astype(np.float32) if "bias" in steps else None,
+             "residual": _R.standard_normal((1, 24, 9, 9)).astype(np.float32) if "residual" in steps else None}
+    return lambda: fusion.conv2d_fused(_X, _W, steps, padding=1, hw=presets.tiny(coupled), tiling=t, fused=fused,
+                                       checks=RACE_SYNC, timing_only=True, **extra)[1]
+
+
 def _gemm(coupled=False):
     return lambda: npu_jax.matmul(_A, _B, hw=presets.tiny(coupled), tiling=_GEMM_T, checks=RACE_SYNC)[1]
 
@@ -58,6 +69,10 @@ MUTATION_KERNELS = {
     "conv2d relayout (+ NC1HWC0 relayout kernel, a Queue)": _conv("relayout"),
     "conv2d img2col, ping-pong": _conv("img2col", l1_stages=2, l0_stages=2),
     "conv2d img2col, ping-pong (910)": _conv("img2col", coupled=True, l1_stages=2, l0_stages=2),
+    "conv+bias+relu fused (910B, Fixpipe)": _fused(["bias", "relu"], fused=True),
+    "conv+bias+residual+relu fused (910, UB)": _fused(["bias", "residual", "relu"], coupled=True, fused=True),
+    "conv, then bias+residual+relu vector kernel (unfused, queues)": _fused(["bias", "residual", "relu"],
+                                                                          fused=False),
 }
 _RESULTS: dict[str, sanitize.MutationResult] = {}
 
@@ -349,10 +364,13 @@ def test_checks_selection_parsing_and_default():
     assert Checks.parse("none").enabled == frozenset() and not Checks.parse("none").any
     assert Checks.parse("racecheck, synccheck").enabled == {"racecheck", "synccheck"}
     assert Checks.parse(["memcheck"]).mem and Checks.parse(None) == sanitize.get_default_checks()
-    assert sanitize.get_default_checks().enabled == frozenset(sanitize.CHECK_NAMES)  # conftest: tests run all
+    want = Checks.parse(os.environ.get("NPU_JAX_CHECKS", "all"))  # conftest: tests run all unless told
+    assert sanitize.get_default_checks() == want
     with npu_jax.default_checks("none") as ch:
         assert not ch.any and Checks.parse(None) == ch
-    assert Checks.parse(None).any
+    with npu_jax.default_checks("synccheck"):
+        assert Checks.parse(None).enabled == {"synccheck"}
+    assert Checks.parse(None) == want
     with pytest.raises(ValueError, match="unknown check.*'racecheckk'"):
         Checks.parse("racecheckk")
     with pytest.raises(ValueError, match="action must be one of"):
@@ -399,7 +417,7 @@ def test_inline_analysis_and_timing_only_agree():
 
 def test_under_jit_findings_travel_in_the_report_and_check_raises():
     def one(k):
-        with sanitize.mutate(k):
+        with sanitize.mutate(k), npu_jax.default_checks("all"):  # checks=None: the default
             return npu_jax.matmul(_A, _B, hw=presets.tiny(), tiling=_GEMM_T)[1]
 
     f = jax.jit(one)
@@ -409,7 +427,7 @@ def test_under_jit_findings_travel_in_the_report_and_check_raises():
         rep.check()
     with pytest.raises(SanitizerError, match="matmul"):
         with sanitize.mutate(0):
-            npu_jax.matmul(_A, _B, hw=presets.tiny(), tiling=_GEMM_T)  # eager: launch raises
+            npu_jax.matmul(_A, _B, hw=presets.tiny(), tiling=_GEMM_T, checks="all")  # eager: launch raises
 
 
 def test_log_overflow_warns():

@@ -484,10 +484,10 @@ def on_barrier(core, pipe: str, when):
 
 def at_tile(core, coords: dict):
     """Record the kernel's current tile coordinates (up to 4, by name) for findings to report."""
-    if not core.san:
-        return core
     if len(coords) > N_COORDS:
         raise ValueError(f"at_tile takes at most {N_COORDS} coordinates, got {list(coords)}.")
+    if not core.san:
+        return core
     site = current_table()._add("tile", "S", K_TILE, names=tuple(coords))
     return _log(core, site, True, list(coords.values()))
 

@@ -222,14 +222,14 @@ def _schedule(p, c, xp):
     The epilogue queues on its own resource (Fixpipe; or V then MTE3 through the one UB tile on
     coupled chips). Within a part, the first two full steps are worked out and the rest advance
     by the steady period (L + MM serial, max(L, MM) double-buffered); the last step closes it."""
-    st = p.t.l1_stages
+    st, st0 = p.t.l1_stages, p.t.l0_stages  # L1 slots (fetches), L0 slots (loads)
     live, cx, cw, fx, c3 = c["live"], c["cx"], c["cw"], c["fx"], c["c3"]
     shape = cx.shape + (c["S"].shape[-1],)
     S = xp.broadcast_to(c["S"], shape)
     L1_, Ls, MM1, MMs = (xp.broadcast_to(v, shape) for v in (c["L1"], c["Ls"], c["MM1"], c["MMs"]))
     Lf, MMf = (xp.broadcast_to(v, shape)[..., 0] for v in (c["Lf"], c["MMf"]))
     cw = xp.broadcast_to(cw, shape)
-    period = Lf + MMf if st == 1 else xp.maximum(Lf, MMf)
+    period = Lf + MMf if st0 == 1 else xp.maximum(Lf, MMf)
     z = xp.zeros(cx.shape[:1], dtype=cx.dtype)
     mte2 = z + c["cw_res"] + c["cbias"]  # prologue: resident weights, then the bias
     le = z + c["cw_res"]  # MTE1 waited for the resident weights
@@ -241,7 +241,7 @@ def _schedule(p, c, xp):
     resident = p.t.weights_resident
 
     def step(le, me1, me2, L, M, ready, mf, on):
-        ls = xp.maximum(xp.maximum(le, me1 if st == 1 else me2), ready)
+        ls = xp.maximum(xp.maximum(le, me1 if st0 == 1 else me2), ready)
         le_n = ls + L
         me_n = xp.maximum(xp.maximum(le_n, me1), mf) + M
         return (xp.where(on, le_n, le), xp.where(on, me_n, me1), xp.where(on, me1, me2))

@@ -288,7 +288,9 @@ class ConvPlan:
         except (CapacityError, AlignmentError) as e:
             raise tiling_hint(e, {"x_l1": ("ho", "wo", "l1_stages"), "w_l1": ("cin1", "n", "weights_resident"),
                                   "a_l0": ("ho", "wo", "k_l0", "l0_stages"), "b_l0": ("k_l0", "n", "l0_stages"),
-                                  "c_l0c": ("ho", "wo", "n"), "y_ub": ("ho", "wo", "n")}, t) from None
+                                  "c_l0c": ("ho", "wo", "n"), "y_ub": ("ho", "wo", "n"),
+                                  "res_ub": ("ho", "wo", "n"), "out_ub": ("ho", "wo", "n"),
+                                  "bias_l1": ("n", "cout_split"), "bias_ub": ("n", "cout_split")}, t) from None
 
     def allocate(self) -> tuple[Plan, dict]:
         """Allocate every buffer; raises CapacityError naming the buffer that overflows."""

@@ -197,7 +197,7 @@ def eltwise_kernel(p: EltwisePlan):
 
 
 def run_eltwise(p: EltwisePlan, y, policy, *, bias=None, residual=None, trace_capacity: int = 0,
-                move_data: bool = True, name: str = "eltwise"):
+                move_data: bool = True, name: str = "eltwise", checks=None):
     """Launch the kernel on y (rows_cap, cols) in ``p.in_fmt``. Returns (z, report)."""
     from npu_jax.core.buffers import DTYPES
 
@@ -212,7 +212,7 @@ def run_eltwise(p: EltwisePlan, y, policy, *, bias=None, residual=None, trace_ca
         ins["res"] = jnp.asarray(residual).reshape(p.rows_cap, p.cols).astype(DTYPES[p.vector])
         extents["res"] = (rows, p.cols)
     ctx = Context(hw=p.hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
-                  trace_capacity=trace_capacity, move_data=move_data)
+                  trace_capacity=trace_capacity, move_data=move_data, checks=checks)
     outs, report = launch(kernel, ctx, ins, name=name, operand=p.in_fmt,
                           workload=f"{' -> '.join(map(str, p.steps))} over ({p.rows_cap}, {p.cols})",
                           extents=extents)
