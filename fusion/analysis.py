@@ -147,8 +147,9 @@ def _ratio(pipe: str) -> str:
 
 def analyze(x_shape, w_shape, epilogue=("relu",), *, stride=1, padding=0, dilation=1,
             hw: HardwareConfig | None = None, policy: Policy | None = None, strategy: str = "img2col",
-            name: str | None = None) -> FusionAnalysis:
+            name: str | None = None, trace: bool | int = False) -> FusionAnalysis:
     """Run ``conv -> epilogue`` unfused and fused on random data (timing-only) and compare.
+    ``trace`` keeps both runs' instruction traces (for timelines and Chrome traces).
 
     Example:
         >>> import npu_jax, fusion
@@ -180,7 +181,7 @@ def analyze(x_shape, w_shape, epilogue=("relu",), *, stride=1, padding=0, dilati
         tilings[fused] = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
         run = jax.jit(functools.partial(conv2d_fused, epilogue=steps, stride=stride, padding=padding,
                                         dilation=dilation, fused=fused, strategy=strategy, hw=hw,
-                                        tiling=tilings[fused], policy=policy, timing_only=True))
+                                        tiling=tilings[fused], policy=policy, trace=trace, timing_only=True))
         _, reps[fused] = run(x, w, bias=bias, residual=residual)
     label = name or f"{x_shape} * {w_shape}"
     return FusionAnalysis(label, hw, " -> ".join(map(str, steps)), reps[False], reps[True],

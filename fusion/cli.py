@@ -214,38 +214,11 @@ def _operands(x_shape, w_shape, g, steps, seed: int = 0):
 
 def traced_analysis(x_shape, w_shape, epilogue=("relu",), *, stride=1, padding=0, dilation=1, hw=None,
                     strategy: str = "img2col", name: str | None = None):
-    """:func:`fusion.analyze`, from runs that keep their instruction traces (for --trace / --plot).
+    """:func:`fusion.analyze` with both runs' instruction traces kept (for --trace / --plot)."""
+    from fusion import analyze
 
-    ``fusion.analyze`` drops the traces; this makes the same two timing-only runs, each with the
-    chooser's tiling under its own constraints, with ``trace=True``, and wraps them in the same
-    ``FusionAnalysis`` (the tests hold the two equal).
-    """
-    import functools
-
-    import jax
-
-    from fusion import FusionAnalysis, conv2d_fused
-    from npu_jax.core.policy import Policy
-    from npu_jax.hw import presets
-    from npu_jax.kernels.conv_choose import choose_tiling
-    from npu_jax.kernels.conv_geometry import canonicalize
-    from npu_jax.kernels.epilogue import canonical_steps, split
-
-    hw = presets.ascend910b() if hw is None else hw
-    policy = Policy()
-    steps = canonical_steps(epilogue)
-    g = canonicalize(x_shape, w_shape, stride, padding, dilation)
-    x, w, bias, res = _operands(x_shape, w_shape, g, steps)
-    reps, tilings = {}, {}
-    for fused in (False, True):
-        epi, _, mid, _ = split(steps, hw, policy, fused)
-        tilings[fused] = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
-        go = jax.jit(functools.partial(conv2d_fused, epilogue=steps, stride=stride, padding=padding,
-                                       dilation=dilation, fused=fused, strategy=strategy, hw=hw,
-                                       tiling=tilings[fused], policy=policy, trace=True, timing_only=True))
-        _, reps[fused] = go(x, w, bias=bias, residual=res)
-    return FusionAnalysis(name or f"{x_shape} * {w_shape}", hw, _steps_text(steps), reps[False], reps[True],
-                          tilings[False], tilings[True])
+    return analyze(x_shape, w_shape, epilogue, stride=stride, padding=padding, dilation=dilation, hw=hw,
+                   strategy=strategy, name=name, trace=True)
 
 
 def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | None = None):
