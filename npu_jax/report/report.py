@@ -228,28 +228,7 @@ class Report:
     def to_chrome_trace(self, path: str | os.PathLike, cores: list[int] | None = None) -> str:
         """Write Trace Event JSON (one process per core, one thread lane per pipe: CUBE, VECTOR,
         SCALAR, MTE1, MTE2, MTE3, FIXP), openable in Perfetto / chrome://tracing. Times are in us."""
-        lanes = ["CUBE", "VECTOR", "SCALAR", "MTE1", "MTE2", "MTE3", "FIXP"]
-        tid = {lane: i for i, lane in enumerate(lanes)}
-        cyc_per_us = self.hw.clock_ghz * 1e3
-        out = []
-        for c in cores if cores is not None else range(self.n_cores):
-            out.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
-                        "args": {"name": f"{self.name} core {c}"}})
-            for lane in lanes:
-                out.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid[lane],
-                            "args": {"name": lane}})
-            for ev in self.events(c):
-                if ev["end"] <= ev["start"]:
-                    continue
-                out.append({"ph": "X", "name": ev["op"], "cat": ev["pipe"], "pid": c,
-                            "tid": tid[ev["lane"]], "ts": ev["start"] / cyc_per_us,
-                            "dur": (ev["end"] - ev["start"]) / cyc_per_us,
-                            "args": {"start_cycle": ev["start"], "end_cycle": ev["end"]}})
-        with open(path, "w") as f:
-            json.dump({"traceEvents": out, "displayTimeUnit": "ns",
-                       "otherData": {"hw": self.hw.name, "kernel": self.name,
-                                     "cycles": self.cycles}}, f)
-        return os.fspath(path)
+        return write_chrome_trace(self, path, cores)
 
     def plot_timeline(self, path: str | os.PathLike | None = None, core: int = 0, ax=None,
                       max_cycles: int | None = None):
@@ -266,3 +245,29 @@ jax.tree_util.register_dataclass(
                  "san_logged", "san_log", "san_flags"],
     meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer"],
 )
+
+
+def write_chrome_trace(rep, path: str | os.PathLike, cores: list[int] | None = None) -> str:
+    """Trace Event JSON of any report with ``hw``, ``name``, ``cycles``, ``n_cores`` and
+    ``events(core)`` (a Report, or a SequenceReport whose events name their ``part``)."""
+    lanes = ["CUBE", "VECTOR", "SCALAR", "MTE1", "MTE2", "MTE3", "FIXP"]
+    tid = {lane: i for i, lane in enumerate(lanes)}
+    cyc_per_us = rep.hw.clock_ghz * 1e3
+    out = []
+    for c in cores if cores is not None else range(rep.n_cores):
+        out.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
+                    "args": {"name": f"{rep.name} core {c}"}})
+        for lane in lanes:
+            out.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid[lane], "args": {"name": lane}})
+        for ev in rep.events(c):
+            if ev["end"] <= ev["start"]:
+                continue
+            part = {"part": ev["part"]} if "part" in ev else {}
+            out.append({"ph": "X", "name": ev["op"], "cat": "/".join([*part.values(), ev["pipe"]]), "pid": c,
+                        "tid": tid[ev["lane"]], "ts": ev["start"] / cyc_per_us,
+                        "dur": (ev["end"] - ev["start"]) / cyc_per_us,
+                        "args": {**part, "start_cycle": ev["start"], "end_cycle": ev["end"]}})
+    with open(path, "w") as f:
+        json.dump({"traceEvents": out, "displayTimeUnit": "ns",
+                   "otherData": {"hw": rep.hw.name, "kernel": rep.name, "cycles": rep.cycles}}, f)
+    return os.fspath(path)

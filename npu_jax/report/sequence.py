@@ -8,13 +8,12 @@ available on its own (``parts``), and timelines place each part after the previo
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import jax
 
-from npu_jax.core.timing import LANES, PIPES, RATIO_NAMES
-from npu_jax.report.report import Report
+from npu_jax.core.timing import PIPES, RATIO_NAMES
+from npu_jax.report.report import Report, write_chrome_trace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,26 +164,7 @@ class SequenceReport:
 
     def to_chrome_trace(self, path: str | os.PathLike, cores: list[int] | None = None) -> str:
         """Trace Event JSON: one process per core, one lane per pipe, the parts one after another."""
-        lanes = ["CUBE", "VECTOR", "SCALAR", "MTE1", "MTE2", "MTE3", "FIXP"]
-        tid = {lane: i for i, lane in enumerate(lanes)}
-        cyc_per_us = self.hw.clock_ghz * 1e3
-        out = []
-        for c in cores if cores is not None else range(self.n_cores):
-            out.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
-                        "args": {"name": f"{self.name} core {c}"}})
-            for lane in lanes:
-                out.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid[lane], "args": {"name": lane}})
-            for ev in self.events(c):
-                if ev["end"] > ev["start"]:
-                    out.append({"ph": "X", "name": ev["op"], "cat": f"{ev['part']}/{ev['pipe']}", "pid": c,
-                                "tid": tid[LANES[ev["pipe"]]], "ts": ev["start"] / cyc_per_us,
-                                "dur": (ev["end"] - ev["start"]) / cyc_per_us,
-                                "args": {"part": ev["part"], "start_cycle": ev["start"],
-                                         "end_cycle": ev["end"]}})
-        with open(path, "w") as f:
-            json.dump({"traceEvents": out, "displayTimeUnit": "ns",
-                       "otherData": {"hw": self.hw.name, "kernel": self.name, "cycles": self.cycles}}, f)
-        return os.fspath(path)
+        return write_chrome_trace(self, path, cores)
 
     @property
     def offset(self) -> int:
