@@ -67,32 +67,32 @@ def _draw(rng):
             continue
 
 
-def test_model_matches_emulator_on_random_pairs():
+@pytest.mark.parametrize("strategy", ["output_tiled", "input_tiled", "relayout", "img2col"])
+def test_model_matches_emulator_on_random_pairs(strategy):
     seed = int(np.random.SeedSequence().entropy % 2**32)
     rng = np.random.default_rng(seed)
     worst_cyc, worst_bytes, pairs, bounds_ok = 0.0, 0.0, 0, 0
     rows = []
-    for strategy in ("output_tiled", "input_tiled", "relayout", "img2col"):
-        for i, tiling in enumerate(_tilings(strategy)):
-            preset = list(PRESETS)[i % 2]
-            run = _runner(strategy, tiling, preset)
-            for _ in range(14):
-                g = _draw(rng)
-                plan = make_plan(g, strategy, tiling, PRESETS[preset], bound=BOUND)
-                rep = run(jax.tree.map(jnp.int32, g))
-                pred = predict(plan)
-                cyc_err = abs(pred.cycles - rep.cycles) / rep.cycles
-                byte_err = abs(pred.gm_bytes - rep.gm_bytes) / rep.gm_bytes
-                bounds_ok += lower_bound(plan) <= rep.cycles
-                worst_cyc, worst_bytes = max(worst_cyc, cyc_err), max(worst_bytes, byte_err)
-                pairs += 1
-                rows.append((cyc_err, strategy, preset, g.describe(), tiling, rep.cycles, pred.cycles))
+    for i, tiling in enumerate(_tilings(strategy)):
+        preset = list(PRESETS)[i % 2]
+        run = _runner(strategy, tiling, preset)
+        for _ in range(14):
+            g = _draw(rng)
+            plan = make_plan(g, strategy, tiling, PRESETS[preset], bound=BOUND)
+            rep = run(jax.tree.map(jnp.int32, g))
+            pred = predict(plan)
+            cyc_err = abs(pred.cycles - rep.cycles) / rep.cycles
+            byte_err = abs(pred.gm_bytes - rep.gm_bytes) / rep.gm_bytes
+            bounds_ok += lower_bound(plan) <= rep.cycles
+            worst_cyc, worst_bytes = max(worst_cyc, cyc_err), max(worst_bytes, byte_err)
+            pairs += 1
+            rows.append((cyc_err, strategy, preset, g.describe(), tiling, rep.cycles, pred.cycles))
     rows.sort(key=lambda r: -r[0])
-    print(f"\ncost model vs emulator (seed {seed}): {pairs} pairs, worst cycle error "
+    print(f"\ncost model vs emulator, {strategy} (seed {seed}): {pairs} pairs, worst cycle error "
           f"{100 * worst_cyc:.3f}%, worst GM-byte error {100 * worst_bytes:.3f}%")
     for r in rows[:3]:
         print("  ", f"{100 * r[0]:.3f}%", *r[1:])
-    assert pairs >= 200
+    assert pairs >= 50  # 224 over the four strategies
     assert bounds_ok == pairs, "lower_bound exceeded the emulated cycles"
     assert worst_bytes == 0.0
     assert worst_cyc == 0.0, rows[:3]  # the model is exact, not approximate

@@ -81,3 +81,42 @@ def test_timing_only_with_and_without_checks():
         return {k: strip(v) if isinstance(v, dict) and "cycles" in v else v for k, v in f.items() if k != "unwritten"}
 
     assert strip(figures(on[1])) == strip(figures(off[1])) == strip(figures(data[1]))
+
+
+_OPT_LEVEL_SCRIPT = """
+import hashlib, sys
+import numpy as np
+import npu_jax, fusion
+from npu_jax.core.policy import Policy
+rng = np.random.default_rng(int(sys.argv[1]))
+x = rng.standard_normal((2, 20, 11, 9)).astype(np.float32)
+w = rng.standard_normal((24, 20, 3, 3)).astype(np.float32)
+b = rng.standard_normal((24,)).astype(np.float32)
+outs = []
+y, r = npu_jax.conv2d(x, w, 1, 1, strategy="img2col", hw=npu_jax.presets.tiny(),
+                      policy=Policy(accumulate="fp16_mac", vector="fp16"))
+outs += [np.asarray(y), np.asarray(int(r.cycles))]
+y, r = fusion.conv_relu(x, w, bias=b, stride=1, padding=1, hw=npu_jax.presets.ascend910())
+outs += [np.asarray(y), np.asarray(int(r.cycles))]
+print(hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest())
+"""
+
+
+def test_xla_optimisation_level_does_not_change_a_bit(rng):
+    """conftest.py compiles the suite at XLA's backend optimisation level 0 (faster compiles). A
+    kernel's outputs and cycles must be the same bits at the default level, as users run it."""
+    import os
+    import subprocess
+    import sys
+
+    seed = str(int(rng.integers(2**31)))
+    runs = {}
+    for level in ("0", "default"):
+        env = dict(os.environ, NPU_JAX_TEST_XLA_OPT=level)
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_backend_optimization_level" not in f]
+        env["XLA_FLAGS"] = " ".join(flags + (["--xla_backend_optimization_level=0"] if level == "0" else []))
+        out = subprocess.run([sys.executable, "-c", _OPT_LEVEL_SCRIPT, seed], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs[level] = out.stdout.strip().splitlines()[-1]
+    assert runs["0"] == runs["default"], runs
