@@ -60,6 +60,32 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False):
     return outs, overlap, unwritten
 
 
+def _mapping_count() -> tuple[int, int]:
+    """(memory mappings this process holds, the kernel's limit); (0, 0) where /proc is not there."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            n = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            return n, int(f.read())
+    except (OSError, ValueError):
+        return 0, 0
+
+
+def release_compiled_if_near_limit(fraction: float = 0.6) -> bool:
+    """Drop JAX's compiled-program caches when this process nears Linux's mapping limit.
+
+    XLA:CPU keeps every compiled program's JIT code in its own memory mappings for as long as
+    JAX caches the program. A long session that compiles a few hundred distinct kernels (a sweep
+    over layers and tilings, a notebook run many times) reaches ``vm.max_map_count`` (65530 by
+    default) and the next compile dies with a segmentation fault. Called before every launch;
+    clearing costs only recompiles. Returns whether it cleared."""
+    n, limit = _mapping_count()
+    if limit and n > fraction * limit:
+        jax.clear_caches()
+        return True
+    return False
+
+
 def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *, name: str,
            workload: str = "", operand: str = "fp16", extents: dict | None = None
            ) -> tuple[dict, Report]:
@@ -69,6 +95,8 @@ def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *,
     Sanitizer findings (``ctx.checks``) are raised or warned here when the run is concrete;
     under ``jax.jit`` call ``report.check()`` on the result.
     """
+    if not any(isinstance(v, jax.core.Tracer) for v in gm.values()):  # not inside a trace
+        release_compiled_if_near_limit()
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
         core0 = init_core(ctx, gm, extents)
