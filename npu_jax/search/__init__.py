@@ -1,9 +1,10 @@
-"""Differentiable tile-size search for the img2col Conv2D kernel.
+"""Differentiable tile-size search for the img2col Conv2D kernel (plain or fused Conv + bias + ReLU).
 
-``tile_search`` finds a tiling by gradient descent (optax, many starts under ``vmap``) on a relaxed
-cost model that equals the exact one at legal integer points, rounds to legal tilings
-periodically, and lets the emulator decide among the last few. Baselines (exhaustive, random, the
-chooser), sharded sweeps and hardware co-design live beside it. See ``docs/search.md``.
+``tile_search`` finds a tiling within a budget of cost-model evaluations (1% of the layer's space by
+default): gradient descent (optax, one start per discrete choice under ``vmap``) on a relaxed cost
+model that equals the exact one at legal integer points, periodic rounding to legal tilings, an
+exact coordinate search, and the emulator's verdict on the last few. Baselines (exhaustive, random,
+the chooser), sharded sweeps and hardware co-design live beside it. See ``docs/search.md``.
 """
 
 from npu_jax.search.optimise import SearchResult, tile_search

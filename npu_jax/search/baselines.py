@@ -40,49 +40,42 @@ class Baseline:
     in_space: bool = True
 
 
-def exhaustive(g: ConvGeometry, hw: HardwareConfig) -> Baseline:
+def exhaustive(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baseline:
     """The best legal tiling of the space, by costing all of it (ties: the first in order)."""
-    s = space.build(g, hw)
+    s = space.build(g, hw, fused)
     t0 = time.perf_counter()
-    cyc = optimise.exact_cycles(exact.layer_of(g), _sorted(s.tilings), exact.hw_of(hw), hw.num_cores,
-                                hw.coupled)
+    cyc = optimise.exact_cycles(exact.layer_of(g), s.tilings, exact.hw_of(hw), hw.num_cores, hw.coupled, fused)
     i = int(np.argmin(cyc))
-    return Baseline("exhaustive", exact.tiling_at(_sorted(s.tilings), i), int(cyc[i]), s.size,
-                    time.perf_counter() - t0)
+    return Baseline("exhaustive", exact.tiling_at(s.tilings, i), int(cyc[i]), s.size, time.perf_counter() - t0)
 
 
-def _sorted(t: exact.Tilings) -> exact.Tilings:
-    """Rows ordered by their work (items x parts, roughly), so each vmapped chunk's loops end together."""
-    key = np.lexsort((np.asarray(t.cin1), np.asarray(t.ho) * np.asarray(t.wo)))
-    return exact.Tilings(*(np.asarray(a)[key] for a in t))
-
-
-def random_search(g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0) -> Baseline:
+def random_search(g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0, fused: bool = False) -> Baseline:
     """The best of ``evals`` distinct tilings drawn uniformly from the space."""
     if evals < 1:
         raise ValueError(f"evals must be >= 1, got {evals}.")
-    s = space.build(g, hw)
+    s = space.build(g, hw, fused)
     t0 = time.perf_counter()
     idx = np.random.default_rng(seed).choice(s.size, min(evals, s.size), replace=False)
     t = exact.Tilings(*(np.asarray(a)[idx] for a in s.tilings))
-    cyc = optimise.exact_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled)
+    cyc = optimise.exact_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled, fused)
     i = int(np.argmin(cyc))
     return Baseline("random", exact.tiling_at(t, i), int(cyc[i]), len(idx), time.perf_counter() - t0)
 
 
-def chooser(g: ConvGeometry, hw: HardwareConfig) -> Baseline:
-    """The Conv2D issue's chooser for img2col, and the exact model's cycles for its pick."""
+def chooser(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baseline:
+    """The Conv2D issue's chooser for img2col (with ``fused``, under the fused kernel's own
+    constraints, as ``fusion.conv_relu`` calls it), and the cost model's cycles for its pick."""
     from npu_jax.cost.conv import predict
-    from npu_jax.kernels.conv2d import make_plan
     from npu_jax.kernels.conv_choose import candidate_tilings, choose_tiling
 
+    epi, mid = optimise.fused_epilogue(hw) if fused else (None, "fp16")
     t0 = time.perf_counter()
     choose_tiling.cache_clear()
-    t = choose_tiling(g, "img2col", hw)
+    t = choose_tiling(g, "img2col", hw, "fp16", mid, epi)
     secs = time.perf_counter() - t0
-    cyc = predict(make_plan(g, "img2col", t, hw)).cycles
-    s = space.build(g, hw)
+    cyc = predict(optimise.plan_of(g, t, hw, fused)).cycles
+    s = space.build(g, hw, fused)
     row = (t.ho, t.wo, t.n, t.cin1, t.k_l0, int(t.weights_resident), t.l1_stages, t.cout_split)
     inside = t.l1_stages == t.l0_stages and t.cores is None and bool(
         np.all(np.stack(s.tilings, 1) == np.asarray(row, np.int32), axis=1).any())
-    return Baseline("chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw)), secs, inside)
+    return Baseline("chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw, "fp16", mid, epi)), secs, inside)

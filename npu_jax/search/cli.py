@@ -3,6 +3,7 @@
     npu-jax search                       # ResNet-50's conv2_x 3x3 layer on the 910B
     npu-jax search --c 256 --k 64 --kh 1 --kw 1 --padding 0 --exhaustive
     npu-jax search --resnet50 --no-verify --json
+    npu-jax search --fused                 # the Conv + bias + ReLU kernel (fusion.conv_relu)
 
 Prints the tiling found, the model's and the emulator's cycles, the evaluations spent and (with
 ``--exhaustive``) the exhaustive optimum of the same space. Bad input: one line on stderr, exit 2.
@@ -34,8 +35,12 @@ def add_parser(subparsers) -> None:
     s.add_argument("--resnet50", action="store_true", help="search every ResNet-50 conv layer instead")
     s.add_argument("--preset", type=_preset, default="ascend910b", metavar="NAME",
                    help="hardware preset (default ascend910b)")
-    s.add_argument("--starts", type=_positive_int, default=16, help="starts optimised at once (default 16)")
-    s.add_argument("--steps", type=_positive_int, default=24, help="optax steps per start (default 24)")
+    s.add_argument("--fused", action="store_true", help="search the fused Conv + bias + ReLU kernel")
+    s.add_argument("--budget", type=_fraction, default=0.01, metavar="F",
+                   help="evaluations as a fraction of the layer's space (default 0.01)")
+    s.add_argument("--starts", type=_positive_int, default=None,
+                   help="starts descended at once (default: one per loop order x split)")
+    s.add_argument("--steps", type=_positive_int, default=16, help="optax steps per start, at most (default 16)")
     s.add_argument("--seed", type=int, default=0, help="PRNG seed of the starts (default 0)")
     s.add_argument("--finalists", type=int, default=2, help="candidates run on the emulator (default 2)")
     s.add_argument("--no-verify", action="store_true", help="skip the emulator runs")
@@ -65,14 +70,15 @@ def run(args) -> int:
             return 2
     out = []
     for name, xs, ws, st, pad, dil in jobs:
-        r = tile_search(xs, ws, st, pad, dil, hw=hw, starts=args.starts, steps=args.steps, seed=args.seed,
-                        finalists=max(args.finalists, 0), verify=not args.no_verify)
-        row = dict(layer=name, geometry=r.geometry.describe(), tiling=_tiling_dict(r.tiling),
-                   model_cycles=r.model_cycles, emulated_cycles=r.emulated_cycles,
+        r = tile_search(xs, ws, st, pad, dil, hw=hw, fused=args.fused, starts=args.starts, steps=args.steps,
+                        seed=args.seed, finalists=max(args.finalists, 0), verify=not args.no_verify,
+                        budget=args.budget)
+        row = dict(layer=name, geometry=r.geometry.describe(), fused=args.fused, tiling=_tiling_dict(r.tiling),
+                   model_cycles=r.model_cycles, emulated_cycles=r.emulated_cycles, space=r.space_size,
                    evals=r.evals, relaxed_evals=r.relaxed_evals, exact_evals=r.exact_evals,
                    search_s=round(r.seconds, 3), verify_s=round(r.verify_seconds, 3))
         if args.exhaustive:
-            ex = baselines.exhaustive(r.geometry, hw)
+            ex = baselines.exhaustive(r.geometry, hw, args.fused)
             row.update(exhaustive_cycles=ex.cycles, exhaustive_evals=ex.evals,
                        ratio=round(r.model_cycles / ex.cycles, 4))
         out.append(row)
@@ -87,6 +93,18 @@ def run(args) -> int:
     return 0
 
 
+def _fraction(text: str) -> float:
+    import argparse
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], e.g. 0.01; got {text!r}")
+    return v
+
+
 def _tiling_dict(t) -> dict:
     return dict(ho=t.ho, wo=t.wo, n=t.n, cin1=t.cin1, k_l0=t.k_l0, weights_resident=t.weights_resident,
                 stages=t.l1_stages, cout_split=t.cout_split)
@@ -98,7 +116,7 @@ def _line(r: dict) -> str:
     s = (f"{r['layer']}: ho={t['ho']} wo={t['wo']} n={t['n']} cin1={t['cin1']} k_l0={t['k_l0']} "
          f"{'weights-stay' if t['weights_resident'] else 'input-stays'} stages={t['stages']} "
          f"cout_split={t['cout_split']} | model {r['model_cycles']:,} emulated {emu} cycles | "
-         f"{r['evals']} evals, {r['search_s']:.2f} s")
+         f"{r['evals']} evals ({100 * r['evals'] / r['space']:.2f}% of {r['space']:,}), {r['search_s']:.2f} s")
     if "exhaustive_cycles" in r:
         s += f" | exhaustive {r['exhaustive_cycles']:,} ({r['exhaustive_evals']} evals), ratio {r['ratio']:.3f}"
     return s

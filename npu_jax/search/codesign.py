@@ -3,8 +3,8 @@
 Two questions, two tools:
 
 * :func:`l1_sweep` -- "which L1 size minimises ResNet-50's total cycles?": for each L1 size the
-  tilings are searched again (:func:`sweep.sweep`, sharded), and the network's total is the sum of
-  its layers' best. More L1 never hurts (every tiling that fits still fits), so the answer is the
+  tilings are searched again (:func:`optimise.search_model`, or the sharded :func:`sweep.sweep`),
+  and the network's total is the sum of its layers' best. More L1 never hurts (every tiling that fits still fits), so the answer is the
   *smallest* L1 that reaches the minimum: :func:`smallest_sufficient`.
 * :func:`hw_gradient` -- the gradient of the network's relaxed cycles with respect to every
   continuous hardware figure (rates, start-ups, capacities), at the tilings found: how many cycles
@@ -27,17 +27,38 @@ import numpy as np
 
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.conv_geometry import ConvGeometry
-from npu_jax.search import exact, relaxed, sweep
+from npu_jax.search import exact, optimise, relaxed, sweep
 
 
-def l1_sweep(layers: list[ConvGeometry], hw: HardwareConfig, l1_kib, *, counts=None, starts: int = 8,
-             steps: int = 24, seed: int = 0, progress: bool = False):
+def l1_sweep(layers: list[ConvGeometry], hw: HardwareConfig, l1_kib, *, counts=None, method: str = "search",
+             starts: int = 8, steps: int = 24, seed: int = 0, budget: float | None = None, progress: bool = False):
     """Total cycles of ``layers`` (each weighted by ``counts``, default 1) for each L1 size in KiB.
 
-    Returns (l1 sizes in KiB, totals (len(l1_kib),), the :class:`sweep.SweepResult`)."""
+    ``method="search"`` runs :func:`optimise.search_model` (descent + exact coordinate search, 1%
+    of each space by default) on every distinct layer at every size; ``method="sweep"`` runs the
+    on-device :func:`sweep.sweep` (descent and rounding only, all layers and sizes as one sharded
+    batch: faster, rougher). Returns (l1 sizes in KiB, totals (len(l1_kib),), a
+    :class:`sweep.SweepResult` with each layer's best per size)."""
+    if method not in ("search", "sweep"):
+        raise ValueError(f"method must be 'search' or 'sweep', got {method!r}.")
     sizes = [int(k) for k in l1_kib]
     hws = [hw.replace(l1_bytes=k * 1024, name=f"{hw.name}-l1-{k}k") for k in sizes]
-    res = sweep.sweep(layers, hws, starts=starts, steps=steps, seed=seed, progress=progress)
+    if method == "sweep":
+        res = sweep.sweep(layers, hws, starts=starts, steps=steps, seed=seed, progress=progress)
+    else:
+        cyc = np.full((len(layers), len(hws)), sweep.BIG, np.int64)
+        rows = np.zeros((len(layers), len(hws), 8), np.int32)
+        found = {}
+        for j, h in enumerate(hws):
+            for i, g in enumerate(layers):
+                if (g, j) not in found:
+                    try:
+                        m = optimise.search_model(g, h, seed=seed, **({} if budget is None else {"budget": budget}))
+                        found[g, j] = (int(m.cycles[0]), m.rows[0])
+                    except RuntimeError:  # no legal tiling at this L1 size
+                        found[g, j] = (int(sweep.BIG), np.zeros(8, np.int32))
+                cyc[i, j], rows[i, j] = found[g, j]
+        res = sweep.SweepResult(cycles=cyc, tilings=rows, start_cycles=cyc[..., None], devices=1)
     w = np.ones(len(layers)) if counts is None else np.asarray(counts, np.float64)
     cyc = np.where(res.cycles >= sweep.BIG, np.nan, res.cycles.astype(np.float64))
     return np.asarray(sizes), (w[:, None] * cyc).sum(0), res

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -48,6 +49,10 @@ from npu_jax.kernels.conv_geometry import ConvGeometry
 
 C0 = 16  # fp16 channel block (32 B / 2 B); the search tiles fp16 operands, fp16 outputs
 ISZ = 2  # operand and output itemsize (fp16)
+# the fused epilogue the search knows: bias + ReLU, as ``fusion.conv_relu`` with a bias and the
+# default Policy (vector arithmetic in fp32; the Fixpipe's bias table is fp32 too)
+VSZ = 4  # UB tile itemsize (Policy().vector = fp32)
+BIAS_SZ = 4  # bias itemsize in GM and in L1 / UB (fp32 either way)
 
 
 class Layer(NamedTuple):
@@ -100,6 +105,7 @@ class Hw(NamedTuple):
     fix_su: jax.Array
     vec_su: jax.Array
     burst: jax.Array  # gap per extra GM burst
+    vec_rate: jax.Array  # float32 B/cycle of one vector instruction (one repeat per cycle)
     l1: jax.Array  # capacities (bytes), float32 so that co-design can differentiate them
     l0a: jax.Array
     l0b: jax.Array
@@ -122,7 +128,7 @@ def hw_of(hw: HardwareConfig) -> Hw:
     return Hw(f(hw.gm_bytes_per_cycle), f(chip), f(hw.l1_to_l0a_bytes_per_cycle), f(hw.l0b_rate),
               f(a.fixpipe_bytes_per_cycle), f(hw.l0c_to_ub_bytes_per_cycle), f(hw.ub_to_gm_rate),
               i(a.mte2_startup), i(a.mte3_startup), i(a.mte1_startup), i(a.mmad_startup),
-              i(a.fixpipe_startup), i(a.vector_startup), i(a.gm_burst_overhead),
+              i(a.fixpipe_startup), i(a.vector_startup), i(a.gm_burst_overhead), f(hw.vector_repeat_bytes),
               f(hw.l1_bytes), f(hw.l0a_bytes), f(hw.l0b_bytes), f(hw.l0c_bytes), f(hw.ub_bytes))
 
 
@@ -168,14 +174,18 @@ def _onchip(nbytes, rate, startup):
     return jnp.where(nbytes > 0, startup + _ceil_rate(nbytes, rate), 0)
 
 
-def epilogue_costs(hw: Hw, coupled: bool, m_eff, nv, out_bytes, out_bursts, live, gm_rate):
-    """(first, second) cycles of draining one item's L0C: Fixpipe (separated chips; second = 0) or
-    L0C -> UB on the Vector pipe then UB -> GM on MTE3 (coupled chips). The one place a fused
-    epilogue (ReLU) would change the cost."""
+def epilogue_costs(hw: Hw, coupled: bool, fused: bool, m_eff, nv, n, out_bytes, out_bursts, live, gm_rate):
+    """(first, second) cycles of draining one item's L0C: the first frees L0C for the next item's
+    Mmads, the second keeps the epilogue's queue busy after it. Fixpipe (separated chips; second =
+    0; a fused bias + ReLU rides in the same instruction at no cost) or L0C -> UB on the Vector
+    pipe, then (fused: VAdd bias, VRelu, VCast to fp16, each over the tile's ``m_eff x n`` values
+    in fp32) and UB -> GM on MTE3 (coupled chips), as ``cost.conv.item_costs``."""
     l0c_bytes = _r(m_eff, 16) * _r(nv, 16) * 4
     if coupled:
         fx = _onchip(l0c_bytes, hw.l0c_ub_rate, hw.vec_su) * live
         c3 = _gm(out_bytes, out_bursts, jnp.minimum(hw.ub_gm_rate, gm_rate), hw.mte3_su, hw.burst)
+        if fused:
+            c3 = c3 + 3 * _onchip(m_eff * n * VSZ * live, hw.vec_rate, hw.vec_su)
         return fx, c3
     gaps = jnp.maximum(out_bursts - 1, 0) * hw.burst
     fx = jnp.where(out_bytes > 0, hw.fix_su + jnp.maximum(
@@ -184,54 +194,67 @@ def epilogue_costs(hw: Hw, coupled: bool, m_eff, nv, out_bytes, out_bursts, live
 
 
 # ---- capacities ----------------------------------------------------------------------------------
-def derived(L: Layer, t: Tilings, num_cores: int) -> dict:
+# Written against ``xp`` (jax.numpy inside the search's programs, numpy to enumerate a space): the
+# same integer arithmetic either way.
+def derived(L: Layer, t: Tilings, num_cores: int, xp=jnp) -> dict:
     """Loop counts and sizes of one tiling (the ConvPlan properties, for bound = layer)."""
     c1 = _cdiv(L.c, C0)
     ncb = _cdiv(L.k, t.n)
     n_th, n_tw = _cdiv(L.ho, t.ho), _cdiv(L.wo, t.wo)
     n_tiles = L.n * n_th * n_tw
-    cores_sp = jnp.maximum(1, jnp.minimum(num_cores // t.cout_split, n_tiles))
+    cores_sp = xp.maximum(1, xp.minimum(num_cores // t.cout_split, n_tiles))
     cb_per = _cdiv(ncb, t.cout_split)
-    return dict(c1=c1, k_total=c1 * L.kh * L.kw * C0, k_l1=jnp.minimum(t.cin1, c1) * L.kh * L.kw * C0,
+    return dict(c1=c1, k_total=c1 * L.kh * L.kw * C0, k_l1=xp.minimum(t.cin1, c1) * L.kh * L.kw * C0,
                 ncb=ncb, n_th=n_th, n_tw=n_tw, n_tiles=n_tiles, cores_sp=cores_sp, cb_per=cb_per,
                 cores=cores_sp * t.cout_split, tiles_per_core=_cdiv(n_tiles, cores_sp),
                 n_parts=_cdiv(c1, t.cin1), m_t=_r(t.ho * t.wo, 16),
                 h_in=(t.ho - 1) * L.sh + (L.kh - 1) * L.dh + 1, w_in=(t.wo - 1) * L.sw + (L.kw - 1) * L.dw + 1)
 
 
-def buffer_needs(L: Layer, t: Tilings, coupled: bool, num_cores: int, align=(32, 512, 512, 64, 32)) -> dict:
-    """Bytes each buffer needs (allocation order and alignment as ``ConvPlan.allocate``)."""
-    d = derived(L, t, num_cores)
+def buffer_needs(L: Layer, t: Tilings, coupled: bool, num_cores: int, fused: bool = False,
+                 align=(32, 512, 512, 64, 32), xp=jnp) -> dict:
+    """Bytes each buffer needs (allocation order and alignment as ``ConvPlan.allocate``; with
+    ``fused``, the bias + ReLU epilogue's buffers as ``kernels.epilogue.allocate``)."""
+    d = derived(L, t, num_cores, xp)
     a1, a0a, a0b, a0c, aub = align
     st = t.stages
     x = _r(d["c1"] * d["h_in"] * d["w_in"] * C0 * ISZ, a1) * st
     w_res = _r((d["cb_per"] * d["k_total"] + t.k_l0) * t.n * ISZ, a1)
     w_part = _r(_r(d["k_l1"], t.k_l0) * t.n * ISZ, a1) * st
-    need = dict(L1=x + jnp.where(t.resident > 0, w_res, w_part),
+    bias = _r(d["cb_per"] * t.n * BIAS_SZ, a1 if not coupled else aub)  # the core's Cout group's bias
+    need = dict(L1=x + xp.where(t.resident > 0, w_res, w_part),
                 L0A=_r(d["m_t"] * t.k_l0 * ISZ, a0a) * st,
                 L0B=_r(t.k_l0 * t.n * ISZ, a0b) * st,
                 L0C=_r(d["m_t"] * t.n * 4, a0c))
-    need["UB"] = _r(d["m_t"] * t.n * ISZ, aub) if coupled else jnp.zeros_like(need["L0C"])
+    zero = xp.zeros_like(need["L0C"])
+    if fused and not coupled:  # Fixpipe: bias (fp32) in L1; the activation needs no buffer
+        need["L1"] = need["L1"] + bias
+        need["UB"] = zero
+    elif fused:  # UB: the fp32 tile, the bias, the fp16 output tile (VCast's destination)
+        need["UB"] = _r(d["m_t"] * t.n * VSZ, aub) + bias + _r(d["m_t"] * t.n * ISZ, aub)
+    else:
+        need["UB"] = _r(d["m_t"] * t.n * ISZ, aub) if coupled else zero
     return need
 
 
-def legal(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool):
-    """True where ``make_plan(g, "img2col", tiling, hw)`` would accept the tiling."""
-    d = derived(L, t, num_cores)
-    need = buffer_needs(L, t, coupled, num_cores)
+def legal(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: bool = False, xp=jnp):
+    """True where ``make_plan(g, "img2col", tiling, hw[, epi])`` would accept the tiling."""
+    d = derived(L, t, num_cores, xp)
+    need = buffer_needs(L, t, coupled, num_cores, fused, xp=xp)
     ok = (t.ho >= 1) & (t.wo >= 1) & (t.n >= 16) & (t.n % 16 == 0) & (t.cin1 >= 1)
     ok &= (t.k_l0 >= C0) & (t.k_l0 % C0 == 0) & ((t.stages == 1) | (t.stages == 2))
     ok &= (t.cout_split >= 1) & (t.cout_split <= num_cores) & (t.cout_split <= d["ncb"])
     ok &= (t.resident == 0) | (t.cin1 >= d["c1"])
     for buf, cap in (("L1", hw.l1), ("L0A", hw.l0a), ("L0B", hw.l0b), ("L0C", hw.l0c), ("UB", hw.ub)):
-        ok &= need[buf].astype(jnp.float32) <= cap
+        ok &= need[buf] <= cap
     return ok
 
 
 # ---- the schedule ----------------------------------------------------------------------------------
-def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool):
+def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
     """Cycles of one img2col tiling (scalars in, int32 scalar out): ``cost.conv.predict``'s schedule
-    recurrence, with the items and weight parts as traced loops and the cores as a vector."""
+    recurrence, with the items and weight parts as traced loops and the cores as a vector.
+    ``fused``: the Conv + bias + ReLU kernel (``fusion.conv_relu`` with a bias)."""
     i32 = jnp.int32
     d = derived(L, t, num_cores)
     c1, k_total, k_l1, ncb = d["c1"], d["k_total"], d["k_l1"], d["ncb"]
@@ -248,8 +271,12 @@ def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool):
     blocks = jnp.clip(ncb - cb0, 0, cb_per)
     cw_res = jnp.where(res & core_on, _gm(blocks * k_total * t.n * ISZ, 1, gm_rate, hw.mte2_su, hw.burst), 0)
     z = jnp.zeros((num_cores,), i32)
+    cbias = z
+    if fused:  # each core's bias values, once, before the first item (MTE2; the epilogue waits)
+        bias_bytes = jnp.clip(L.k - cb0 * t.n, 0, cb_per * t.n) * BIAS_SZ
+        cbias = jnp.where(core_on, _gm(bias_bytes, 1, gm_rate, hw.mte2_su, hw.burst), 0)
     # state: mte2, le, me1, me2, mfree, ep_free, relx0, relx1, relw0, relw1
-    state0 = (cw_res, cw_res, z, z, z, z, z, z, z, z)
+    state0 = (cw_res + cbias, cw_res, z, z, z, cw_res + cbias, z, z, z, z)
 
     def step(le, me1, me2, Lc, Mc, ready, mf, on):
         ls = jnp.maximum(jnp.maximum(le, jnp.where(st2, me2, me1)), ready)
@@ -297,7 +324,7 @@ def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool):
         full_n = (cb == 0) & (nv == L.k)
         full_w = (tw == 0) & (wo_v == L.wo)
         out_bursts = jnp.where(full_n, 1, wo_v) * jnp.where(full_n & full_w, 1, ho_v)
-        fx, c3 = epilogue_costs(hw, coupled, m_eff, nv, out_bytes, out_bursts, live, gm_rate)
+        fx, c3 = epilogue_costs(hw, coupled, fused, m_eff, nv, t.n, out_bytes, out_bursts, live, gm_rate)
         release = live & ((cbl == cb_per - 1) | (cb == ncb - 1))
 
         xe = jnp.maximum(mte2, jnp.where(st2, relx1, relx0)) + cx
@@ -341,17 +368,24 @@ def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool):
     return jnp.max(jnp.maximum(jnp.maximum(ep_free, mte2), le))
 
 
-def batch_cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool):
-    """:func:`cycles` for a batch of tilings (leading axis), jitted per (num_cores, coupled)."""
-    return _batch(num_cores, coupled)(L, t, hw)
+def batch_cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
+    """:func:`cycles` for a batch of tilings (leading axis), jitted per (num_cores, coupled, fused)."""
+    return _batch(num_cores, coupled, fused)(L, t, hw)
 
 
-_CACHE: dict = {}
+def rows_cycles(L: Layer, rows: jax.Array, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
+    """:func:`batch_cycles` of tilings given as one (k, 8) int32 array (``Tilings`` field order):
+    one transfer instead of eight."""
+    return _rows(num_cores, coupled, fused)(L, rows, hw)
 
 
-def _batch(num_cores: int, coupled: bool):
-    key = (num_cores, coupled)
-    if key not in _CACHE:
-        f = jax.vmap(lambda L, t, hw: cycles(L, t, hw, num_cores, coupled), in_axes=(None, 0, None))
-        _CACHE[key] = jax.jit(f)
-    return _CACHE[key]
+@functools.cache
+def _rows(num_cores: int, coupled: bool, fused: bool):
+    f = _batch(num_cores, coupled, fused)
+    return jax.jit(lambda L, r, hw: f(L, Tilings(*r.T), hw))
+
+
+@functools.cache
+def _batch(num_cores: int, coupled: bool, fused: bool):
+    f = jax.vmap(lambda L, t, hw: cycles(L, t, hw, num_cores, coupled, fused), in_axes=(None, 0, None))
+    return jax.jit(f)

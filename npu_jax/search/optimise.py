@@ -1,20 +1,29 @@
-"""Gradient search over the relaxed cost model: optax, many starts at once, exact rounding, emulator.
+"""Gradient search over the relaxed cost model, then exact coordinate search, then the emulator.
 
-:func:`tile_search` runs, for one layer:
+:func:`tile_search` runs, for one layer, within a hard budget of cost-model evaluations (by default
+1% of the layer's space, :func:`space.build`):
 
-1. ``starts`` random points in the box of log sizes (:func:`relaxed.bounds`), each with one of
-   the discrete choices (resident weights or not x 1 or 2 stages), enumerated round-robin;
-2. ``steps`` optax steps (Adam by default; any ``optax.GradientTransformation``) on
-   :func:`relaxed.objective`, all starts at once under ``vmap``, each step followed by the box
-   projection;
-3. every ``round_every`` steps, the rounding: :func:`space.snap` turns each start into nearby legal
-   tilings, the new ones are costed by the exact schedule (:mod:`exact`) and the best legal
-   candidate so far is kept;
-4. the ``finalists`` best distinct candidates are run on the emulator (timing-only
+1. **Descent.** One start per discrete choice of the space -- (resident weights or not) x (1 or 2
+   stages) x (core groups along Cout) -- each at a random point of the box of log sizes
+   (:func:`relaxed.bounds`); ``steps`` optax steps (Adam by default; any
+   ``optax.GradientTransformation``) on :func:`relaxed.objective`, all starts at once under
+   ``vmap``, each step followed by the box projection. At most a quarter of the budget goes here.
+2. **Rounding.** Every ``round_every`` steps :func:`space.snap` turns each start into nearby
+   points of the space; the new ones are costed by the exact schedule (:mod:`exact`), the best
+   legal candidate so far is kept, and each start moves to its own best point.
+3. **Exact coordinate search.** From the ``width`` best points: the line of every coordinate
+   through the point (each size over its balanced values, ``cin1`` with the nearest ``k_l0``,
+   every split, every loop order x stages, the tile's two sides together one step each way) is
+   costed exactly, nearest values first; each point moves to the best, until none improves. A
+   point that stops is replaced by the next best point found so far, then by random kicks of two
+   coordinates around the best, until the budget is spent. This is what the smooth surrogate
+   cannot do: see the load balance over the cores, which is a step function of the tile sizes.
+4. **Emulator.** The ``finalists`` best distinct candidates are run on the emulator (timing-only
    ``npu_jax.conv2d``); the emulated cycles decide.
 
 Every cost-model evaluation is counted: one relaxed evaluation per start per step (value and
-gradient), one exact evaluation per distinct legal tiling costed. ``max_evals`` caps the total.
+gradient), one exact evaluation per distinct tiling costed (points outside the space are never
+costed: membership is the enumeration's legality check, not the cost model).
 """
 
 from __future__ import annotations
@@ -33,10 +42,11 @@ from npu_jax.kernels.conv2d import ConvTiling
 from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
 from npu_jax.search import exact, relaxed, space
 
-# (resident, stages) of each start, cycled: every combination appears in any 8 consecutive starts,
-# double buffering three times as often as single (it wins on every ResNet-50 layer)
-DISCRETE = ((0, 2), (1, 2), (0, 2), (1, 2), (0, 1), (1, 1), (0, 2), (1, 2))
 OBJECTIVES = ("cycles",)
+BUDGET = 0.01  # default evaluation budget: this fraction of the layer's space
+MIN_EVALS = 64  # ... but never fewer evaluations than this (small layers)
+DESCENT_SHARE = 0.25  # at most this share of the budget goes to relaxed evaluations
+ROUNDING_SHARE = 0.25  # ... and this share to costing the roundings (nearest points first)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,12 +56,15 @@ class SearchResult:
     Attributes:
         tiling: the winner (a legal img2col :class:`ConvTiling`).
         model_cycles: the cost model's cycles for it (exact schedule).
-        emulated_cycles: the emulator's cycles for it (timing-only run), or None if not verified.
+        emulated_cycles: the emulator's cycles for it, or None if not verified.
         finalists: (tiling, model cycles, emulated cycles) of each candidate run on the emulator.
-        history: one dict per rounding: ``step``, ``best`` (best exact cycles so far), ``evals``
-            (evaluations so far), ``objective`` (mean relaxed objective over starts at that step).
+        history: one dict per round: ``phase`` ("descent" or "exact"), ``step``, ``best`` (best
+            exact cycles so far), ``evals`` (evaluations so far), ``objective`` (mean relaxed
+            objective over starts, descent rounds only).
         relaxed_evals, exact_evals: cost-model evaluations spent (see the module docstring).
+        budget: the cap they were held to; space_size: the size of the layer's space.
         seconds: wall time of the search (model side), and ``verify_seconds`` of the emulator runs.
+        fused: whether the Conv + bias + ReLU kernel was searched.
     """
 
     tiling: ConvTiling
@@ -61,10 +74,13 @@ class SearchResult:
     history: tuple
     relaxed_evals: int
     exact_evals: int
+    budget: int
+    space_size: int
     seconds: float
     verify_seconds: float
     geometry: ConvGeometry
     hw_name: str
+    fused: bool = False
 
     @property
     def evals(self) -> int:
@@ -76,13 +92,36 @@ class SearchResult:
         return self.emulated_cycles is None or self.emulated_cycles == self.model_cycles
 
 
-# ---- jitted pieces, one compile per (cores, coupled, shape) --------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ModelSearch:
+    """The model side of a search: candidates best first, and what was spent.
+
+    Attributes:
+        rows: (k, 8) int32 tilings (``exact.Tilings`` field order), best first; cycles: (k,) their
+        exact cycles; history: as :class:`SearchResult`; relaxed_evals, exact_evals, budget,
+        space_size: as :class:`SearchResult`.
+    """
+
+    rows: np.ndarray
+    cycles: np.ndarray
+    history: list
+    relaxed_evals: int
+    exact_evals: int
+    budget: int
+    space_size: int
+
+    @property
+    def evals(self) -> int:
+        return self.relaxed_evals + self.exact_evals
+
+
+# ---- jitted pieces, one compile per (cores, coupled, fused, shape) -------------------------------
 @functools.cache
-def _descend(num_cores: int, coupled: bool, n_steps: int, opt: optax.GradientTransformation):
-    """x (S, 6), state, disc (S, 2), L, hw -> x, state, mean objective per step (n_steps,)."""
+def _descend(num_cores: int, coupled: bool, fused: bool, n_steps: int, opt: optax.GradientTransformation):
+    """x (S, 6), state, disc (S, 3), L, hw -> x, state, mean objective per step (n_steps,)."""
 
     def obj(x, disc, L, hw):
-        return relaxed.objective(x, disc, L, hw, num_cores, coupled)
+        return relaxed.objective(x, disc, L, hw, num_cores, coupled, fused)
 
     grad = jax.vmap(jax.value_and_grad(obj), in_axes=(0, 0, None, None))
     proj = jax.vmap(lambda x, d, L: relaxed.project(x, d, L, num_cores), in_axes=(0, 0, None))
@@ -103,29 +142,36 @@ def _descend(num_cores: int, coupled: bool, n_steps: int, opt: optax.GradientTra
 
 
 @functools.cache
-def _snap(num_cores: int, coupled: bool):
-    """x (S, 6), disc (S, 2), L, hw -> candidate tilings (S, 12) and their legality (S, 12)."""
-
-    def one(x, disc, L, hw):
-        t = space.snap(x, disc, L, num_cores)
-        ok = jax.vmap(lambda tt: exact.legal(L, tt, hw, num_cores, coupled) & space.in_space(L, tt))(t)
-        return t, ok
-
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
+def _snap(num_cores: int):
+    """x (S, 6), disc (S, 3), L -> candidate tilings (S, NEAR) (membership is checked on the host)."""
+    return jax.jit(jax.vmap(lambda x, d, L: space.snap(x, d, L, num_cores), in_axes=(0, 0, None)))
 
 
 def exact_cycles(L: exact.Layer, t: exact.Tilings, hw: exact.Hw, num_cores: int, coupled: bool,
-                 chunk: int = 8192) -> np.ndarray:
-    """Exact cycles of a batch of tilings (numpy in, numpy out), padded to power-of-two buckets so a
-    handful of compiles serve every batch size."""
-    n = int(np.asarray(t.ho).shape[0])
+                 fused: bool = False, chunk: int = 8192) -> np.ndarray:
+    """Exact cycles of a batch of tilings (numpy in, numpy out).
+
+    The vectorised schedule runs its loops as long as the batch's longest row, so rows are
+    grouped by their loop trips (items x weight parts, within a factor of 4) and each group is
+    padded to a power-of-two size (a handful of compiles serve every batch)."""
+    rows = np.stack([np.asarray(a, np.int64).reshape(-1) for a in t], 1)
+    n = rows.shape[0]
     out = np.empty(n, np.int64)
-    for s in range(0, n, chunk):
-        part = [np.asarray(a[s:s + chunk]) for a in t]
-        m = len(part[0])
-        size = max(16, 1 << (m - 1).bit_length())
-        padded = exact.Tilings(*(jnp.asarray(np.concatenate([a, np.repeat(a[:1], size - m)])) for a in part))
-        out[s:s + m] = np.asarray(exact.batch_cycles(L, padded, hw, num_cores, coupled))[:m]
+    if n == 0:
+        return out
+    Ln = exact.Layer(*(np.int64(v) for v in L))
+    d = exact.derived(Ln, exact.Tilings(*rows.T), num_cores, np)
+    trips = np.maximum(d["tiles_per_core"] * d["cb_per"] * d["n_parts"], 1)
+    order = np.argsort(trips, kind="stable")
+    group = np.floor(np.log(trips[order]) / np.log(4.0)).astype(np.int64)
+    cuts = np.nonzero(np.diff(group))[0] + 1
+    for idx in np.split(order, cuts):
+        for s in range(0, len(idx), chunk):
+            part = rows[idx[s:s + chunk]].astype(np.int32)
+            m = len(part)
+            size = max(16, 1 << (m - 1).bit_length())
+            part = np.concatenate([part, np.repeat(part[:1], size - m, 0)])
+            out[idx[s:s + m]] = np.asarray(exact.rows_cycles(L, part, hw, num_cores, coupled, fused))[:m]
     return out
 
 
@@ -135,14 +181,35 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
     return optax.adam(learning_rate)
 
 
-def init_points(key, L: exact.Layer, starts: int, num_cores: int):
-    """``starts`` uniform points in the log box and their discrete choices (round-robin)."""
+def config_order(configs) -> list[tuple[int, int, int]]:
+    """The descent's discrete choices (resident, stages, cout_split): every (loop order, split)
+    with double buffering (it is optimal or within 0.3% of it on every ResNet-50 layer; the
+    coordinate search still tries one stage), fewer Cout groups first."""
+    two = sorted({(r, cs) for r, _, cs in configs}, key=lambda c: (c[1], -c[0]))
+    return [(r, 2, cs) for r, cs in two]
+
+
+def default_configs(L: exact.Layer, num_cores: int) -> list[tuple[int, int, int]]:
+    """Every discrete choice a layer allows, without enumerating its space: splits up to the
+    layer's Cout blocks of 16."""
+    ncb = int(-(-int(L.k) // 16))
+    return config_order([(r, st, cs) for r in (0, 1) for st in (1, 2)
+                         for cs in space.splits_of(num_cores) if cs <= ncb])
+
+
+def init_points(key, L: exact.Layer, starts: int, num_cores: int, configs=None):
+    """``starts`` uniform points in the log box, each with a discrete choice (``configs`` in turn,
+    default :func:`default_configs`)."""
+    configs = default_configs(L, num_cores) if configs is None else list(configs)
     lo, hi = relaxed.bounds(L, num_cores)
     u = jax.random.uniform(key, (starts, 6))
-    disc = jnp.asarray([DISCRETE[i % len(DISCRETE)] for i in range(starts)], jnp.int32)
-    x = lo + u * (hi - lo)
-    x = jax.vmap(lambda x, d: relaxed.project(x, d, L, num_cores))(x, disc)
-    return x, disc
+    disc = jnp.asarray([configs[i % len(configs)] for i in range(starts)], jnp.int32)
+    return _project(num_cores)(lo + u * (hi - lo), disc, L), disc
+
+
+@functools.cache
+def _project(num_cores: int):
+    return jax.jit(jax.vmap(lambda x, d, L: relaxed.project(x, d, L, num_cores), in_axes=(0, 0, None)))
 
 
 def _rows(t: exact.Tilings) -> np.ndarray:
@@ -153,157 +220,378 @@ def _tilings(rows: np.ndarray) -> exact.Tilings:
     return exact.Tilings(*(rows[:, i] for i in range(8)))
 
 
-def search_model(g: ConvGeometry, hw: HardwareConfig, *, starts: int = 16, steps: int = 24,
-                 round_every: int = 8, seed: int = 0, learning_rate: float = 0.1, polish: int = 8,
-                 optimizer: optax.GradientTransformation | None = None, max_evals: int | None = None):
-    """The model side of :func:`tile_search`.
+def _log_params(rows: np.ndarray) -> np.ndarray:
+    return np.log(rows[:, [0, 1, 2, 3, 4, 7]].astype(np.float32))
 
-    Returns (candidate rows (k, 8) best first, their exact cycles, history, relaxed evals, exact
-    evals). Each rounding costs the new legal points near every start exactly and moves the start
-    to the best of them (the descent resumes from a legal point, with a fresh optimiser state);
-    ``polish`` rounds of the same neighbourhood around the best few finish the search."""
-    if starts < 1 or steps < 1 or round_every < 1:
-        raise ValueError(f"starts, steps and round_every must be >= 1, got {starts}, {steps}, {round_every}.")
+
+# ---- exact coordinate search ---------------------------------------------------------------------
+def _nearest_first(values: np.ndarray, current: int) -> np.ndarray:
+    """``values`` ordered by distance (in position) from the value nearest ``current``."""
+    i = int(np.argmin(np.abs(np.log(values) - np.log(max(current, 1)))))
+    return values[np.argsort(np.abs(np.arange(len(values)) - i), kind="stable")]
+
+
+def repair(sp: space.Space, rows: np.ndarray) -> np.ndarray:
+    """Rows outside the space moved back onto its boundary: the largest smaller ``k_l0`` that
+    fits, else also the largest smaller Cout block. (A larger tile overflows L0A unless the Mmad
+    gets shallower: without this the lines could not follow the capacity boundary, where the
+    optima sit.) Rows that cannot be repaired stay as they are."""
+    rows = rows.copy()
+    bad = ~sp.contains(rows)
+    ns = sp.axis_values("n")
+    for cin1 in np.unique(rows[bad, 3]):
+        idx = np.nonzero(bad & (rows[:, 3] == cin1))[0]
+        ks = sp.axis_values("k_l0", int(cin1))
+        # (rows, n, k) grid of candidates, ranked by n then k (largest first)
+        grid = np.broadcast_to(rows[idx, None, None, :], (len(idx), len(ns), len(ks), 8)).copy()
+        grid[..., 2] = ns[None, :, None]
+        grid[..., 4] = ks[None, None, :]
+        ok = sp.contains(grid.reshape(-1, 8)).reshape(grid.shape[:3])
+        ok &= (grid[..., 2] <= rows[idx, None, None, 2]) & (grid[..., 4] <= rows[idx, None, None, 4])
+        rank = np.where(ok, np.arange(len(ns))[None, :, None] * len(ks) + np.arange(len(ks))[None, None, :], -1)
+        best = rank.reshape(len(idx), -1).argmax(1)
+        fixed = ok.reshape(len(idx), -1)[np.arange(len(idx)), best]
+        rows[idx[fixed]] = grid.reshape(len(idx), -1, 8)[np.arange(len(idx)), best][fixed]
+    return rows
+
+
+def _widest(sp: space.Space, rows: np.ndarray, col: int) -> np.ndarray:
+    """Each row with column ``col`` (0: ho, 1: wo) at its largest value that is in the space
+    after :func:`repair` (rows where none is stay as they are)."""
+    vals = sp.axis_values("ho" if col == 0 else "wo")[::-1]
+    grid = np.repeat(rows[:, None, :], len(vals), 1)
+    grid[..., col] = vals[None, :]
+    flat = repair(sp, grid.reshape(-1, 8))
+    ok = sp.contains(flat).reshape(len(rows), len(vals))
+    first = ok.argmax(1)
+    out = rows.copy()
+    has = ok.any(1)
+    out[has] = flat.reshape(len(rows), len(vals), 8)[np.nonzero(has)[0], first[has]]
+    return out
+
+
+def lines(sp: space.Space, p: np.ndarray) -> list[np.ndarray]:
+    """The coordinate lines through point ``p`` (one (k, 8) array each, nearest values first):
+    ho; wo; n; k_l0; cin1 (streamed weights) with the k_l0 nearest the current one; Cout block
+    and split together; every (loop order, stages) pair; and the tile's two sides together, one
+    balanced step each way. Every line but k_l0's is :func:`repair` ed onto the space's
+    boundary; rows may still fall outside it: check them with :meth:`space.Space.contains`."""
+    out = []
+    for col, dim in ((0, "ho"), (1, "wo"), (2, "n"), (4, "k_l0")):
+        vals = _nearest_first(sp.axis_values(dim, int(p[3])), int(p[col]))
+        r = np.repeat(p[None], len(vals), 0)
+        r[:, col] = vals
+        out.append(r)
+    c1 = -(-sp.g.c // exact.C0)
+    cins = _nearest_first(sp.axis_values("cin1"), int(p[3]))
+    if len(cins) > 1 or p[5] == 0:  # streamed weight parts (from resident weights too)
+        r = np.repeat(p[None], len(cins), 0)
+        r[:, 3] = cins
+        r[:, 5] = 0
+        r[:, 4] = [_nearest_first(sp.axis_values("k_l0", int(c)), int(p[4]))[0] for c in cins]
+        out.append(r)
+        # ... each with the widest (or tallest) tile that the L1 it frees allows
+        for col in (1, 0):
+            out.append(_widest(sp, r, col))
+    # Cout block and split together (a core's share of Cout, cb_per x n, is what balances the
+    # cores): every pair, nearest first; the split alone is the pair's first row in each block
+    ns = sp.axis_values("n")
+    splits = np.asarray(space.splits(sp.hw))
+    i_n, i_s = int(np.searchsorted(ns, p[2])), int(np.searchsorted(splits, p[7]))
+    pairs = sorted((abs(a - i_n) + abs(b - i_s), abs(b - i_s), a, b) for a in range(len(ns))
+                    for b in range(len(splits)))
+    r = np.repeat(p[None], len(pairs), 0)
+    r[:, 2] = [ns[a] for *_, a, _ in pairs]
+    r[:, 7] = [splits[b] for *_, b in pairs]
+    out.append(r)
+    disc = []
+    for res in (0, 1):
+        for st in (1, 2):
+            q = p.copy()
+            q[5], q[6] = res, st
+            if res and q[3] != c1:  # resident weights need the whole reduction in one part
+                q[3] = c1
+                q[4] = _nearest_first(sp.axis_values("k_l0", c1), int(p[4]))[0]
+            disc.append(q)
+    out.append(np.asarray(disc))
+    hos, wos = sp.axis_values("ho"), sp.axis_values("wo")
+    # the tile's shape at (about) the same area: each ho with the wo nearest area / ho
+    r = np.repeat(p[None], len(hos), 0)
+    r[:, 0] = _nearest_first(hos, int(p[0]))
+    r[:, 1] = [wos[np.argmin(np.abs(np.log(wos) - np.log(p[0] * p[1] / h)))] for h in r[:, 0]]
+    out.append(r)
+    ih, iw = int(np.searchsorted(hos, p[0])), int(np.searchsorted(wos, p[1]))
+    diag = []
+    for dh in (-1, 1):
+        for dw in (-1, 1):
+            if 0 <= ih + dh < len(hos) and 0 <= iw + dw < len(wos):
+                q = p.copy()
+                q[0], q[1] = hos[ih + dh], wos[iw + dw]
+                diag.append(q)
+    if diag:
+        out.append(np.asarray(diag))
+    return [ln if i == 3 else repair(sp, ln) for i, ln in enumerate(out)]  # 3: k_l0's line
+
+
+def _interleave(arrays: list[np.ndarray]) -> np.ndarray:
+    """Rows of several arrays, first rows first (so a cut keeps the nearest of every line)."""
+    n = max(len(a) for a in arrays)
+    picks = [a[i] for i in range(n) for a in arrays if i < len(a)]
+    return np.asarray(picks, np.int32).reshape(-1, 8)
+
+
+class _Ledger:
+    """Exact cycles of every tiling costed so far, and the evaluations left."""
+
+    def __init__(self, cost, budget: int):
+        self.cost, self.left, self.seen = cost, budget, {}
+
+    def evaluate(self, rows: np.ndarray, limit: int | None = None) -> None:
+        """Cost the rows not seen yet, in order, up to the budget (and ``limit``)."""
+        new = list(dict.fromkeys(tuple(r) for r in rows.tolist() if tuple(r) not in self.seen))
+        new = new[: max(0, self.left if limit is None else min(limit, self.left))]
+        if new:
+            cyc = self.cost(np.asarray(new, np.int32))
+            self.seen.update(zip(new, cyc.tolist()))
+            self.left -= len(new)
+
+    def best(self, k: int = 1) -> list[tuple[tuple, int]]:
+        return sorted(self.seen.items(), key=lambda kv: (kv[1], kv[0]))[:k]
+
+
+def coordinate_search(sp: space.Space, ledger: _Ledger, width: int, rng: np.random.Generator,
+                      history: list, relaxed_evals: int, step: int, reach: int = 5) -> None:
+    """Step 3 of the module docstring, until the ledger's budget is spent or nothing is left.
+
+    A centre first looks ``reach`` values along each line (itself, then one and two balanced
+    steps either way); when none of them is better it looks along the whole lines; when that
+    fails too it stops and gives way."""
+    # the best point of each of the ``width`` best discrete choices, then of the others in turn
+    by_config = {}
+    for r, _ in ledger.best(len(ledger.seen)):
+        by_config.setdefault((r[5], r[7]), r)
+    queue = [np.asarray(r, np.int32) for r in by_config.values()]
+    # the two loop orders are two basins (one part of resident weights vs streamed parts with a
+    # larger spatial tile); the coordinate lines rarely cross from one to the other, so the best
+    # point of the other loop order comes second
+    other = [i for i, c in enumerate(queue) if c[5] != queue[0][5]]
+    if other:
+        queue.insert(1, queue.pop(other[0]))
+    centres = [(c, reach) for c in queue[:width]]
+    queue = queue[width:]
+    used = {tuple(c) for c, _ in centres}
+    stalls = 0
+    while ledger.left > 0 and centres and stalls < 8:
+        cand = []
+        for c, k in centres:
+            ls = [ln[sp.contains(ln)][:k] for ln in lines(sp, c)]
+            cand.append(_interleave([ln for ln in ls if len(ln)] or [c[None]]))
+        before = len(ledger.seen)
+        ledger.evaluate(_interleave(cand))
+        moved = []
+        for (c, k), ls in zip(centres, cand):
+            known = [(ledger.seen[tuple(r)], tuple(r)) for r in ls.tolist() if tuple(r) in ledger.seen]
+            best = min(known, default=(np.inf, None))
+            if best[0] < ledger.seen.get(tuple(c), np.inf):  # (a kicked centre may be unpriced)
+                moved.append((np.asarray(best[1], np.int32), reach))
+            elif k == reach:
+                moved.append((c, 10**6))
+        # stopped centres give way to the other choices' best points, then to the next best points
+        # found, then to kicks around the best
+        fresh = [c for c in queue if tuple(c) not in used]
+        fresh += [np.asarray(r, np.int32) for r, _ in ledger.best(len(ledger.seen)) if r not in used]
+        while len(moved) < len(centres) and fresh:
+            moved.append((fresh.pop(0), reach))
+        while len(moved) < len(centres):
+            moved.append((_kick(sp, np.asarray(ledger.best()[0][0], np.int32), rng), reach))
+        for c, _ in moved:
+            used.add(tuple(c))
+        centres = moved
+        stalls = stalls + 1 if len(ledger.seen) == before else 0
+        history.append(dict(phase="exact", step=step, best=ledger.best()[0][1],
+                            evals=relaxed_evals + len(ledger.seen), objective=None))
+
+
+def _kick(sp: space.Space, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random point of the space that differs from ``p`` in two coordinates (or ``p``)."""
+    for _ in range(32):
+        q = p.copy()
+        ls = lines(sp, p)
+        for i in rng.choice(len(ls), 2, replace=False):
+            q2 = ls[i][rng.integers(len(ls[i]))]
+            changed = q2 != p
+            q[changed] = q2[changed]
+        if sp.contains(q[None])[0] and tuple(q) != tuple(p):
+            return q
+    return p
+
+
+def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, starts: int | None = None,
+                 steps: int = 16, round_every: int = 8, seed: int = 0, learning_rate: float = 0.1,
+                 optimizer: optax.GradientTransformation | None = None, max_evals: int | None = None,
+                 budget: float = BUDGET, width: int = 1) -> ModelSearch:
+    """The model side of :func:`tile_search` (steps 1-3 of the module docstring).
+
+    ``max_evals`` caps the evaluations; by default it is ``budget`` x the space's size (at least
+    :data:`MIN_EVALS`). ``starts`` defaults to one per discrete choice of the space; descent steps
+    are cut so that relaxed evaluations take at most :data:`DESCENT_SHARE` of the cap."""
+    if (starts is not None and starts < 1) or steps < 1 or round_every < 1 or width < 1:
+        raise ValueError(f"starts, steps, round_every and width must be >= 1, got {starts}, {steps}, "
+                         f"{round_every}, {width}.")
+    if not 0 < budget <= 1:
+        raise ValueError(f"budget is a fraction of the space in (0, 1], got {budget}.")
+    sp = space.build(g, hw, fused)
+    if sp.size == 0:
+        raise RuntimeError(f"{g.describe()} has no legal img2col tiling on {hw.name}"
+                           f"{' (fused)' if fused else ''}: every tile overflows a buffer.")
+    cap = max_evals if max_evals is not None else max(MIN_EVALS, int(budget * sp.size))
     opt = optimizer if optimizer is not None else _adam(learning_rate)
     L, H = exact.layer_of(g), exact.hw_of(hw)
     nc, cp = hw.num_cores, hw.coupled
-    x, disc = init_points(jax.random.PRNGKey(seed), L, starts, nc)
+    configs = config_order(sp.discrete_configs())
+    # starts in multiples of 8 and rounds of round_every steps: a handful of compiled shapes
+    n_starts = -(-len(configs) // 8) * 8 if starts is None else starts
+    n_starts = max(1, min(n_starts, int(DESCENT_SHARE * cap) // 8 * 8))
+    n_steps = max(1, min(steps, int(DESCENT_SHARE * cap) // n_starts))
+    if n_steps > round_every:
+        n_steps -= n_steps % round_every
+    rounds = -(-n_steps // round_every)
+    x, disc = init_points(jax.random.PRNGKey(seed), L, n_starts, nc, configs)
     state = opt.init(x)
-    seen: dict[tuple, int] = {}
+    ledger = _Ledger(lambda r: exact_cycles(L, _tilings(r), H, nc, cp, fused), cap - n_starts * n_steps)
     history = []
     relaxed_evals = 0
     done = 0
-
-    def left():
-        return None if max_evals is None else max_evals - relaxed_evals - len(seen)
-
-    def cost_near(x, disc):
-        """Exact cycles of the unseen legal points near each row of x; each row's best point."""
-        t, ok = _snap(nc, cp)(x, disc, L, H)
-        rows = _rows(t).reshape(x.shape[0], space.NEAR, 8)
-        ok = np.asarray(ok)
-        new = sorted({tuple(r) for r in rows[ok].tolist()} - seen.keys())
-        if left() is not None:
-            new = new[: max(0, left())]
-        if new:
-            cyc = exact_cycles(L, _tilings(np.asarray(new, np.int32)), H, nc, cp)
-            seen.update(zip(new, cyc.tolist()))
-        best = []
-        for r, o in zip(rows, ok):
-            known = [(seen[tuple(q)], tuple(q)) for q in r[o].tolist() if tuple(q) in seen]
-            best.append(min(known) if known else None)
-        return best
-
-    while done < steps:
-        n = min(round_every, steps - done)
-        if left() is not None and left() < starts * n:
-            break
-        x, state, vals = _descend(nc, cp, n, opt)(x, state, disc, L, H)
+    while done < n_steps:
+        n = min(round_every, n_steps - done)
+        x, state, vals = _descend(nc, cp, fused, n, opt)(x, state, disc, L, H)
         done += n
-        relaxed_evals += starts * n
-        best = cost_near(x, disc)
+        relaxed_evals += n_starts * n
+        near = _rows(_snap(nc)(x, disc, L)).reshape(n_starts, space.NEAR, 8)
+        inside = sp.contains(near.reshape(-1, 8)).reshape(n_starts, space.NEAR)
+        ledger.evaluate(_interleave([r[o] for r, o in zip(near, inside)] or [np.zeros((0, 8), np.int32)]),
+                        limit=int(ROUNDING_SHARE * cap) // rounds)
         moved = np.asarray(x).copy()
-        for i, b in enumerate(best):
-            if b is not None:
-                moved[i] = np.log(np.asarray(b[1], np.float32)[[0, 1, 2, 3, 4, 7]])
+        for i, (r, o) in enumerate(zip(near, inside)):
+            known = [(ledger.seen[tuple(q)], tuple(q)) for q in r[o].tolist() if tuple(q) in ledger.seen]
+            if known:
+                moved[i] = _log_params(np.asarray([min(known)[1]], np.int32))[0]
         x = jnp.asarray(moved)
         state = opt.init(x)
-        history.append(dict(step=done, best=min(seen.values()) if seen else None,
-                            evals=relaxed_evals + len(seen), objective=float(vals[-1])))
-    for _ in range(polish):
-        if not seen or (left() is not None and left() <= 0):
-            break
-        top = sorted(seen.items(), key=lambda kv: kv[1])[:4]
-        pts = np.asarray([r for r, _ in top], np.int32)
-        before = len(seen)
-        cost_near(jnp.log(jnp.asarray(pts[:, [0, 1, 2, 3, 4, 7]], jnp.float32)), jnp.asarray(pts[:, [5, 6]]))
-        history.append(dict(step=done, best=min(seen.values()), evals=relaxed_evals + len(seen), objective=None))
-        if len(seen) == before:
-            break
-    if not seen:
-        raise RuntimeError(f"the search found no legal tiling of {g.describe()} on {hw.name} in "
-                           f"{steps} steps x {starts} starts (max_evals={max_evals}); raise them.")
-    ranked = sorted(seen.items(), key=lambda kv: kv[1])
-    return (np.asarray([r for r, _ in ranked], np.int32), np.asarray([c for _, c in ranked]), history,
-            relaxed_evals, len(seen))
+        history.append(dict(phase="descent", step=done, best=ledger.best()[0][1] if ledger.seen else None,
+                            evals=relaxed_evals + len(ledger.seen), objective=float(vals[-1])))
+    if not ledger.seen:  # every rounding fell outside the space: start from its first point
+        ledger.evaluate(np.stack(sp.tilings, 1)[:1])
+    coordinate_search(sp, ledger, width, np.random.default_rng(seed), history, relaxed_evals, done)
+    ranked = ledger.best(len(ledger.seen))
+    return ModelSearch(rows=np.asarray([r for r, _ in ranked], np.int32),
+                       cycles=np.asarray([c for _, c in ranked], np.int64), history=history,
+                       relaxed_evals=relaxed_evals, exact_evals=len(ledger.seen), budget=cap,
+                       space_size=sp.size)
 
 
-def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig) -> int:
-    """Cycles of the img2col kernel with tiling ``t`` on the emulator (timing-only run)."""
-    from npu_jax.kernels.conv2d import conv2d
+def fused_epilogue(hw: HardwareConfig):
+    """(EpiloguePlan, output format) of the fused kernel the search costs: bias + ReLU, as
+    ``fusion.conv_relu`` with a bias and the default Policy (the Fixpipe on separated chips, UB
+    vector steps on coupled ones)."""
+    from npu_jax.core.policy import Policy
+    from npu_jax.kernels.epilogue import canonical_steps, split
 
+    epi, rest, mid, _ = split(canonical_steps(["bias", "relu"]), hw, Policy(), True)
+    assert not rest, rest  # bias + ReLU fuse whole on every chip
+    return epi, mid
+
+
+def plan_of(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = False):
+    """The :class:`~npu_jax.kernels.conv2d.ConvPlan` a tiling of the search stands for."""
+    from npu_jax.kernels.conv2d import make_plan
+
+    if not fused:
+        return make_plan(g, "img2col", t, hw)
+    epi, mid = fused_epilogue(hw)
+    return make_plan(g, "img2col", t, hw, "fp16", mid, epi=epi)
+
+
+def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = False) -> int:
+    """Cycles of the img2col kernel (with ``fused``: Conv + bias + ReLU) with tiling ``t`` on the
+    emulator (timing-only run: the same program and costs, no data work)."""
+    from npu_jax.core.policy import Policy
+    from npu_jax.kernels.conv2d import run_plan
+
+    p = plan_of(g, t, hw, fused)
     x = jnp.zeros((g.n, g.c, g.h, g.w), jnp.float16)
     w = jnp.zeros((g.k, g.c, g.kh, g.kw), jnp.float16)
-    pads = ((g.pads[0], g.pads[1]), (g.pads[2], g.pads[3]))
-    _, rep = conv2d(x, w, g.stride, pads, g.dilation, strategy="img2col", hw=hw, tiling=t, timing_only=True)
+    bias = jnp.zeros((g.k,), jnp.float32) if fused else None
+    _, rep = run_plan(p, x, w, Policy(), bias=bias, move_data=False)
     return int(rep.cycles)
 
 
 def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareConfig | None = None, *,
-                fused: bool = False, objective: str = "cycles", starts: int = 16, steps: int = 24,
+                fused: bool = False, objective: str = "cycles", starts: int | None = None, steps: int = 16,
                 seed: int = 0, round_every: int = 8, finalists: int = 2, verify: bool = True,
-                max_evals: int | None = None, learning_rate: float = 0.1,
-                optimizer: optax.GradientTransformation | None = None) -> SearchResult:
-    """Find the img2col tiling of a Conv2D by gradient descent on the relaxed cost model.
+                budget: float = BUDGET, max_evals: int | None = None, width: int = 1,
+                learning_rate: float = 0.1, optimizer: optax.GradientTransformation | None = None) -> SearchResult:
+    """Find the img2col tiling of a Conv2D: gradient descent on the relaxed cost model, exact
+    coordinate search, the emulator's verdict (the module docstring has the steps).
 
     Args:
         x_shape: (N, C, H, W); w_shape: (K, C, kh, kw); stride, padding, dilation: as
             :func:`npu_jax.conv2d`.
         hw: hardware (default ``presets.ascend910b()``).
-        fused: search the fused Conv+ReLU kernel (needs fusion's epilogue cost; see below).
+        fused: search the fused Conv + bias + ReLU kernel (``fusion.conv_relu`` with a bias):
+            its epilogue's costs and buffers count (Fixpipe on the 910B; UB vector steps on
+            coupled chips).
         objective: what to minimise; ``"cycles"``.
-        starts: points optimised at once (``vmap``); they take the discrete choices (resident
-            weights, stages) round-robin, so use a multiple of 4.
-        steps: optax steps per start; ``round_every``: steps between roundings to legal tilings.
-        seed: PRNG seed of the starting points.
+        starts: points descended at once (``vmap``); default one per discrete choice (loop order
+            x stages x split) of the space, which they take in turn.
+        steps: optax steps per start (cut to fit the budget); ``round_every``: steps between
+            roundings to legal tilings.
+        seed: PRNG seed of the starting points and the kicks.
         finalists: how many of the best candidates run on the emulator; 0 skips it (as does
             ``verify=False``).
-        max_evals: cap on cost-model evaluations (relaxed + exact), or None.
+        budget: evaluations as a fraction of the layer's space (default 1%, at least
+            ``MIN_EVALS``); ``max_evals``: an absolute cap instead.
+        width: points the exact coordinate search moves at once.
         learning_rate / optimizer: Adam's step in log space, or any optax transformation.
 
     Returns:
         A :class:`SearchResult`: tiling, model and emulated cycles, history, evaluations.
 
     Raises:
-        ValueError: an unknown objective, fused=True (not wired yet: see _check_fused), bad counts.
+        ValueError: an unknown objective, bad counts or budget.
 
     Example:
         >>> import npu_jax
         >>> r = npu_jax.search.tile_search((1, 64, 14, 14), (64, 64, 3, 3), 1, 1,
-        ...                                hw=npu_jax.presets.ascend910b(), starts=8, steps=16)
-        >>> r.emulated_cycles == r.model_cycles
+        ...                                hw=npu_jax.presets.ascend910b(), finalists=1)
+        >>> r.emulated_cycles == r.model_cycles and r.evals <= r.budget
         True
     """
     from npu_jax.hw import presets
 
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
-    if fused:
-        _check_fused()
+    if not isinstance(fused, bool):
+        raise TypeError(f"fused must be True or False, got {fused!r}.")
     hw = presets.ascend910b() if hw is None else hw
     if finalists < 0:
         raise ValueError(f"finalists must be >= 0, got {finalists}.")
     g = canonicalize(x_shape, w_shape, stride, padding, dilation)
     t0 = time.perf_counter()
-    rows, cyc, history, n_rel, n_ex = search_model(
-        g, hw, starts=starts, steps=steps, round_every=round_every, seed=seed, learning_rate=learning_rate,
-        optimizer=optimizer, max_evals=max_evals)
+    m = search_model(g, hw, fused=fused, starts=starts, steps=steps, round_every=round_every, seed=seed,
+                     learning_rate=learning_rate, optimizer=optimizer, max_evals=max_evals, budget=budget,
+                     width=width)
     t1 = time.perf_counter()
     fins = []
     if verify and finalists:
-        for r, c in zip(rows[:finalists], cyc[:finalists]):
+        for r, c in zip(m.rows[:finalists], m.cycles[:finalists]):
             t = exact.tiling_at(_tilings(r[None]))
-            fins.append((t, int(c), emulate(g, t, hw)))
+            fins.append((t, int(c), emulate(g, t, hw, fused)))
         win = min(range(len(fins)), key=lambda i: (fins[i][2], i))
         tiling, model, emu = fins[win]
     else:
-        tiling, model, emu = exact.tiling_at(_tilings(rows[:1])), int(cyc[0]), None
+        tiling, model, emu = exact.tiling_at(_tilings(m.rows[:1])), int(m.cycles[0]), None
     return SearchResult(tiling=tiling, model_cycles=model, emulated_cycles=emu, finalists=tuple(fins),
-                        history=tuple(history), relaxed_evals=n_rel, exact_evals=n_ex, seconds=t1 - t0,
-                        verify_seconds=time.perf_counter() - t1, geometry=g, hw_name=hw.name)
-
-
-def _check_fused():
-    raise ValueError("fused=True: the search's array-valued model (npu_jax/search/exact.py, "
-                     "epilogue_costs) does not yet mirror fusion's epilogue costs (bias, ReLU, UB vector "
-                     "ops) in npu_jax.cost.conv; use fused=False.")
+                        history=tuple(m.history), relaxed_evals=m.relaxed_evals, exact_evals=m.exact_evals,
+                        budget=m.budget, space_size=m.space_size, seconds=t1 - t0,
+                        verify_seconds=time.perf_counter() - t1, geometry=g, hw_name=hw.name, fused=fused)

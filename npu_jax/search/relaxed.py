@@ -5,9 +5,11 @@ Parameters (per start of the search) are six continuous numbers, the logs of
     ho, wo (L1 output tile), n (Cout block), cin1 (input-channel blocks per weight part),
     k_l0 (Mmad depth), cout_split (core groups along Cout: the split over cores),
 
-and two discrete choices, ``resident`` (loop order: weights stay in L1, or the input tile stays and
-weights stream) and ``stages`` (1 or 2: double buffering), which the search enumerates in parallel:
-every start carries one combination.
+and three discrete choices, ``disc = (resident, stages, cout_split)``: the loop order (weights stay
+in L1, or the input tile stays and weights stream), double buffering (1 or 2 stages) and the core
+groups along Cout. The search enumerates them in parallel (every start carries one combination), so
+``cout_split`` is not relaxed: :func:`project` pins its log parameter to ``log(disc[2])``, and the
+way Cout blocks and spatial tiles divide over the cores stays a fixed choice of the start.
 
 :func:`surrogate` is the cost model written over reals: the same per-instruction costs (start-up
 plus bytes / rate, one fractal per Cube cycle, a gap per GM burst) for a full tile, trip counts
@@ -30,7 +32,7 @@ Example:
     >>> hw = npu_jax.presets.ascend910b()
     >>> L = exact.layer_of(canonicalize((1, 64, 56, 56), (64, 64, 3, 3), 1, 1))
     >>> x = jnp.log(jnp.array([8.0, 56.0, 64.0, 4.0, 64.0, 1.0]))
-    >>> disc = jnp.array([0, 2])
+    >>> disc = jnp.array([0, 2, 1])
     >>> g = jax.grad(relaxed.objective)(x, disc, L, exact.hw_of(hw), 20, False)  # doctest: +SKIP
 """
 
@@ -72,9 +74,14 @@ def bounds(L: exact.Layer, num_cores: int, resident=None):
 
 
 def project(x, disc, L: exact.Layer, num_cores: int):
-    """Clip a parameter vector into the box of its layer: a projection, not an update rule."""
+    """Clip a parameter vector into the box of its layer and pin ``cout_split`` to the start's
+    ``disc[2]``: a projection, not an update rule."""
     lo, hi = bounds(L, num_cores)
     x = jnp.clip(x, lo, hi)
+    x = x.at[5].set(jnp.log(disc[2].astype(jnp.float32)))
+    # at least cout_split Cout blocks: n <= 16 floor(ceil(K / 16) / cout_split)
+    nb = jnp.maximum(exact._cdiv(L.k, 16) // disc[2], 1)
+    x = x.at[2].set(jnp.minimum(x[2], jnp.log(16.0 * nb.astype(jnp.float32))))
     # resident weights need the whole reduction: cin1 = C1
     x = x.at[3].set(jnp.where(disc[0] > 0, hi[3], x[3]))
     kmax = jnp.log(jnp.exp(x[3]) * (L.kh * L.kw * exact.C0).astype(jnp.float32))
@@ -93,7 +100,7 @@ def _full(v, extent):
     return jax.nn.sigmoid(8.0 * (jnp.log(v) - jnp.log(extent) + 0.35))
 
 
-def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False):
     """Per-core busy cycles of each chain at a continuous point, and the fill."""
     f = jnp.float32
     ho, wo, n, cin1, k_l0, cs = sizes(x)
@@ -139,6 +146,8 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool)
     if coupled:
         fx = hw.vec_su + l0c_bytes / hw.l0c_ub_rate
         c3 = hw.mte3_su + out_bytes / jnp.minimum(hw.ub_gm_rate, gm_rate) + (out_bursts - 1) * hw.burst
+        if fused:  # VAdd (bias), VRelu, VCast over the fp32 tile
+            c3 = c3 + 3 * (hw.vec_su + m * n * exact.VSZ / hw.vec_rate)
     else:
         fx = hw.fix_su + jnp.maximum(l0c_bytes / hw.fix_rate, out_bytes / gm_rate + (out_bursts - 1) * hw.burst)
         c3 = jnp.zeros_like(fx)
@@ -154,13 +163,13 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool)
                 mte2_once=jnp.where(res, cw_res, 0.0))
 
 
-def surrogate(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+def surrogate(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False):
     """Smooth estimate of the cycles at a continuous point (see the module docstring).
 
     Two stages: a pipeline over the core's items, ``(items - 1) x`` the busiest chain per item
     (a smooth maximum) plus one item's latency and the resident weights' load. One stage: the
     chains in series, item after item."""
-    p = _pipes(x, disc, L, hw, num_cores, coupled)
+    p = _pipes(x, disc, L, hw, num_cores, coupled, fused)
     chains = jnp.stack([p["a"], p["b"], p["c"], p["e"]])
     tau = 0.05 * sg(jnp.max(chains))
     busiest = tau * jax.nn.logsumexp(chains / tau)
@@ -169,7 +178,7 @@ def surrogate(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bo
     return jnp.where(p["st"] == 2, piped, serial)
 
 
-def needs(x, disc, L: exact.Layer, coupled: bool):
+def needs(x, disc, L: exact.Layer, coupled: bool, fused: bool = False):
     """Bytes per buffer at a continuous point (straight-through alignment), ``buffer_needs`` over reals."""
     f = jnp.float32
     ho, wo, n, cin1, k_l0, cs = sizes(x)
@@ -188,14 +197,19 @@ def needs(x, disc, L: exact.Layer, coupled: bool):
                      ste_round_up(ste_round_up(k_l1, k_l0) * n * exact.ISZ, 32) * st)
     out = dict(L1=x_l1 + w_l1, L0A=ste_round_up(m_t * k_l0 * exact.ISZ, 512) * st,
                L0B=ste_round_up(k_l0 * n * exact.ISZ, 512) * st, L0C=ste_round_up(m_t * n * 4, 64))
+    bias = ste_round_up(cb_per * n * exact.BIAS_SZ, 32)
     out["UB"] = ste_round_up(m_t * n * exact.ISZ, 32) if coupled else jnp.zeros_like(out["L0C"])
+    if fused and coupled:  # fp32 tile, bias, fp16 output tile
+        out["UB"] = ste_round_up(m_t * n * exact.VSZ, 32) + bias + out["UB"]
+    elif fused:  # the Fixpipe's bias table comes from L1
+        out["L1"] = out["L1"] + bias
     return out
 
 
-def penalty(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+def penalty(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False):
     """Squared hinges: each buffer's need over its capacity, tiles under one fractal of positions,
     and more Cout groups than Cout blocks. Zero at every legal point."""
-    need = needs(x, disc, L, coupled)
+    need = needs(x, disc, L, coupled, fused)
     caps = dict(L1=hw.l1, L0A=hw.l0a, L0B=hw.l0b, L0C=hw.l0c, UB=hw.ub)
     pen = sum(jax.nn.relu(need[b] / caps[b] - 1.0) ** 2 for b in caps)
     ho, wo, n, _, _, cs = sizes(x)
@@ -206,10 +220,11 @@ def penalty(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool
     return pen
 
 
-def objective(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, weight: float = 30.0):
+def objective(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False,
+              weight: float = 30.0):
     """What the optimiser descends: log surrogate cycles + weight x penalty."""
-    return jnp.log(surrogate(x, disc, L, hw, num_cores, coupled)) + weight * penalty(
-        x, disc, L, hw, num_cores, coupled)
+    return jnp.log(surrogate(x, disc, L, hw, num_cores, coupled, fused)) + weight * penalty(
+        x, disc, L, hw, num_cores, coupled, fused)
 
 
 def integer_point(x, disc) -> exact.Tilings:
@@ -218,22 +233,23 @@ def integer_point(x, disc) -> exact.Tilings:
     r = jnp.round(s).astype(jnp.int32)
     n = jnp.maximum(16, jnp.round(s[2] / 16).astype(jnp.int32) * 16)
     k = jnp.maximum(exact.C0, jnp.round(s[4] / exact.C0).astype(jnp.int32) * exact.C0)
-    return exact.Tilings(r[0], r[1], n, r[3], k, disc[0].astype(jnp.int32), disc[1].astype(jnp.int32), r[5])
+    i32 = jnp.int32
+    return exact.Tilings(r[0], r[1], n, r[3], k, disc[0].astype(i32), disc[1].astype(i32), disc[2].astype(i32))
 
 
-def relaxed_cycles(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool):
+def relaxed_cycles(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False):
     """The relaxed model: the surrogate scaled to the exact schedule at the nearest integer point.
 
     Equals the exact cycles (``cost.conv.predict``) wherever ``exp(x)`` is a legal integer tiling;
     its gradient in ``x`` (and in ``hw``) is the surrogate's."""
     t = integer_point(x, disc)
     r = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split]).astype(jnp.float32))
-    ex = exact.cycles(L, t, hw, num_cores, coupled).astype(jnp.float32)
-    ratio = sg(ex / surrogate(r, disc, L, hw, num_cores, coupled))
-    return surrogate(x, disc, L, hw, num_cores, coupled) * ratio
+    ex = exact.cycles(L, t, hw, num_cores, coupled, fused).astype(jnp.float32)
+    ratio = sg(ex / surrogate(r, disc, L, hw, num_cores, coupled, fused))
+    return surrogate(x, disc, L, hw, num_cores, coupled, fused) * ratio
 
 
 def params_of(t: exact.Tilings):
     """(x, disc) of integer tilings: the inverse of :func:`integer_point` on legal points."""
     x = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split], -1).astype(jnp.float32))
-    return x, jnp.stack([t.resident, t.stages], -1).astype(jnp.int32)
+    return x, jnp.stack([t.resident, t.stages, t.cout_split], -1).astype(jnp.int32)

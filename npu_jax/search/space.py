@@ -22,7 +22,7 @@ chooser does. Every point is then checked against every buffer (:func:`exact.leg
 agrees with ``make_plan``; tested).
 
 The continuous parameters of the relaxed search are the logs of the five sizes and of the
-split; :func:`snap` rounds a continuous point to nearby points of the space (the nearest, each size
+split (pinned to the start's choice); :func:`snap` rounds a continuous point to nearby points of the space (the nearest, each size
 one balanced step either way, and a one-step-smaller repair for points that overflow a buffer), all in JAX, so the rounding runs inside ``vmap`` and sharded sweeps.
 """
 
@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import itertools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -59,13 +58,15 @@ class Space:
     """The legal img2col tilings of one layer on one hardware config.
 
     Attributes:
-        g: the layer; hw: the hardware; tilings: every legal point (:class:`exact.Tilings`, numpy
+        g: the layer; hw: the hardware; fused: the Conv + bias + ReLU kernel's space (its
+        epilogue needs buffers too); tilings: every legal point (:class:`exact.Tilings`, numpy
         int32 arrays of length ``size``).
     """
 
     g: ConvGeometry
     hw: HardwareConfig
     tilings: exact.Tilings
+    fused: bool = False
 
     @property
     def size(self) -> int:
@@ -92,6 +93,28 @@ class Space:
         t = self.tilings
         return sorted(set(zip(t.resident.tolist(), t.stages.tolist(), t.cout_split.tolist())))
 
+    def contains(self, rows: np.ndarray) -> np.ndarray:
+        """Which (k, 8) integer rows are points of the space."""
+        keys = _keys(np.asarray(rows))
+        i = np.searchsorted(self._sorted_keys, keys)
+        return self._sorted_keys[np.minimum(i, self.size - 1)] == keys
+
+    @functools.cached_property
+    def _sorted_keys(self) -> np.ndarray:
+        return np.sort(_keys(np.stack(self.tilings, 1)))
+
+
+_BITS = (12, 12, 12, 10, 14, 1, 2, 6)  # per column; every column of a legal row fits
+_SHIFTS = np.cumsum((0,) + _BITS[::-1])[:-1][::-1].astype(np.int64)
+
+
+def _keys(rows: np.ndarray) -> np.ndarray:
+    """One int64 per row (mixed radix over the 8 columns); -1 for rows that cannot be points."""
+    r = np.asarray(rows, np.int64).reshape(-1, 8)
+    k = (r << _SHIFTS).sum(1)
+    fits = ((r >= 0) & (r < (1 << np.asarray(_BITS, np.int64)))).all(1)
+    return np.where(fits, k, -1)
+
 
 def splits(hw: HardwareConfig) -> list[int]:
     """Core-group counts along Cout: the divisors of the core count."""
@@ -99,8 +122,8 @@ def splits(hw: HardwareConfig) -> list[int]:
 
 
 @functools.lru_cache(maxsize=64)
-def build(g: ConvGeometry, hw: HardwareConfig) -> Space:
-    """Enumerate the space of ``g`` on ``hw`` and keep its legal points.
+def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
+    """Enumerate the space of ``g`` on ``hw`` and keep its legal points (numpy: no compile).
 
     Example:
         >>> import npu_jax
@@ -124,23 +147,20 @@ def build(g: ConvGeometry, hw: HardwareConfig) -> Space:
                             continue
                         for st in (1, 2):
                             rows.append((n, cin1, k_l0, res, st, cs))
-    rest = np.asarray(rows, np.int32)
-    sp = np.asarray(hw_pairs, np.int32)
+    rest = np.asarray(rows, np.int64)
+    sp = np.asarray(hw_pairs, np.int64)
     full = np.concatenate([np.repeat(sp, len(rest), 0), np.tile(rest, (len(sp), 1))], axis=1)
     t = exact.Tilings(*(full[:, i] for i in range(8)))
-    ok = np.asarray(legal_mask(g, hw, t))
-    return Space(g, hw, exact.Tilings(*(np.ascontiguousarray(a[ok]) for a in t)))
+    ok = legal_mask(g, hw, t, fused)
+    return Space(g, hw, exact.Tilings(*(np.ascontiguousarray(a[ok], np.int32) for a in t)), fused)
 
 
-def legal_mask(g: ConvGeometry, hw: HardwareConfig, t: exact.Tilings) -> jax.Array:
-    """Which rows of ``t`` are legal img2col tilings of ``g`` on ``hw``."""
-    return _legal(hw.num_cores, hw.coupled)(exact.layer_of(g), exact.Tilings(*map(jnp.asarray, t)),
-                                            exact.hw_of(hw))
-
-
-@functools.cache
-def _legal(num_cores, coupled):
-    return jax.jit(jax.vmap(lambda L, t, h: exact.legal(L, t, h, num_cores, coupled), in_axes=(None, 0, None)))
+def legal_mask(g: ConvGeometry, hw: HardwareConfig, t: exact.Tilings, fused: bool = False) -> np.ndarray:
+    """Which rows of ``t`` are legal img2col tilings of ``g`` on ``hw`` (numpy)."""
+    L = exact.Layer(*(np.int64(v) for v in exact.layer_of(g)))
+    H = exact.Hw(*(np.asarray(v).item() for v in exact.hw_of(hw)))
+    t = exact.Tilings(*(np.asarray(a, np.int64) for a in t))
+    return np.asarray(exact.legal(L, t, H, hw.num_cores, hw.coupled, fused, xp=np))
 
 
 def in_space(L: exact.Layer, t: exact.Tilings):
@@ -163,18 +183,20 @@ def _bal_at(X, t):
 def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
     """Space points near one continuous point, as a (NEAR,) batch of tilings.
 
-    ``x`` holds the logs of (ho, wo, n, cin1, k_l0, cout_split); ``disc`` is (resident, stages).
-    Rows: every size rounded to its nearest balanced value (cout_split to the nearest divisor of
-    the core count, in log space); then, per size, that point with the size one balanced step
-    larger and one smaller (12); ho and wo moved together, both ways (4); and the point with ho, wo,
-    n and k_l0 all one step smaller (a repair for points that overflow a buffer). Rows may repeat or be illegal: check them with
-    :func:`exact.legal` and :func:`in_space`.
+    ``x`` holds the logs of (ho, wo, n, cin1, k_l0, cout_split); ``disc`` is (resident, stages,
+    cout_split), the start's discrete choices. Rows: every size rounded to its nearest balanced
+    value; then, per size, that point with the size one balanced step larger and one smaller (10);
+    ho and wo moved together, both ways (4); and the point with ho, wo, n and k_l0 all one step
+    smaller (a repair for points that overflow a buffer). ``cout_split`` is the start's, and the
+    Cout block is capped so that there are at least that many blocks. Rows may repeat or be
+    illegal: check them with :func:`exact.legal` and :func:`in_space`.
     """
     v = jnp.exp(x)
     res = disc[0] > 0
     c1 = exact._cdiv(L.c, exact.C0)
     taps = L.kh * L.kw
     divs = jnp.asarray(splits_of(num_cores), jnp.float32)
+    want = disc[2].astype(jnp.float32)
     X = dict(ho=L.ho, wo=L.wo, n=exact._cdiv(L.k, 16), cin1=c1)
     vals = dict(ho=v[0], wo=v[1], n=v[2] / 16, cin1=v[3])
     base, trip = {}, {}
@@ -189,17 +211,18 @@ def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
         return k, tk, Xk
 
     kb, tk, Xk = k_of(base["cin1"], v[4] / exact.C0)
-    ld = jnp.log(divs)
-    j = jnp.argmin(jnp.abs(ld - x[5]))
 
-    def row(ho, wo, n, cin1, k, jc):
-        # the largest divisor of the core count within both the split and the Cout blocks
+    # the largest balanced Cout block (in 16s) that still makes the start's cout_split blocks
+    n_most = _bal_at(X["n"], exact._cdiv(X["n"], jnp.maximum(X["n"] // disc[2], 1)))
+
+    def row(ho, wo, n, cin1, k):
+        n = jnp.minimum(n, n_most)
+        # a divisor of the core count within both the start's split and the Cout blocks
         ncb = exact._cdiv(L.k, n * 16)
-        c = divs[jnp.clip(jc, 0, len(divs) - 1)]
-        c = jnp.max(jnp.where(divs <= jnp.minimum(c, ncb), divs, 1.0)).astype(jnp.int32)
+        c = jnp.max(jnp.where(divs <= jnp.minimum(want, ncb), divs, 1.0)).astype(jnp.int32)
         return jnp.stack([ho, wo, n * 16, cin1, k * exact.C0, disc[0], disc[1], c]).astype(jnp.int32)
 
-    b = [base["ho"], base["wo"], base["n"], base["cin1"], kb, j]
+    b = [base["ho"], base["wo"], base["n"], base["cin1"], kb]
     rows = [row(*b)]
     for step in (-1, 1):  # trip count +1 = one balanced step smaller
         for i, d in enumerate(("ho", "wo", "n")):
@@ -208,18 +231,17 @@ def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
             rows.append(row(*r))
         cin1 = jnp.where(res, c1, _bal_at(c1, trip["cin1"] - step))
         k2, _, _ = k_of(cin1, v[4] / exact.C0)
-        rows.append(row(b[0], b[1], b[2], cin1, k2, j))
-        rows.append(row(*b[:4], _bal_at(Xk, tk - step), j))
-        rows.append(row(*b[:5], j + step))
+        rows.append(row(b[0], b[1], b[2], cin1, k2))
+        rows.append(row(*b[:4], _bal_at(Xk, tk - step)))
     for dh, dw in ((-1, -1), (-1, 1), (1, -1), (1, 1)):  # the tile's shape and area together
         rows.append(row(_bal_at(X["ho"], trip["ho"] - dh), _bal_at(X["wo"], trip["wo"] - dw), *b[2:]))
     rows.append(row(_bal_at(X["ho"], trip["ho"] + 1), _bal_at(X["wo"], trip["wo"] + 1),
-                    _bal_at(X["n"], trip["n"] + 1), b[3], _bal_at(Xk, tk + 1), j))
+                    _bal_at(X["n"], trip["n"] + 1), b[3], _bal_at(Xk, tk + 1)))
     a = jnp.stack(rows)
     return exact.Tilings(*(a[:, i] for i in range(8)))
 
 
-NEAR = 18  # rows of snap()
+NEAR = 16  # rows of snap()
 
 
 def splits_of(num_cores: int) -> list[int]:

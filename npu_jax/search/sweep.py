@@ -1,9 +1,10 @@
 """Sweeps: many layers x hardware variants x starts in one program, sharded over JAX devices.
 
 Every (layer, hardware, start) triple is one row of a flat batch; :func:`search_rows` runs the
-whole search for a batch on device -- descent (optax), rounding (:func:`space.snap`), exact
-costing of the rounded points, moving each start to its best, ``rounds`` times -- with no host
-round trip, so the batch axis can be sharded with ``jax.sharding``: XLA's SPMD partitioner splits
+descent-and-rounding part of the search for a batch on device -- descent (optax), rounding
+(:func:`space.snap`), exact costing of the rounded points, moving each start to its best,
+``rounds`` times -- with no host round trip (the exact coordinate search of
+:func:`optimise.search_model` is host-side and not part of it), so the batch axis can be sharded with ``jax.sharding``: XLA's SPMD partitioner splits
 the rows over the devices (``NamedSharding`` over a one-axis mesh). Rows are independent, so the
 answer is the same on 1 and on N devices, bit for bit (tested with 4 host devices).
 
@@ -101,7 +102,7 @@ def search_rows(x, disc, L, H, *, num_cores: int, coupled: bool, steps: int = 24
     """Run the on-device search on a flat batch of rows, sharded over ``devices`` (default: all).
 
     Args:
-        x: (B, 6) starting log sizes; disc: (B, 2); L: :class:`exact.Layer` of (B,) arrays; H:
+        x: (B, 6) starting log sizes; disc: (B, 3) (resident, stages, cout_split); L: :class:`exact.Layer` of (B,) arrays; H:
             :class:`exact.Hw` of (B,) arrays. B is padded to a multiple of the device count.
     Returns:
         (cycles (B,), tiling rows (B, 8)) as numpy arrays.
