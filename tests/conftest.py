@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import secrets
 
@@ -27,7 +26,7 @@ import jax
 import numpy as np
 import pytest
 
-from npu_jax.core import sanitize, wide
+from npu_jax.core import run, sanitize, wide
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec, init_core
 
@@ -39,29 +38,15 @@ sanitize.set_default_checks(os.environ.get("NPU_JAX_CHECKS", "all"))
 pytest_plugins = ["precision.pytest_plugin"]  # the assert_precision fixture (precision lab)
 
 
-def _mapped_regions() -> int:
-    """How many memory mappings this process holds (Linux); 0 where /proc is not there."""
-    try:
-        with open("/proc/self/maps", "rb") as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
-
-
 # XLA:CPU keeps every compiled executable (and its JIT code mappings) alive in JAX's caches. A suite
 # that compiles thousands of kernels in one process reaches Linux's vm.max_map_count (65530) and
-# XLA then crashes with a segmentation fault inside a compile. Dropping the caches once the process
-# holds many mappings keeps it well below the limit; tests that share a compiled kernel keep sharing
-# it until then.
-_MAX_MAPPINGS = 20_000
-
-
+# XLA then crashes with a segmentation fault inside a compile. launch() already drops the caches at
+# 60% of the limit; between tests the suite drops them earlier, at 30% (~20,000 mappings), so tests
+# that share a compiled kernel keep sharing it until then.
 @pytest.fixture(autouse=True)
 def _bounded_compile_cache():
     yield
-    if _mapped_regions() > _MAX_MAPPINGS:
-        jax.clear_caches()
-        gc.collect()
+    run.release_compiled_if_near_limit(fraction=0.3)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ once the values are concrete.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from collections.abc import Callable
 
 import jax
@@ -82,6 +83,7 @@ def release_compiled_if_near_limit(fraction: float = 0.6) -> bool:
     n, limit = _mapping_count()
     if limit and n > fraction * limit:
         jax.clear_caches()
+        gc.collect()  # the executables go now, not at the next collection
         return True
     return False
 

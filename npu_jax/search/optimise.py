@@ -3,8 +3,8 @@
 :func:`tile_search` runs, for one layer, within a hard budget of cost-model evaluations (by default
 1% of the layer's space, :func:`space.build`):
 
-1. **Descent.** One start per discrete choice of the space -- (resident weights or not) x (1 or 2
-   stages) x (core groups along Cout) -- each at a random point of the box of log sizes
+1. **Descent.** One start per discrete choice of the space -- (resident weights or not) x (core
+   groups along Cout), all double-buffered (:func:`config_order`) -- each at a random point of the box of log sizes
    (:func:`relaxed.bounds`); ``steps`` optax steps (Adam by default; any
    ``optax.GradientTransformation``) on :func:`relaxed.objective`, all starts at once under
    ``vmap``, each step followed by the box projection. At most a quarter of the budget goes here.
@@ -542,8 +542,8 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
             its epilogue's costs and buffers count (Fixpipe on the 910B; UB vector steps on
             coupled chips).
         objective: what to minimise; ``"cycles"``.
-        starts: points descended at once (``vmap``); default one per discrete choice (loop order
-            x stages x split) of the space, which they take in turn.
+        starts: points descended at once (``vmap``); default one per (loop order, split) of the
+            space, double-buffered, which they take in turn.
         steps: optax steps per start (cut to fit the budget); ``round_every``: steps between
             roundings to legal tilings.
         seed: PRNG seed of the starting points and the kicks.
