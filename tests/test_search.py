@@ -128,6 +128,37 @@ def test_snap_rounds_into_the_space():
     assert all(r[7] == 4 and -(-64 // r[2]) >= 4 for r in optimise._rows(t).tolist())
 
 
+def test_pattern_move_repeats_the_step_on_the_axes():
+    hw = HW["910b"]
+    g = canonicalize(*LAYERS[0])  # 14 x 14 output: ho, wo in 1 2 3 4 5 7 14
+    s = space.build(g, hw)
+    pts = np.stack(s.tilings, 1)
+    old = pts[(pts[:, 0] == 7) & (pts[:, 1] == 3) & (pts[:, 5] == 0)][0]
+    new = old.copy()
+    new[0], new[1] = 5, 4  # one balanced step down in ho, one up in wo
+    assert s.contains(new[None])[0]
+    rows = optimise.pattern(s, old, new)
+    assert len(rows) >= 1 and s.contains(rows).all()
+    assert rows[0][:2].tolist() == [4, 5] and rows[0][2:].tolist() == new[2:].tolist()  # the rest unchanged
+    assert rows[-1][:2].tolist() in ([3, 7], [4, 5])  # twice the step, unless it left the space
+    assert len(optimise.pattern(s, new, new)) == 0  # no step: nothing new
+
+
+def test_race_spends_its_share_and_never_loses_the_best():
+    hw = HW["910b"]
+    g = canonicalize(*LAYERS[0])
+    s = space.build(g, hw)
+    L, H = exact.layer_of(g), exact.hw_of(hw)
+    ledger = optimise._Ledger(lambda r: optimise.exact_cycles(L, optimise._tilings(r), H, 20, False), 200)
+    pts = np.stack(s.tilings, 1)
+    ledger.evaluate(pts[np.random.default_rng(3).choice(s.size, 40, replace=False)])
+    assert len(optimise._by_config(ledger)) >= 4
+    first, history = ledger.best()[0][1], []
+    optimise.race(s, ledger, 0.5, history, 0, 0)
+    assert 80 <= ledger.left and len(ledger.seen) == 200 - ledger.left  # at most half of 160 spent
+    assert ledger.best()[0][1] <= first and history and history[-1]["evals"] == len(ledger.seen)
+
+
 def test_exhaustive_and_random_baselines():
     hw = HW["910b"]
     g = canonicalize(*LAYERS[0])

@@ -7,18 +7,23 @@
    groups along Cout), all double-buffered (:func:`config_order`) -- each at a random point of the box of log sizes
    (:func:`relaxed.bounds`); ``steps`` optax steps (Adam by default; any
    ``optax.GradientTransformation``) on :func:`relaxed.objective`, all starts at once under
-   ``vmap``, each step followed by the box projection. At most a quarter of the budget goes here.
+   ``vmap``, each step followed by the box projection. At most a quarter of the budget goes here;
+   when that cuts the steps, the learning rate grows in proportion (the descent travels as far).
 2. **Rounding.** Every ``round_every`` steps :func:`space.snap` turns each start into nearby
    points of the space; the new ones are costed by the exact schedule (:mod:`exact`), the best
    legal candidate so far is kept, and each start moves to its own best point.
-3. **Exact coordinate search.** From the ``width`` best points: the line of every coordinate
+3. **Race.** Successive halving over the discrete choices (:func:`race`): the best point of
+   each of the 8 best (loop order, split) choices climbs the exact coordinate lines (below) on an
+   equal share of half the evaluations left; the better half goes on, until one is left.
+4. **Exact coordinate search.** From the ``width`` best points: the line of every coordinate
    through the point (each size over its balanced values, ``cin1`` with the nearest ``k_l0``,
    every split, every loop order x stages, the tile's two sides together one step each way) is
-   costed exactly, nearest values first; each point moves to the best, until none improves. A
+   costed exactly, nearest values first; each point moves to the best, and after a move first
+   tries the same step again (a pattern move, :func:`pattern`), until none improves. A
    point that stops is replaced by the next best point found so far, then by random kicks of two
    coordinates around the best, until the budget is spent. This is what the smooth surrogate
    cannot do: see the load balance over the cores, which is a step function of the tile sizes.
-4. **Emulator.** The ``finalists`` best distinct candidates are run on the emulator (timing-only
+5. **Emulator.** The ``finalists`` best distinct candidates are run on the emulator (timing-only
    ``npu_jax.conv2d``); the emulated cycles decide.
 
 Every cost-model evaluation is counted: one relaxed evaluation per start per step (value and
@@ -47,6 +52,7 @@ BUDGET = 0.01  # default evaluation budget: this fraction of the layer's space
 MIN_EVALS = 64  # ... but never fewer evaluations than this (small layers)
 DESCENT_SHARE = 0.25  # at most this share of the budget goes to relaxed evaluations
 ROUNDING_SHARE = 0.25  # ... and this share to costing the roundings (nearest points first)
+RACE_SHARE = 0.5  # of what is left then, this share races the discrete choices' best points
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,52 +365,133 @@ class _Ledger:
         return sorted(self.seen.items(), key=lambda kv: (kv[1], kv[0]))[:k]
 
 
-def coordinate_search(sp: space.Space, ledger: _Ledger, width: int, rng: np.random.Generator,
-                      history: list, relaxed_evals: int, step: int, reach: int = 5) -> None:
-    """Step 3 of the module docstring, until the ledger's budget is spent or nothing is left.
+def _index(sp: space.Space, p: np.ndarray) -> np.ndarray:
+    """Positions of a point's sizes on their axes: (ho, wo, n, k_l0, split)."""
+    spl = np.asarray(space.splits(sp.hw))
+    return np.asarray([np.searchsorted(sp.axis_values("ho"), p[0]), np.searchsorted(sp.axis_values("wo"), p[1]),
+                       np.searchsorted(sp.axis_values("n"), p[2]),
+                       np.searchsorted(sp.axis_values("k_l0", int(p[3])), p[4]), np.searchsorted(spl, p[7])])
 
-    A centre first looks ``reach`` values along each line (itself, then one and two balanced
-    steps either way); when none of them is better it looks along the whole lines; when that
-    fails too it stops and gives way."""
-    # the best point of each of the ``width`` best discrete choices, then of the others in turn
+
+def pattern(sp: space.Space, old: np.ndarray, new: np.ndarray, steps=(1, 2)) -> np.ndarray:
+    """Pattern moves (Hooke and Jeeves): ``new`` + s x (``new`` - ``old``) in axis positions, for
+    each ``s`` in ``steps``; the discrete coordinates (cin1, loop order, stages) stay as in ``new``
+    (k_l0 moves only when cin1 did not change). :func:`repair` ed; rows outside the space dropped."""
+    a, b = _index(sp, old), _index(sp, new)
+    if old[3] != new[3]:
+        a[3] = b[3]
+    axes = [sp.axis_values("ho"), sp.axis_values("wo"), sp.axis_values("n"),
+            sp.axis_values("k_l0", int(new[3])), np.asarray(space.splits(sp.hw))]
+    out = []
+    for s in steps:
+        q = new.copy()
+        for j, (col, ax) in enumerate(zip((0, 1, 2, 4, 7), axes)):
+            q[col] = ax[int(np.clip(b[j] + s * (b[j] - a[j]), 0, len(ax) - 1))]
+        out.append(q)
+    rows = repair(sp, np.asarray(out, np.int32))
+    rows = rows[sp.contains(rows) & (rows != new).any(1)]
+    return rows
+
+
+def _best_of(ledger: _Ledger, rows: np.ndarray) -> tuple[float, tuple | None]:
+    known = [(ledger.seen[tuple(r)], tuple(r)) for r in rows.tolist() if tuple(r) in ledger.seen]
+    return min(known, default=(np.inf, None))
+
+
+def _move(sp: space.Space, ledger: _Ledger, c: np.ndarray, k: int, came, reach: int):
+    """One move of a centre ``c``: the pattern move if it has just moved from ``came`` (taken if
+    better), else ``k`` values along each line (:func:`lines`). Returns the next (centre, reach,
+    came); a centre that found nothing better along ``reach`` values looks along the whole lines
+    next (reach 10**6); one that found nothing there returns None."""
+    here = ledger.seen.get(tuple(c), np.inf)  # (a kicked centre may be unpriced)
+    if came is not None:
+        pat = pattern(sp, came, c)
+        ledger.evaluate(pat)
+        cost, best = _best_of(ledger, pat)
+        if cost < here:
+            return np.asarray(best, np.int32), reach, c
+    ls = [ln[sp.contains(ln)][:k] for ln in lines(sp, c)]
+    cand = _interleave([ln for ln in ls if len(ln)] or [c[None]])
+    ledger.evaluate(cand)
+    cost, best = _best_of(ledger, cand)
+    if cost < here:
+        return np.asarray(best, np.int32), reach, c
+    return (c, 10**6, None) if k == reach else None
+
+
+def _by_config(ledger: _Ledger) -> list[np.ndarray]:
+    """The best point of each discrete choice (loop order, split) costed so far, best first."""
     by_config = {}
     for r, _ in ledger.best(len(ledger.seen)):
         by_config.setdefault((r[5], r[7]), r)
-    queue = [np.asarray(r, np.int32) for r in by_config.values()]
+    return [np.asarray(r, np.int32) for r in by_config.values()]
+
+
+def race(sp: space.Space, ledger: _Ledger, share: float, history: list, relaxed_evals: int, step: int,
+         arms: int = 8, reach: int = 5) -> None:
+    """Successive halving over the discrete choices (Jamieson and Talwalkar 2016): the best point
+    of each of the ``arms`` best (loop order, split) choices climbs (:func:`_move`) on an equal
+    slice of the round's evaluations; the better half go on to the next round, until one is left.
+    ``share`` of the evaluations left are spent here, in equal rounds. The descent ranks the
+    choices by a few rounded points each; racing them on local searches is what stops one bad
+    rounding from hiding the best basin."""
+    starts = _by_config(ledger)[:arms]
+    if len(starts) < 2:
+        return
+    rounds = int(np.ceil(np.log2(len(starts))))
+    per_round = int(share * ledger.left) // rounds
+    active = [dict(c=c, k=reach, came=None, done=False) for c in starts]
+    for _ in range(rounds):
+        slice_ = per_round // len(active)
+        for arm in active:
+            left = ledger.left
+            ledger.left = min(left, slice_)
+            spent = 0
+            while ledger.left > 0 and not arm["done"]:
+                before = ledger.left
+                nxt = _move(sp, ledger, arm["c"], arm["k"], arm["came"], reach)
+                spent += before - ledger.left
+                if nxt is None:
+                    arm["done"] = True
+                else:
+                    arm["c"], arm["k"], arm["came"] = nxt
+            ledger.left = left - spent
+            arm["best"] = ledger.seen.get(tuple(arm["c"]), np.inf)
+            history.append(dict(phase="exact", step=step, best=ledger.best()[0][1],
+                                evals=relaxed_evals + len(ledger.seen), objective=None))
+        active = sorted(active, key=lambda a: a["best"])[: max(1, len(active) // 2)]
+        if len(active) == 1:
+            break
+
+
+def coordinate_search(sp: space.Space, ledger: _Ledger, width: int, rng: np.random.Generator,
+                      history: list, relaxed_evals: int, step: int, reach: int = 5) -> None:
+    """Step 4 of the module docstring, until the ledger's budget is spent or nothing is left.
+
+    A centre moves as :func:`_move` says (pattern move, then ``reach`` values along each line,
+    then the whole lines); when it stops it gives way to the best point of another discrete
+    choice, then to the next best points found, then to random kicks around the best."""
+    queue = _by_config(ledger)
     # the two loop orders are two basins (one part of resident weights vs streamed parts with a
     # larger spatial tile); the coordinate lines rarely cross from one to the other, so the best
     # point of the other loop order comes second
     other = [i for i, c in enumerate(queue) if c[5] != queue[0][5]]
     if other:
         queue.insert(1, queue.pop(other[0]))
-    centres = [(c, reach) for c in queue[:width]]
+    centres = [(c, reach, None) for c in queue[:width]]  # (point, reach, where it came from)
     queue = queue[width:]
-    used = {tuple(c) for c, _ in centres}
+    used = {tuple(c) for c, _, _ in centres}
     stalls = 0
     while ledger.left > 0 and centres and stalls < 8:
-        cand = []
-        for c, k in centres:
-            ls = [ln[sp.contains(ln)][:k] for ln in lines(sp, c)]
-            cand.append(_interleave([ln for ln in ls if len(ln)] or [c[None]]))
         before = len(ledger.seen)
-        ledger.evaluate(_interleave(cand))
-        moved = []
-        for (c, k), ls in zip(centres, cand):
-            known = [(ledger.seen[tuple(r)], tuple(r)) for r in ls.tolist() if tuple(r) in ledger.seen]
-            best = min(known, default=(np.inf, None))
-            if best[0] < ledger.seen.get(tuple(c), np.inf):  # (a kicked centre may be unpriced)
-                moved.append((np.asarray(best[1], np.int32), reach))
-            elif k == reach:
-                moved.append((c, 10**6))
-        # stopped centres give way to the other choices' best points, then to the next best points
-        # found, then to kicks around the best
+        moved = [m for m in (_move(sp, ledger, c, k, came, reach) for c, k, came in centres) if m is not None]
         fresh = [c for c in queue if tuple(c) not in used]
         fresh += [np.asarray(r, np.int32) for r, _ in ledger.best(len(ledger.seen)) if r not in used]
         while len(moved) < len(centres) and fresh:
-            moved.append((fresh.pop(0), reach))
+            moved.append((fresh.pop(0), reach, None))
         while len(moved) < len(centres):
-            moved.append((_kick(sp, np.asarray(ledger.best()[0][0], np.int32), rng), reach))
-        for c, _ in moved:
+            moved.append((_kick(sp, np.asarray(ledger.best()[0][0], np.int32), rng), reach, None))
+        for c, _, _ in moved:
             used.add(tuple(c))
         centres = moved
         stalls = stalls + 1 if len(ledger.seen) == before else 0
@@ -430,7 +517,7 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
                  steps: int = 16, round_every: int = 8, seed: int = 0, learning_rate: float = 0.1,
                  optimizer: optax.GradientTransformation | None = None, max_evals: int | None = None,
                  budget: float = BUDGET, width: int = 1) -> ModelSearch:
-    """The model side of :func:`tile_search` (steps 1-3 of the module docstring).
+    """The model side of :func:`tile_search` (steps 1-4 of the module docstring).
 
     ``max_evals`` caps the evaluations; by default it is ``budget`` x the space's size (at least
     :data:`MIN_EVALS`). ``starts`` defaults to one per discrete choice of the space; descent steps
@@ -445,7 +532,6 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
         raise RuntimeError(f"{g.describe()} has no legal img2col tiling on {hw.name}"
                            f"{' (fused)' if fused else ''}: every tile overflows a buffer.")
     cap = max_evals if max_evals is not None else max(MIN_EVALS, int(budget * sp.size))
-    opt = optimizer if optimizer is not None else _adam(learning_rate)
     L, H = exact.layer_of(g), exact.hw_of(hw)
     nc, cp = hw.num_cores, hw.coupled
     configs = config_order(sp.discrete_configs())
@@ -456,6 +542,9 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
     if n_steps > round_every:
         n_steps -= n_steps % round_every
     rounds = -(-n_steps // round_every)
+    # when the budget cuts the steps, each step goes further: the descent travels as far in log
+    # space as ``steps`` steps at ``learning_rate`` would (else small layers hardly leave their starts)
+    opt = optimizer if optimizer is not None else _adam(learning_rate * max(1.0, steps / n_steps))
     x, disc = init_points(jax.random.PRNGKey(seed), L, n_starts, nc, configs)
     state = opt.init(x)
     ledger = _Ledger(lambda r: exact_cycles(L, _tilings(r), H, nc, cp, fused), cap - n_starts * n_steps)
@@ -482,6 +571,7 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
                             evals=relaxed_evals + len(ledger.seen), objective=float(vals[-1])))
     if not ledger.seen:  # every rounding fell outside the space: start from its first point
         ledger.evaluate(np.stack(sp.tilings, 1)[:1])
+    race(sp, ledger, RACE_SHARE, history, relaxed_evals, done)
     coordinate_search(sp, ledger, width, np.random.default_rng(seed), history, relaxed_evals, done)
     ranked = ledger.best(len(ledger.seen))
     return ModelSearch(rows=np.asarray([r for r, _ in ranked], np.int32),
