@@ -94,11 +94,26 @@ def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *,
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
-    Sanitizer findings (``ctx.checks``) are raised or warned here when the run is concrete;
-    under ``jax.jit`` call ``report.check()`` on the result.
+    Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
+    sanitizer analysis) is compiled as one XLA program (``jax.jit``) and run; inside a trace it
+    becomes part of the caller's program. Sanitizer findings (``ctx.checks``) are raised or warned
+    here when the run is concrete; under ``jax.jit`` call ``report.check()`` on the result.
     """
-    if not any(isinstance(v, jax.core.Tracer) for v in gm.values()):  # not inside a trace
-        release_compiled_if_near_limit()
+    def run(gm):
+        return _launch(kernel, ctx, gm, name=name, workload=workload, operand=operand, extents=extents)
+
+    traced = any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((gm, extents)))
+    if traced:
+        return run(gm)
+    release_compiled_if_near_limit()
+    # one program instead of thousands of op-by-op dispatches (each a small compile of its own)
+    outs, report = jax.jit(run)(gm)
+    sanitize.raise_or_warn(report)
+    return outs, report
+
+
+def _launch(kernel, ctx: Context, gm: dict, *, name: str, workload: str, operand: str, extents) -> tuple[dict, Report]:
+    """:func:`launch`'s body, traced (or run op by op)."""
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
         core0 = init_core(ctx, gm, extents)
@@ -119,6 +134,4 @@ def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *,
         else:
             report = dataclasses.replace(report, san_log=log, san_logged=n, san_flags=cores.flag_set)
     report = dataclasses.replace(report, overlap_at=merged[3] if race else None, sanitizer=table)
-    if not isinstance(report.overlapping_writes, jax.core.Tracer):
-        sanitize.raise_or_warn(report)
     return outs, report
