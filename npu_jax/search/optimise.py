@@ -1,4 +1,4 @@
-"""Gradient search over the relaxed cost model, then exact coordinate search, then the emulator.
+"""Gradient search over the relaxed cost model, then exact (raced) coordinate search, then the emulator.
 
 :func:`tile_search` runs, for one layer, within a hard budget of cost-model evaluations (by default
 1% of the layer's space, :func:`space.build`):
@@ -621,8 +621,9 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
                 seed: int = 0, round_every: int = 8, finalists: int = 2, verify: bool = True,
                 budget: float = BUDGET, max_evals: int | None = None, width: int = 1,
                 learning_rate: float = 0.1, optimizer: optax.GradientTransformation | None = None) -> SearchResult:
-    """Find the img2col tiling of a Conv2D: gradient descent on the relaxed cost model, exact
-    coordinate search, the emulator's verdict (the module docstring has the steps).
+    """Find the img2col tiling of a Conv2D: gradient descent on the relaxed cost model, a race
+    of the discrete choices and exact coordinate search, the emulator's verdict (the module
+    docstring has the steps).
 
     Args:
         x_shape: (N, C, H, W); w_shape: (K, C, kh, kw); stride, padding, dilation: as
@@ -642,7 +643,8 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
         budget: evaluations as a fraction of the layer's space (default 1%, at least
             ``MIN_EVALS``); ``max_evals``: an absolute cap instead.
         width: points the exact coordinate search moves at once.
-        learning_rate / optimizer: Adam's step in log space, or any optax transformation.
+        learning_rate / optimizer: Adam's step in log space (scaled by ``steps`` / the steps the
+            budget allows, when it allows fewer), or any optax transformation (used as given).
 
     Returns:
         A :class:`SearchResult`: tiling, model and emulated cycles, history, evaluations.
