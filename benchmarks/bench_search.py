@@ -10,6 +10,7 @@ the network's total cycles for each L1 size.
     python benchmarks/bench_search.py --fused                 # Conv + bias + ReLU (fusion.conv_relu)
     python benchmarks/bench_search.py --preset ascend910 --fused --no-l1
     python benchmarks/bench_search.py --layers conv1,conv5_2b --no-verify --no-l1   # a subset
+    python benchmarks/bench_search.py --seeds 0-9             # robustness: distinct layers x seeds
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--l1", default="128,256,384,512,768,1024", help="L1 sizes (KiB) for the co-design sweep")
     ap.add_argument("--no-l1", action="store_true")
     ap.add_argument("--plot", default=None, help="save the L1 plot here (PNG)")
+    ap.add_argument("--seeds", default=None, help="A-B: only the robustness table: every distinct layer "
+                    "searched with each seed, against its exhaustive optimum")
     args = ap.parse_args(argv)
     hw = npu_jax.presets.get(args.preset)
     fused = args.fused
@@ -48,6 +51,8 @@ def main(argv=None) -> int:
         layers = [lay for lay in layers if any(lay.name.startswith(w) for w in want)]
     geos = [lay.geometry() for lay in layers]
     kw = dict(seed=args.seed, fused=fused)
+    if args.seeds:
+        return _seeds(geos, layers, hw, fused, args.seeds)
     print(f"{hw.name}, {'Conv + bias + ReLU (fused)' if fused else 'Conv2D'}, {len(geos)} layers; "
           f"budget {100 * optimise.BUDGET:g}% of each space", flush=True)
 
@@ -144,6 +149,30 @@ def main(argv=None) -> int:
         if args.plot:
             codesign.plot_l1(szs, totals, path=args.plot)
             print(f"plot: {args.plot}")
+    return 0
+
+
+def _seeds(geos, layers, hw, fused: bool, spec: str) -> int:
+    """Each distinct layer searched with every seed in ``spec`` (A-B), against its exhaustive optimum."""
+    lo, hi = (int(v) for v in spec.split("-"))
+    names = {}
+    for lay, g in zip(layers, geos):
+        names.setdefault(g, lay.name)
+    t0 = time.perf_counter()
+    best = {g: baselines.exhaustive(g, hw, fused).cycles for g in names}
+    print(f"exhaustive over {len(names)} distinct layers: {time.perf_counter() - t0:.1f} s", flush=True)
+    ratios, misses = [], []
+    for seed in range(lo, hi + 1):
+        for g, name in names.items():
+            m = optimise.search_model(g, hw, fused=fused, seed=seed)
+            ratios.append(int(m.cycles[0]) / best[g])
+            if ratios[-1] > 1.02:
+                misses.append(f"{name} seed {seed}: {ratios[-1]:.3f}x")
+    r = np.asarray(ratios)
+    print(f"seeds {lo}-{hi}: within 1.02x on {np.sum(r <= 1.02)}/{len(r)} layer-seeds, mean {r.mean():.4f}, "
+          f"worst {r.max():.3f}")
+    for line in misses:
+        print("  miss:", line)
     return 0
 
 
