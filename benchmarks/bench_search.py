@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--l1", default="128,256,384,512,768,1024", help="L1 sizes (KiB) for the co-design sweep")
     ap.add_argument("--no-l1", action="store_true")
     ap.add_argument("--plot", default=None, help="save the L1 plot here (PNG)")
-    ap.add_argument("--seeds", default=None, help="A-B: only the robustness table: every distinct layer "
+    ap.add_argument("--seeds", default=None, type=_seed_range, help="A-B: only the robustness table: every distinct layer "
                     "searched with each seed, against its exhaustive optimum")
     args = ap.parse_args(argv)
     hw = npu_jax.presets.get(args.preset)
@@ -152,9 +152,19 @@ def main(argv=None) -> int:
     return 0
 
 
-def _seeds(geos, layers, hw, fused: bool, spec: str) -> int:
-    """Each distinct layer searched with every seed in ``spec`` (A-B), against its exhaustive optimum."""
-    lo, hi = (int(v) for v in spec.split("-"))
+def _seed_range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in text.split("-"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be A-B with integers A <= B, e.g. 0-9; got {text!r}") from None
+    if not 0 <= lo <= hi:
+        raise argparse.ArgumentTypeError(f"must be A-B with integers 0 <= A <= B, e.g. 0-9; got {text!r}")
+    return lo, hi
+
+
+def _seeds(geos, layers, hw, fused: bool, seeds: tuple[int, int]) -> int:
+    """Each distinct layer searched with every seed in ``seeds`` (first, last), against its exhaustive optimum."""
+    lo, hi = seeds
     names = {}
     for lay, g in zip(layers, geos):
         names.setdefault(g, lay.name)
