@@ -624,12 +624,15 @@ def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
 
 # ---- Vector unit (V) ---------------------------------------------------------------------------
 def _pairwise_sum(flat, fmt: str):
-    """Sum of ``flat`` as a pairwise tree with every partial sum rounded to ``fmt`` (the vector
-    unit's reduction when it computes in a 16-bit format)."""
+    """Sum of ``flat`` as a pairwise tree with every partial sum rounded to ``fmt`` (fp32: the
+    adds' own rounding). The order is fixed by the tree, so the bits do not depend on how XLA
+    compiles the reduction (``jnp.sum`` gave eager and jitted runs sums one ulp apart)."""
     n = 1 << max(0, (flat.shape[0] - 1).bit_length())
-    v = jnp.pad(flat, (0, n - flat.shape[0]))
+    v = jnp.pad(flat.astype(jnp.float32), (0, n - flat.shape[0]))
     while v.shape[0] > 1:
-        v = round_to(v[0::2] + v[1::2], fmt).astype(jnp.float32)
+        v = v[0::2] + v[1::2]
+        if fmt != "fp32":
+            v = round_to(v, fmt).astype(jnp.float32)
     return v[0]
 
 
@@ -687,7 +690,7 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
         flat = xs[0].reshape(-1)
         if count_elems is not None:
             flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, 0.0)
-        total = jnp.sum(flat) if core.ctx.policy.vector == "fp32" else _pairwise_sum(flat, core.ctx.policy.vector)
+        total = _pairwise_sum(flat, core.ctx.policy.vector)
         y = _stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
     else:  # VCopy, VCast
         y = xs[0]

@@ -42,7 +42,8 @@ class Policy:
         subnormals: keep subnormal results of the output conversion (True) or flush them to
             zero, as a flush-to-zero conversion unit would.
         vector: format the vector unit computes in: each vector op's result is rounded to it
-            before being stored in the destination's format, and VReduceSum sums pairwise in it.
+            before being stored in the destination's format, and VReduceSum sums pairwise in it
+            (a fixed pairwise tree in every format).
             ``fp32`` (default) is one rounding to the destination.
         seed: seed of stochastic rounding.
 
