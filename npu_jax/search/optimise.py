@@ -365,32 +365,25 @@ class _Ledger:
         return sorted(self.seen.items(), key=lambda kv: (kv[1], kv[0]))[:k]
 
 
-def _index(sp: space.Space, p: np.ndarray) -> np.ndarray:
-    """Positions of a point's sizes on their axes: (ho, wo, n, k_l0, split)."""
-    spl = np.asarray(space.splits(sp.hw))
-    return np.asarray([np.searchsorted(sp.axis_values("ho"), p[0]), np.searchsorted(sp.axis_values("wo"), p[1]),
-                       np.searchsorted(sp.axis_values("n"), p[2]),
-                       np.searchsorted(sp.axis_values("k_l0", int(p[3])), p[4]), np.searchsorted(spl, p[7])])
-
-
 def pattern(sp: space.Space, old: np.ndarray, new: np.ndarray, steps=(1, 2)) -> np.ndarray:
     """Pattern moves (Hooke and Jeeves): ``new`` + s x (``new`` - ``old``) in axis positions, for
     each ``s`` in ``steps``; the discrete coordinates (cin1, loop order, stages) stay as in ``new``
     (k_l0 moves only when cin1 did not change). :func:`repair` ed; rows outside the space dropped."""
-    a, b = _index(sp, old), _index(sp, new)
-    if old[3] != new[3]:
-        a[3] = b[3]
+    cols = (0, 1, 2, 4, 7)  # ho, wo, n, k_l0, cout_split
     axes = [sp.axis_values("ho"), sp.axis_values("wo"), sp.axis_values("n"),
             sp.axis_values("k_l0", int(new[3])), np.asarray(space.splits(sp.hw))]
+    a = np.asarray([np.searchsorted(ax, old[c]) for c, ax in zip(cols, axes)])
+    b = np.asarray([np.searchsorted(ax, new[c]) for c, ax in zip(cols, axes)])
+    if old[3] != new[3]:
+        a[3] = b[3]
     out = []
     for s in steps:
         q = new.copy()
-        for j, (col, ax) in enumerate(zip((0, 1, 2, 4, 7), axes)):
+        for j, (col, ax) in enumerate(zip(cols, axes)):
             q[col] = ax[int(np.clip(b[j] + s * (b[j] - a[j]), 0, len(ax) - 1))]
         out.append(q)
     rows = repair(sp, np.asarray(out, np.int32))
-    rows = rows[sp.contains(rows) & (rows != new).any(1)]
-    return rows
+    return rows[sp.contains(rows) & (rows != new).any(1)]
 
 
 def _best_of(ledger: _Ledger, rows: np.ndarray) -> tuple[float, tuple | None]:
@@ -444,18 +437,15 @@ def race(sp: space.Space, ledger: _Ledger, share: float, history: list, relaxed_
     for _ in range(rounds):
         slice_ = per_round // len(active)
         for arm in active:
-            left = ledger.left
-            ledger.left = min(left, slice_)
-            spent = 0
+            left, share_ = ledger.left, min(ledger.left, slice_)
+            ledger.left = share_  # the arm's slice; what it leaves goes back
             while ledger.left > 0 and not arm["done"]:
-                before = ledger.left
                 nxt = _move(sp, ledger, arm["c"], arm["k"], arm["came"], reach)
-                spent += before - ledger.left
                 if nxt is None:
                     arm["done"] = True
                 else:
                     arm["c"], arm["k"], arm["came"] = nxt
-            ledger.left = left - spent
+            ledger.left = left - (share_ - ledger.left)
             arm["best"] = ledger.seen.get(tuple(arm["c"]), np.inf)
             history.append(dict(phase="exact", step=step, best=ledger.best()[0][1],
                                 evals=relaxed_evals + len(ledger.seen), objective=None))
@@ -562,9 +552,9 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
                         limit=int(ROUNDING_SHARE * cap) // rounds)
         moved = np.asarray(x).copy()
         for i, (r, o) in enumerate(zip(near, inside)):
-            known = [(ledger.seen[tuple(q)], tuple(q)) for q in r[o].tolist() if tuple(q) in ledger.seen]
-            if known:
-                moved[i] = _log_params(np.asarray([min(known)[1]], np.int32))[0]
+            _, best = _best_of(ledger, r[o])
+            if best is not None:
+                moved[i] = _log_params(np.asarray([best], np.int32))[0]
         x = jnp.asarray(moved)
         state = opt.init(x)
         history.append(dict(phase="descent", step=done, best=ledger.best()[0][1] if ledger.seen else None,
