@@ -53,23 +53,33 @@ def measure(make, args, name: str) -> dict:
     sanitize.all_findings(rep)
     again = time.perf_counter() - t0
     assert not found, [f.message() for f in found]
-    return {"compile": compile_s, "run": run_s, "analysis": again, "analysis_first": first,
-            "cycles": rep.cycles, "y": np.asarray(out[0])}
+    return {
+        "compile": compile_s,
+        "run": run_s,
+        "analysis": again,
+        "analysis_first": first,
+        "cycles": rep.cycles,
+        "y": np.asarray(out[0]),
+    }
 
 
 def table(title: str, make, args) -> None:
     print(f"\n== {title} ==")
-    print(f"{'checks':<14}{'compile s':>10}{'x none':>8}{'run ms':>10}{'x none':>8}{'analysis ms':>13}"
-          f"{'(1st)':>9}  cycles")
+    print(
+        f"{'checks':<14}{'compile s':>10}{'x none':>8}{'run ms':>10}{'x none':>8}{'analysis ms':>13}"
+        f"{'(1st)':>9}  cycles"
+    )
     base = None
     for name in SETTINGS:
         m = measure(make, args, name)
         if base is None:
             base = m
         assert m["cycles"] == base["cycles"] and np.array_equal(m["y"], base["y"], equal_nan=True), name
-        print(f"{name:<14}{m['compile']:>10.2f}{m['compile'] / base['compile']:>8.2f}{m['run'] * 1e3:>10.1f}"
-              f"{m['run'] / base['run']:>8.2f}{m['analysis'] * 1e3:>13.1f}{m['analysis_first'] * 1e3:>9.0f}"
-              f"  {m['cycles']:,}")
+        print(
+            f"{name:<14}{m['compile']:>10.2f}{m['compile'] / base['compile']:>8.2f}{m['run'] * 1e3:>10.1f}"
+            f"{m['run'] / base['run']:>8.2f}{m['analysis'] * 1e3:>13.1f}{m['analysis_first'] * 1e3:>9.0f}"
+            f"  {m['cycles']:,}"
+        )
 
 
 def main() -> None:
@@ -89,8 +99,11 @@ def main() -> None:
     w = rng.standard_normal(ws).astype(np.float32)
     print(f"npu-jax sanitizers' cost on {hw.name}, jax {jax.__version__}, {jax.devices()[0].platform}")
     table(f"matmul {M}x{K}x{N}", lambda ch: lambda a, b: npu_jax.matmul(a, b, hw=hw, checks=ch), (a, b))
-    table(f"conv2d img2col x{xs} w{ws} pad {pad}",
-          lambda ch: lambda x, w: npu_jax.conv2d(x, w, padding=pad, strategy="img2col", hw=hw, checks=ch), (x, w))
+    table(
+        f"conv2d img2col x{xs} w{ws} pad {pad}",
+        lambda ch: lambda x, w: npu_jax.conv2d(x, w, padding=pad, strategy="img2col", hw=hw, checks=ch),
+        (x, w),
+    )
 
 
 if __name__ == "__main__":

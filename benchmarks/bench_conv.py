@@ -47,8 +47,9 @@ STRATEGY = "img2col"
 
 def emulated(layer, hw, tiling):
     """A fresh jitted emulated conv of ``layer``: (y NCHW, report)."""
-    return jax.jit(lambda x, w: conv2d(x, w, layer.stride, layer.padding, strategy=STRATEGY, hw=hw,
-                                       tiling=tiling))
+    return jax.jit(
+        lambda x, w: conv2d(x, w, layer.stride, layer.padding, strategy=STRATEGY, hw=hw, tiling=tiling)
+    )
 
 
 def xla_conv(layer):
@@ -56,9 +57,15 @@ def xla_conv(layer):
     pt, pb, pl, pr = g.pads
 
     def f(x, w):
-        return lax.conv_general_dilated(x.astype(jnp.float32), w.astype(jnp.float32), g.stride,
-                                        ((pt, pb), (pl, pr)), rhs_dilation=g.dilation,
-                                        dimension_numbers=("NCHW", "OIHW", "NCHW"), precision=HIGHEST)
+        return lax.conv_general_dilated(
+            x.astype(jnp.float32),
+            w.astype(jnp.float32),
+            g.stride,
+            ((pt, pb), (pl, pr)),
+            rhs_dilation=g.dilation,
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+            precision=HIGHEST,
+        )
 
     return jax.jit(f)
 
@@ -85,20 +92,29 @@ def four_times_the_tiles(layer, hw, tiling):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true",
-                   help="two layers in (a), conv4_x in (b), ResNet-50's first stage in (c)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="two layers in (a), conv4_x in (b), ResNet-50's first stage in (c)",
+    )
     args = p.parse_args(argv)
     hw = presets.ascend910b()
-    print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.processor() or platform.machine()},"
-          f" {os.cpu_count()} CPUs); preset {hw.name}, strategy {STRATEGY}")
+    print(
+        f"jax {jax.__version__} on {jax.default_backend()} ({platform.processor() or platform.machine()},"
+        f" {os.cpu_count()} CPUs); preset {hw.name}, strategy {STRATEGY}"
+    )
 
     # ---- (a) run time ------------------------------------------------------------------------
     layers = RESNET50_REFERENCE[3:] if args.quick else RESNET50_REFERENCE
     rng = np.random.default_rng(0)
-    print("\n(a) wall time after compile (best of 3): emulated conv2d (jit, full run) vs "
-          "lax.conv_general_dilated (fp32, HIGHEST, jit)")
-    print(f"  {'layer':<24}{'compile s':>10}{'emulated s':>11}{'lax.conv s':>11}{'ratio':>8}"
-          f"{'cycles':>10}{'% peak':>8}  tiling")
+    print(
+        "\n(a) wall time after compile (best of 3): emulated conv2d (jit, full run) vs "
+        "lax.conv_general_dilated (fp32, HIGHEST, jit)"
+    )
+    print(
+        f"  {'layer':<24}{'compile s':>10}{'emulated s':>11}{'lax.conv s':>11}{'ratio':>8}"
+        f"{'cycles':>10}{'% peak':>8}  tiling"
+    )
     emulated_cycles = {}
     for layer in layers:
         x = jnp.asarray(rng.standard_normal(layer.x_shape).astype(np.float16))
@@ -116,11 +132,15 @@ def main(argv=None) -> int:
         assert err <= float(np.spacing(np.float16(scale))), f"{layer.name}: max error {err} (|y| {scale})"
         emulated_cycles[layer.name] = report.cycles
         t = tiling
-        print(f"  {layer.name:<24}{first:>10.2f}{t_emu:>11.4f}{t_ref:>11.4f}{t_emu / t_ref:>7.2f}x"
-              f"{report.cycles:>10,}{report.pct_peak:>8.1f}  ho={t.ho} wo={t.wo} n={t.n} cin1={t.cin1} "
-              f"k_l0={t.k_l0} res={int(t.weights_resident)} cs={t.cout_split}")
-    print("  target: emulated / lax.conv <= 2 (compile s: the first call, compile included; the "
-          "outputs agree within one fp16 ulp)")
+        print(
+            f"  {layer.name:<24}{first:>10.2f}{t_emu:>11.4f}{t_ref:>11.4f}{t_emu / t_ref:>7.2f}x"
+            f"{report.cycles:>10,}{report.pct_peak:>8.1f}  ho={t.ho} wo={t.wo} n={t.n} cin1={t.cin1} "
+            f"k_l0={t.k_l0} res={int(t.weights_resident)} cs={t.cout_split}"
+        )
+    print(
+        "  target: emulated / lax.conv <= 2 (compile s: the first call, compile included; the "
+        "outputs agree within one fp16 ulp)"
+    )
 
     # ---- (b) compile time vs tile count ------------------------------------------------------
     layer = RESNET50_REFERENCE[3] if args.quick else RESNET50_REFERENCE[1]
@@ -162,19 +182,27 @@ def main(argv=None) -> int:
     flops = sum(c.geometry().flops for c in convs)
     ms = total / (hw.clock_ghz * 1e6)
     pct = 100.0 * flops / (total * hw.peak_flops_per_cycle("fp16") * hw.num_cores)
-    print(f"\n(c) closed-form cost model, {len(convs)} conv layers of ResNet-50 (batch 1, 224x224), "
-          f"{STRATEGY}, chooser's tiling each")
+    print(
+        f"\n(c) closed-form cost model, {len(convs)} conv layers of ResNet-50 (batch 1, 224x224), "
+        f"{STRATEGY}, chooser's tiling each"
+    )
     print(f"  tiling choice   {t_choose:8.3f} s  ({unique} distinct layers; the chooser caches by layer)")
-    print(f"  prediction loop {t_pred * 1e3:8.3f} ms (make_plan + predict for {len(convs)} layers, best "
-          f"of 3 after a warm-up: {t_pred / len(convs) * 1e3:.3f} ms per layer)")
-    print(f"  total estimate  {total:,} cycles = {ms:.3f} ms at {hw.clock_ghz} GHz "
-          f"({flops:,} FLOP, {pct:.1f}% of peak; the NC1HWC0 relayout kernels not included)")
+    print(
+        f"  prediction loop {t_pred * 1e3:8.3f} ms (make_plan + predict for {len(convs)} layers, best "
+        f"of 3 after a warm-up: {t_pred / len(convs) * 1e3:.3f} ms per layer)"
+    )
+    print(
+        f"  total estimate  {total:,} cycles = {ms:.3f} ms at {hw.clock_ghz} GHz "
+        f"({flops:,} FLOP, {pct:.1f}% of peak; the NC1HWC0 relayout kernels not included)"
+    )
     heavy = sorted(zip(cycles, convs), key=lambda z: -z[0])[:5]
     print("  heaviest layers: " + ", ".join(f"{c.name} {cy:,}" for cy, c in heavy))
     for cy, c in zip(cycles, convs):
         if c.geometry() == RESNET50_REFERENCE[1].geometry() and RESNET50_REFERENCE[1].name in emulated_cycles:
-            print(f"  model vs emulator on conv2_x: {cy:,} vs {emulated_cycles[RESNET50_REFERENCE[1].name]:,} "
-                  f"cycles")
+            print(
+                f"  model vs emulator on conv2_x: {cy:,} vs {emulated_cycles[RESNET50_REFERENCE[1].name]:,} "
+                f"cycles"
+            )
             break
     return 0
 

@@ -88,8 +88,10 @@ def main(argv=None) -> int:
     big = (2 * small[0], 2 * small[1], small[2])
 
     hw = npu_jax.presets.ascend910b()
-    print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.processor() or platform.machine()},"
-          f" {os.cpu_count()} CPUs); preset {hw.name}")
+    print(
+        f"jax {jax.__version__} on {jax.default_backend()} ({platform.processor() or platform.machine()},"
+        f" {os.cpu_count()} CPUs); preset {hw.name}"
+    )
 
     # ---- (a) run time ------------------------------------------------------------------------
     rng = np.random.default_rng(0)
@@ -136,8 +138,10 @@ def main(argv=None) -> int:
 
     # ---- (c) what the emulated machine did ---------------------------------------------------
     print(f"\n(c) emulated GEMM {n}x{n}x{n} on {hw.name} ({report.n_cores} cores)")
-    print(f"  cycles {report.cycles:,} ({report.time_us:,.1f} us at {hw.clock_ghz} GHz), "
-          f"{report.pct_peak:.1f}% of peak, bottleneck {report.bottleneck}, {report.roofline}")
+    print(
+        f"  cycles {report.cycles:,} ({report.time_us:,.1f} us at {hw.clock_ghz} GHz), "
+        f"{report.pct_peak:.1f}% of peak, bottleneck {report.bottleneck}, {report.roofline}"
+    )
     return 0
 
 

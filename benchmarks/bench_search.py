@@ -31,7 +31,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="ascend910b")
     ap.add_argument("--fused", action="store_true", help="search the Conv + bias + ReLU kernel")
-    ap.add_argument("--layers", default=None, help="comma-separated layer names (prefixes) to run, e.g. conv1,conv4_2")
+    ap.add_argument(
+        "--layers", default=None, help="comma-separated layer names (prefixes) to run, e.g. conv1,conv4_2"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-exhaustive", action="store_true")
     ap.add_argument("--no-chooser", action="store_true")
@@ -40,8 +42,13 @@ def main(argv=None) -> int:
     ap.add_argument("--l1", default="128,256,384,512,768,1024", help="L1 sizes (KiB) for the co-design sweep")
     ap.add_argument("--no-l1", action="store_true")
     ap.add_argument("--plot", default=None, help="save the L1 plot here (PNG)")
-    ap.add_argument("--seeds", default=None, type=_seed_range, help="A-B: only the robustness table: every distinct layer "
-                    "searched with each seed, against its exhaustive optimum")
+    ap.add_argument(
+        "--seeds",
+        default=None,
+        type=_seed_range,
+        help="A-B: only the robustness table: every distinct layer "
+        "searched with each seed, against its exhaustive optimum",
+    )
     args = ap.parse_args(argv)
     hw = npu_jax.presets.get(args.preset)
     fused = args.fused
@@ -53,8 +60,11 @@ def main(argv=None) -> int:
     kw = dict(seed=args.seed, fused=fused)
     if args.seeds:
         return _seeds(geos, layers, hw, fused, args.seeds)
-    print(f"{hw.name}, {'Conv + bias + ReLU (fused)' if fused else 'Conv2D'}, {len(geos)} layers; "
-          f"budget {100 * optimise.BUDGET:g}% of each space", flush=True)
+    print(
+        f"{hw.name}, {'Conv + bias + ReLU (fused)' if fused else 'Conv2D'}, {len(geos)} layers; "
+        f"budget {100 * optimise.BUDGET:g}% of each space",
+        flush=True,
+    )
 
     # first pass: compiles every jitted piece (the layer is data, shapes are bucketed)
     t0 = time.perf_counter()
@@ -65,8 +75,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     found = [optimise.search_model(g, hw, **kw) for g in geos]
     search_s = time.perf_counter() - t0
-    print(f"search of all {len(geos)} layers: {search_s:.2f} s wall after compile (spaces enumerated "
-          f"included; the first pass, compiles included, took {compile_s:.1f} s)", flush=True)
+    print(
+        f"search of all {len(geos)} layers: {search_s:.2f} s wall after compile (spaces enumerated "
+        f"included; the first pass, compiles included, took {compile_s:.1f} s)",
+        flush=True,
+    )
 
     distinct = list(dict.fromkeys(geos))
     ex, ch = {}, {}
@@ -74,8 +87,11 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         for g in distinct:
             ex[g] = baselines.exhaustive(g, hw, fused)
-        print(f"exhaustive over {len(distinct)} distinct layers: {time.perf_counter() - t0:.1f} s, "
-              f"{sum(e.evals for e in ex.values()):,} evaluations", flush=True)
+        print(
+            f"exhaustive over {len(distinct)} distinct layers: {time.perf_counter() - t0:.1f} s, "
+            f"{sum(e.evals for e in ex.values()):,} evaluations",
+            flush=True,
+        )
     if not args.no_chooser:
         t0 = time.perf_counter()
         for g in distinct:
@@ -92,7 +108,16 @@ def main(argv=None) -> int:
         tot["search"] += c
         e, k = ex.get(g), ch.get(g)
         fracs.append(m.evals / m.space_size)
-        cells = [lay.name, f"{m.space_size:,}", "-", f"{c:,}", "-", f"{m.evals} ({100 * fracs[-1]:.2f}%)", "-", "-"]
+        cells = [
+            lay.name,
+            f"{m.space_size:,}",
+            "-",
+            f"{c:,}",
+            "-",
+            f"{m.evals} ({100 * fracs[-1]:.2f}%)",
+            "-",
+            "-",
+        ]
         if e is not None:
             r = baselines.random_search(g, hw, evals=m.evals, seed=args.seed, fused=fused)
             ratios.append(c / e.cycles)
@@ -106,21 +131,30 @@ def main(argv=None) -> int:
             cells[7] = f"{k.cycles:,}"
         print("| " + " | ".join(cells) + " |")
     print()
-    print(f"whole network: search {tot['search']:,} cycles" + (f", exhaustive {tot['ex']:,}, random {tot['rnd']:,}"
-                                                              if ex else "") + (f", chooser {tot['ch']:,}" if ch else ""))
+    print(
+        f"whole network: search {tot['search']:,} cycles"
+        + (f", exhaustive {tot['ex']:,}, random {tot['rnd']:,}" if ex else "")
+        + (f", chooser {tot['ch']:,}" if ch else "")
+    )
     f = np.asarray(fracs)
     print(f"evaluations: {100 * f.max():.2f}% of the space at most, {100 * np.median(f):.2f}% median")
     if ratios:
         r = np.asarray(ratios)
-        print(f"search / exhaustive: within 1.02x on {np.sum(r <= 1.02)}/{len(r)} layers (optimal on "
-              f"{np.sum(r <= 1.0)}), worst {r.max():.3f}, mean {r.mean():.4f}")
+        print(
+            f"search / exhaustive: within 1.02x on {np.sum(r <= 1.02)}/{len(r)} layers (optimal on "
+            f"{np.sum(r <= 1.0)}), worst {r.max():.3f}, mean {r.mean():.4f}"
+        )
         v = np.asarray(vs_rnd)
-        print(f"random (same evaluations) / search: search better on {np.sum(v > 1)}/{len(v)}, tied on "
-              f"{np.sum(v == 1)}, worse on {np.sum(v < 1)}; min {v.min():.3f}, mean {v.mean():.3f}")
+        print(
+            f"random (same evaluations) / search: search better on {np.sum(v > 1)}/{len(v)}, tied on "
+            f"{np.sum(v == 1)}, worse on {np.sum(v < 1)}; min {v.min():.3f}, mean {v.mean():.3f}"
+        )
     if vs_ch:
         v = np.asarray(vs_ch)
-        print(f"chooser / search: search better on {np.sum(v > 1)}/{len(v)}, tied on {np.sum(v == 1)}; "
-              f"min {v.min():.3f}, mean {v.mean():.3f}")
+        print(
+            f"chooser / search: search better on {np.sum(v > 1)}/{len(v)}, tied on {np.sum(v == 1)}; "
+            f"min {v.min():.3f}, mean {v.mean():.3f}"
+        )
 
     if not args.no_verify:
         t0 = time.perf_counter()
@@ -128,12 +162,22 @@ def main(argv=None) -> int:
         for lay in layers:
             g = lay.geometry()
             if g not in seen:
-                seen[g] = tile_search(lay.x_shape, lay.w_shape, lay.stride, lay.padding, 1, hw=hw,
-                                      finalists=args.finalists, **kw)
+                seen[g] = tile_search(
+                    lay.x_shape,
+                    lay.w_shape,
+                    lay.stride,
+                    lay.padding,
+                    1,
+                    hw=hw,
+                    finalists=args.finalists,
+                    **kw,
+                )
         fins = [fi for r in seen.values() for fi in r.finalists]
         same = sum(fi[1] == fi[2] for fi in fins)
-        print(f"emulator: {len(fins)} finalists of {len(seen)} distinct layers run timing-only in "
-              f"{time.perf_counter() - t0:.1f} s (compiles included); model == emulator on {same}/{len(fins)}")
+        print(
+            f"emulator: {len(fins)} finalists of {len(seen)} distinct layers run timing-only in "
+            f"{time.perf_counter() - t0:.1f} s (compiles included); model == emulator on {same}/{len(fins)}"
+        )
 
     if not args.no_l1:
         sizes = [int(s) for s in args.l1.split(",")]
@@ -141,11 +185,15 @@ def main(argv=None) -> int:
         dl = list(counts)
         t0 = time.perf_counter()
         szs, totals, _ = codesign.l1_sweep(dl, hw, sizes, counts=[counts[g] for g in dl], seed=args.seed)
-        print(f"L1 co-design ({len(dl)} distinct layers x {len(sizes)} sizes searched, {time.perf_counter() - t0:.1f} s):")
+        print(
+            f"L1 co-design ({len(dl)} distinct layers x {len(sizes)} sizes searched, {time.perf_counter() - t0:.1f} s):"
+        )
         for s_, t_ in zip(szs, totals):
             print(f"  L1 {s_:5d} KiB: {int(t_):,} cycles")
-        print(f"smallest L1 at the minimum: {codesign.smallest_sufficient(szs, totals)} KiB; within 1% of it: "
-              f"{codesign.smallest_sufficient(szs, totals, 0.01)} KiB")
+        print(
+            f"smallest L1 at the minimum: {codesign.smallest_sufficient(szs, totals)} KiB; within 1% of it: "
+            f"{codesign.smallest_sufficient(szs, totals, 0.01)} KiB"
+        )
         if args.plot:
             codesign.plot_l1(szs, totals, path=args.plot)
             print(f"plot: {args.plot}")
@@ -156,7 +204,9 @@ def _seed_range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(v) for v in text.split("-"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be A-B with integers A <= B, e.g. 0-9; got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be A-B with integers A <= B, e.g. 0-9; got {text!r}"
+        ) from None
     if not 0 <= lo <= hi:
         raise argparse.ArgumentTypeError(f"must be A-B with integers 0 <= A <= B, e.g. 0-9; got {text!r}")
     return lo, hi
@@ -179,8 +229,10 @@ def _seeds(geos, layers, hw, fused: bool, seeds: tuple[int, int]) -> int:
             if ratios[-1] > 1.02:
                 misses.append(f"{name} seed {seed}: {ratios[-1]:.3f}x")
     r = np.asarray(ratios)
-    print(f"seeds {lo}-{hi}: within 1.02x on {np.sum(r <= 1.02)}/{len(r)} layer-seeds, mean {r.mean():.4f}, "
-          f"worst {r.max():.3f}")
+    print(
+        f"seeds {lo}-{hi}: within 1.02x on {np.sum(r <= 1.02)}/{len(r)} layer-seeds, mean {r.mean():.4f}, "
+        f"worst {r.max():.3f}"
+    )
     for line in misses:
         print("  miss:", line)
     return 0

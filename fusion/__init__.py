@@ -9,4 +9,13 @@ from fusion.analysis import FusionAnalysis, analyze, format_table, reference_tab
 from fusion.api import conv2d_fused, conv2d_fused_bounded, conv_relu
 from npu_jax.kernels.epilogue import Step
 
-__all__ = ["FusionAnalysis", "Step", "analyze", "conv2d_fused", "conv2d_fused_bounded", "conv_relu", "format_table", "reference_table"]
+__all__ = [
+    "FusionAnalysis",
+    "Step",
+    "analyze",
+    "conv2d_fused",
+    "conv2d_fused_bounded",
+    "conv_relu",
+    "format_table",
+    "reference_table",
+]

@@ -81,49 +81,72 @@ class FusionAnalysis:
         conv_f = self.fused.part("conv")
         r = conv_u.ratios
         bound = conv_u.bottleneck
-        kind = (f"compute-bound (mac_ratio {r['mac_ratio']:.2f})" if bound == "M"
-                else f"{bound}-bound ({r[_ratio(bound)]:.2f} busy)")
+        kind = (
+            f"compute-bound (mac_ratio {r['mac_ratio']:.2f})"
+            if bound == "M"
+            else f"{bound}-bound ({r[_ratio(bound)]:.2f} busy)"
+        )
         parts = [f"the Conv alone is {kind}"]
         if len(self.unfused.parts) > 1:
             elt = self.unfused.part("eltwise")
-            parts.append(f"the separate vector kernel costs {elt.cycles:,} cycles "
-                         f"({100 * elt.cycles / max(1, self.unfused.cycles):.0f}% of the unfused time), "
-                         f"bound by {elt.bottleneck} moving {elt.gm_bytes:,} GM bytes")
+            parts.append(
+                f"the separate vector kernel costs {elt.cycles:,} cycles "
+                f"({100 * elt.cycles / max(1, self.unfused.cycles):.0f}% of the unfused time), "
+                f"bound by {elt.bottleneck} moving {elt.gm_bytes:,} GM bytes"
+            )
         extra = conv_f.cycles - conv_u.cycles
         where = "Fixpipe" if not self.hw.coupled else "Vector unit (then MTE3)"
         if len(self.fused.parts) > 1:
-            parts.append(f"fused, only part of the chain runs on chip ({self.fused.part('conv').name}); "
-                         "the rest still goes through GM")
+            parts.append(
+                f"fused, only part of the chain runs on chip ({self.fused.part('conv').name}); "
+                "the rest still goes through GM"
+            )
         elif extra <= 0.02 * conv_u.cycles:
-            parts.append(f"fused, the epilogue runs in the {where} behind the Cube's next tile: the fused "
-                         f"Conv takes {extra:+,} cycles against the Conv alone")
+            parts.append(
+                f"fused, the epilogue runs in the {where} behind the Cube's next tile: the fused "
+                f"Conv takes {extra:+,} cycles against the Conv alone"
+            )
         else:
             replaced = self.unfused.cycles - conv_u.cycles
-            verdict = ("less than the kernel it replaces" if extra < replaced
-                       else f"more than the {replaced:,}-cycle kernel it replaces: fusion loses here")
-            parts.append(f"fused, the Conv takes {extra:,} cycles ({100 * extra / conv_u.cycles:.0f}%) more "
-                         f"than alone (its epilogue in the {where}, and its own tiling), {verdict}")
+            verdict = (
+                "less than the kernel it replaces"
+                if extra < replaced
+                else f"more than the {replaced:,}-cycle kernel it replaces: fusion loses here"
+            )
+            parts.append(
+                f"fused, the Conv takes {extra:,} cycles ({100 * extra / conv_u.cycles:.0f}%) more "
+                f"than alone (its epilogue in the {where}, and its own tiling), {verdict}"
+            )
         if self.fused_tiling is not None and self.fused_tiling != self.unfused_tiling:
             parts.append("the fused kernel picked a different tiling (its epilogue buffers count)")
         return "; ".join(parts) + "."
 
     def row(self) -> dict:
-        return {"layer": self.layer, "hw": self.hw.name, "steps": self.steps,
-                "intermediate_bytes": self.intermediate_bytes,
-                "fused_intermediate_bytes": self.fused_intermediate_bytes,
-                "intermediate_saved_pct": self.intermediate_saved_pct, "gm_saved_pct": self.gm_saved_pct,
-                "cycles_unfused": self.unfused.cycles, "cycles_fused": self.fused.cycles,
-                "speedup": self.speedup, "faster_pct": self.faster_pct}
+        return {
+            "layer": self.layer,
+            "hw": self.hw.name,
+            "steps": self.steps,
+            "intermediate_bytes": self.intermediate_bytes,
+            "fused_intermediate_bytes": self.fused_intermediate_bytes,
+            "intermediate_saved_pct": self.intermediate_saved_pct,
+            "gm_saved_pct": self.gm_saved_pct,
+            "cycles_unfused": self.unfused.cycles,
+            "cycles_fused": self.fused.cycles,
+            "speedup": self.speedup,
+            "faster_pct": self.faster_pct,
+        }
 
     def summary(self) -> str:
-        lines = [f"{self.layer} on {self.hw.name}: conv -> {self.steps}",
-                 f"  cycles      unfused {self.unfused.cycles:>12,}   fused {self.fused.cycles:>12,}"
-                 f"   speed-up {self.speedup:.2f}x ({self.faster_pct:.0f}% less time)",
-                 f"  GM bytes    unfused {self.unfused.gm_bytes:>12,}   fused {self.fused.gm_bytes:>12,}"
-                 f"   ({100 * self.gm_bytes_saved / max(1, self.unfused.gm_bytes):.0f}% saved)",
-                 f"  intermediate round trip through GM: unfused {self.intermediate_bytes:,} B, fused "
-                 f"{self.fused_intermediate_bytes:,} B ({self.intermediate_saved_pct:.0f}% saved)",
-                 "  pipe        busy unfused -> fused"]
+        lines = [
+            f"{self.layer} on {self.hw.name}: conv -> {self.steps}",
+            f"  cycles      unfused {self.unfused.cycles:>12,}   fused {self.fused.cycles:>12,}"
+            f"   speed-up {self.speedup:.2f}x ({self.faster_pct:.0f}% less time)",
+            f"  GM bytes    unfused {self.unfused.gm_bytes:>12,}   fused {self.fused.gm_bytes:>12,}"
+            f"   ({100 * self.gm_bytes_saved / max(1, self.unfused.gm_bytes):.0f}% saved)",
+            f"  intermediate round trip through GM: unfused {self.intermediate_bytes:,} B, fused "
+            f"{self.fused_intermediate_bytes:,} B ({self.intermediate_saved_pct:.0f}% saved)",
+            "  pipe        busy unfused -> fused",
+        ]
         for p, (u, f) in self.pipe_delta.items():
             lines.append(f"  {p:<10}{u:>14,} -> {f:>12,}")
         lines.append(f"  why: {self.why}")
@@ -145,9 +168,20 @@ def _ratio(pipe: str) -> str:
     return RATIO_NAMES[pipe]
 
 
-def analyze(x_shape, w_shape, epilogue=("relu",), *, stride=1, padding=0, dilation=1,
-            hw: HardwareConfig | None = None, policy: Policy | None = None, strategy: str = "img2col",
-            name: str | None = None, trace: bool | int = False) -> FusionAnalysis:
+def analyze(
+    x_shape,
+    w_shape,
+    epilogue=("relu",),
+    *,
+    stride=1,
+    padding=0,
+    dilation=1,
+    hw: HardwareConfig | None = None,
+    policy: Policy | None = None,
+    strategy: str = "img2col",
+    name: str | None = None,
+    trace: bool | int = False,
+) -> FusionAnalysis:
     """Run ``conv -> epilogue`` unfused and fused on random data (timing-only) and compare.
     ``trace`` keeps both runs' instruction traces (for timelines and Chrome traces).
 
@@ -179,35 +213,66 @@ def analyze(x_shape, w_shape, epilogue=("relu",), *, stride=1, padding=0, dilati
     for fused in (False, True):
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tilings[fused] = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
-        run = jax.jit(functools.partial(conv2d_fused, epilogue=steps, stride=stride, padding=padding,
-                                        dilation=dilation, fused=fused, strategy=strategy, hw=hw,
-                                        tiling=tilings[fused], policy=policy, trace=trace, timing_only=True))
+        run = jax.jit(
+            functools.partial(
+                conv2d_fused,
+                epilogue=steps,
+                stride=stride,
+                padding=padding,
+                dilation=dilation,
+                fused=fused,
+                strategy=strategy,
+                hw=hw,
+                tiling=tilings[fused],
+                policy=policy,
+                trace=trace,
+                timing_only=True,
+            )
+        )
         _, reps[fused] = run(x, w, bias=bias, residual=residual)
     label = name or f"{x_shape} * {w_shape}"
-    return FusionAnalysis(label, hw, " -> ".join(map(str, steps)), reps[False], reps[True],
-                          tilings[False], tilings[True])
+    return FusionAnalysis(
+        label, hw, " -> ".join(map(str, steps)), reps[False], reps[True], tilings[False], tilings[True]
+    )
 
 
-def reference_table(hws: tuple[HardwareConfig, ...], layers: tuple[ConvLayer, ...] = RESNET50_REFERENCE,
-                    epilogue=("bias", "relu"), progress=None) -> list[FusionAnalysis]:
+def reference_table(
+    hws: tuple[HardwareConfig, ...],
+    layers: tuple[ConvLayer, ...] = RESNET50_REFERENCE,
+    epilogue=("bias", "relu"),
+    progress=None,
+) -> list[FusionAnalysis]:
     """:func:`analyze` on every (layer, chip): the fusion table of the README."""
     out = []
     for hw in hws:
         for layer in layers:
-            out.append(analyze(layer.x_shape, layer.w_shape, epilogue, stride=layer.stride,
-                               padding=layer.padding, hw=hw, name=layer.name))
+            out.append(
+                analyze(
+                    layer.x_shape,
+                    layer.w_shape,
+                    epilogue,
+                    stride=layer.stride,
+                    padding=layer.padding,
+                    hw=hw,
+                    name=layer.name,
+                )
+            )
             if progress:
                 progress(out[-1])
     return out
 
 
 def format_table(rows: list[FusionAnalysis]) -> str:
-    head = (f"{'layer':<24}{'chip':<12}{'interm. MB':>11}{'saved':>7}{'GM saved':>9}{'cycles unfused':>16}"
-            f"{'fused':>11}{'speed-up':>9}{'faster':>8}")
+    head = (
+        f"{'layer':<24}{'chip':<12}{'interm. MB':>11}{'saved':>7}{'GM saved':>9}{'cycles unfused':>16}"
+        f"{'fused':>11}{'speed-up':>9}{'faster':>8}"
+    )
     out = [head, "-" * len(head)]
     for a in rows:
-        out.append(f"{a.layer:<24}{a.hw.name:<12}{a.intermediate_bytes / 1e6:>11.2f}"
-                   f"{a.intermediate_saved_pct:>6.0f}%{a.gm_saved_pct:>8.0f}%{a.unfused.cycles:>16,}"
-                   f"{a.fused.cycles:>11,}"
-                   f"{a.speedup:>8.2f}x{a.faster_pct:>7.0f}%")
+        out.append(
+            f"{a.layer:<24}{a.hw.name:<12}{a.intermediate_bytes / 1e6:>11.2f}"
+            f"{a.intermediate_saved_pct:>6.0f}%{a.gm_saved_pct:>8.0f}%{a.unfused.cycles:>16,}"
+            f"{a.fused.cycles:>11,}"
+            f"{a.speedup:>8.2f}x{a.faster_pct:>7.0f}%"
+        )
     return "\n".join(out)

@@ -15,10 +15,25 @@ from npu_jax.kernels.epilogue import canonical_steps, split
 from npu_jax.report.sequence import SequenceReport
 
 
-def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1, padding=0, dilation=1,
-                 fused: bool = True, strategy: str = "img2col", hw: HardwareConfig | None = None,
-                 tiling: ConvTiling | None = None, policy: Policy | None = None, trace: bool | int = False,
-                 timing_only: bool = False, checks=None):
+def conv2d_fused(
+    x,
+    w,
+    epilogue=("relu",),
+    *,
+    bias=None,
+    residual=None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    fused: bool = True,
+    strategy: str = "img2col",
+    hw: HardwareConfig | None = None,
+    tiling: ConvTiling | None = None,
+    policy: Policy | None = None,
+    trace: bool | int = False,
+    timing_only: bool = False,
+    checks=None,
+):
     """Conv2D followed by an element-wise ``epilogue`` chain, on the emulated chip.
 
     ``fused=True`` applies the chain on chip before the single write of the result: in the
@@ -58,7 +73,9 @@ def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1
 
     hw = presets.ascend910b() if hw is None else hw
     if not isinstance(hw, HardwareConfig):
-        raise TypeError(f"hw must be a HardwareConfig (e.g. npu_jax.presets.ascend910b()), got {type(hw).__name__}.")
+        raise TypeError(
+            f"hw must be a HardwareConfig (e.g. npu_jax.presets.ascend910b()), got {type(hw).__name__}."
+        )
     policy = Policy() if policy is None else policy
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be True or False, got {fused!r}.")
@@ -71,13 +88,28 @@ def conv2d_fused(x, w, epilogue=("relu",), *, bias=None, residual=None, stride=1
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
     cap = 4096 if trace is True else int(trace)
-    return _run(x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only,
-                checks)
+    return _run(
+        x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
+    )
 
 
-def conv2d_fused_bounded(x, w, g, *, bound, epilogue, bias=None, residual=None, fused: bool = True,
-                         strategy: str = "img2col", tiling: ConvTiling, hw: HardwareConfig,
-                         policy: Policy | None = None, timing_only: bool = False, checks=None):
+def conv2d_fused_bounded(
+    x,
+    w,
+    g,
+    *,
+    bound,
+    epilogue,
+    bias=None,
+    residual=None,
+    fused: bool = True,
+    strategy: str = "img2col",
+    tiling: ConvTiling,
+    hw: HardwareConfig,
+    policy: Policy | None = None,
+    timing_only: bool = False,
+    checks=None,
+):
     """:func:`conv2d_fused` of layer ``g`` (fields may be traced) inside arrays shaped for ``bound``.
 
     As :func:`npu_jax.conv2d_bounded`: x, w (and residual (B.n, B.k, Ho_max, Wo_max), bias (B.k,))
@@ -86,11 +118,28 @@ def conv2d_fused_bounded(x, w, g, *, bound, epilogue, bias=None, residual=None, 
     """
     policy = Policy() if policy is None else policy
     x, w = _check_arrays(x, w)
-    return _run(x, w, g, bound, canonical_steps(epilogue), bias, residual, fused, strategy, tiling, hw,
-                policy, 0, timing_only, checks)
+    return _run(
+        x,
+        w,
+        g,
+        bound,
+        canonical_steps(epilogue),
+        bias,
+        residual,
+        fused,
+        strategy,
+        tiling,
+        hw,
+        policy,
+        0,
+        timing_only,
+        checks,
+    )
 
 
-def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks):
+def _run(
+    x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
+):
     B = g if bound is None else bound
     ho_b, wo_b = (g.ho, g.wo) if bound is None else (B.h + B.pads[0] + B.pads[1], B.w + B.pads[2] + B.pads[3])
     names = {s.op for s in steps}
@@ -100,17 +149,33 @@ def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, pol
     epi, rest, mid, final = split(steps, hw, policy, fused)
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, mid, bound=bound, epi=epi)
-    y, rep = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, bias=bias,
-                      residual=res_nhwc, move_data=not timing_only, checks=checks,
-                      name=f"conv2d[{strategy}]" + (f"+{epi}" if epi is not None else ""))
+    y, rep = run_plan(
+        p,
+        x.astype(DTYPES[op]),
+        w.astype(DTYPES[op]),
+        policy,
+        cap,
+        bias=bias,
+        residual=res_nhwc,
+        move_data=not timing_only,
+        checks=checks,
+        name=f"conv2d[{strategy}]" + (f"+{epi}" if epi is not None else ""),
+    )
     parts = [("conv", rep)]
     if rest:
         rows = B.n * ho_b * wo_b
         ep = make_eltwise_plan(rest, rows, B.k, mid, final, policy.vector, hw)
-        z, rep2 = run_eltwise(ep, y.reshape(rows, B.k), policy, bias=bias,
-                              residual=None if res_nhwc is None else res_nhwc.reshape(rows, B.k),
-                              trace_capacity=cap, move_data=not timing_only, checks=checks,
-                              name="eltwise[" + " -> ".join(map(str, rest)) + "]")
+        z, rep2 = run_eltwise(
+            ep,
+            y.reshape(rows, B.k),
+            policy,
+            bias=bias,
+            residual=None if res_nhwc is None else res_nhwc.reshape(rows, B.k),
+            trace_capacity=cap,
+            move_data=not timing_only,
+            checks=checks,
+            name="eltwise[" + " -> ".join(map(str, rest)) + "]",
+        )
         if not timing_only and bound is None and not isinstance(rep2.overlapping_writes, jax.core.Tracer):
             rep2.check()
         y = z.reshape(B.n, ho_b, wo_b, B.k)
@@ -120,9 +185,22 @@ def _run(x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, pol
     return jnp.transpose(y, (0, 3, 1, 2)), SequenceReport(tuple(parts), f"{label} ({kind})")
 
 
-def conv_relu(x, w, bias=None, stride=1, padding=0, dilation=1, fused: bool = True,
-              hw: HardwareConfig | None = None, tiling: ConvTiling | None = None, policy: Policy | None = None,
-              *, strategy: str = "img2col", trace: bool | int = False, timing_only: bool = False):
+def conv_relu(
+    x,
+    w,
+    bias=None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    fused: bool = True,
+    hw: HardwareConfig | None = None,
+    tiling: ConvTiling | None = None,
+    policy: Policy | None = None,
+    *,
+    strategy: str = "img2col",
+    trace: bool | int = False,
+    timing_only: bool = False,
+):
     """``relu(conv2d(x, w) + bias)`` on the emulated chip; the headline use of :func:`conv2d_fused`.
 
     ``fused=True``: ReLU (and the bias) in the Conv's epilogue, one write to GM. ``fused=False``:
@@ -137,15 +215,30 @@ def conv_relu(x, w, bias=None, stride=1, padding=0, dilation=1, fused: bool = Tr
         True
     """
     steps = (["bias"] if bias is not None else []) + ["relu"]
-    return conv2d_fused(x, w, steps, bias=bias, stride=stride, padding=padding, dilation=dilation,
-                        fused=fused, strategy=strategy, hw=hw, tiling=tiling, policy=policy, trace=trace,
-                        timing_only=timing_only)
+    return conv2d_fused(
+        x,
+        w,
+        steps,
+        bias=bias,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        fused=fused,
+        strategy=strategy,
+        hw=hw,
+        tiling=tiling,
+        policy=policy,
+        trace=trace,
+        timing_only=timing_only,
+    )
 
 
 def _operand(name: str, arr, wanted: bool, shape):
     if arr is None:
         if wanted:
-            raise ValueError(f"the epilogue has a {name!r} step but {name}=None; pass a {name} of shape {shape}.")
+            raise ValueError(
+                f"the epilogue has a {name!r} step but {name}=None; pass a {name} of shape {shape}."
+            )
         return None
     if not wanted:
         raise ValueError(f"{name} was given but the epilogue has no {name!r} step; add it to epilogue=[...].")

@@ -25,8 +25,15 @@ ENGINEER_FASTER_PCT = 35.0  # "35% faster"
 
 # The quick default layer: ResNet-50 conv2_x's channels and filters on a 16x16 crop.
 _DEFAULT_LAYER = dict(n=1, c=64, h=16, w=16, k=64, kh=3, kw=3, stride=1, padding=1)
-_DIMS = (("n", "batch"), ("c", "input channels"), ("h", "input height"), ("w", "input width"),
-         ("k", "output channels (filters)"), ("kh", "kernel height"), ("kw", "kernel width"))
+_DIMS = (
+    ("n", "batch"),
+    ("c", "input channels"),
+    ("h", "input height"),
+    ("w", "input width"),
+    ("k", "output channels (filters)"),
+    ("kh", "kernel height"),
+    ("kw", "kernel width"),
+)
 
 
 # ---- argument types --------------------------------------------------------------------------------
@@ -86,45 +93,98 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     from npu_jax.kernels.conv2d import STRATEGIES
 
     p = subparsers.add_parser(
-        "fuse", help="Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves",
+        "fuse",
+        help="Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves",
         description="Run one Conv2D layer followed by an element-wise epilogue, unfused (the Conv writes "
-                    "to GM, a vector kernel reads it back) and fused (the chain on the Conv's way out "
-                    "of L0C: Fixpipe on 910B, UB on 910). Default layer: ResNet-50 conv2_x's 64 channels "
-                    "on a 16x16 crop (1x64x16x16, 64 3x3 filters, pad 1), bias,relu, ascend910b.")
-    p.add_argument("--layer", type=_layer, metavar="NAME",
-                   help="start from a ResNet-50 reference layer (conv1, conv2_x, ..., conv5_x); the "
-                        "flags below override its fields")
+        "to GM, a vector kernel reads it back) and fused (the chain on the Conv's way out "
+        "of L0C: Fixpipe on 910B, UB on 910). Default layer: ResNet-50 conv2_x's 64 channels "
+        "on a 16x16 crop (1x64x16x16, 64 3x3 filters, pad 1), bias,relu, ascend910b.",
+    )
+    p.add_argument(
+        "--layer",
+        type=_layer,
+        metavar="NAME",
+        help="start from a ResNet-50 reference layer (conv1, conv2_x, ..., conv5_x); the "
+        "flags below override its fields",
+    )
     for dim, what in _DIMS:
-        p.add_argument(f"--{dim}", type=_positive_int, metavar=dim.upper(),
-                       help=f"{what} (default {_DEFAULT_LAYER[dim]})")
+        p.add_argument(
+            f"--{dim}",
+            type=_positive_int,
+            metavar=dim.upper(),
+            help=f"{what} (default {_DEFAULT_LAYER[dim]})",
+        )
     p.add_argument("--stride", type=_int_or_pair(1), metavar="S", help="stride: S or SH,SW (default 1)")
-    p.add_argument("--padding", type=_padding, metavar="P", help="padding: P, PH,PW, SAME or VALID (default 1)")
-    p.add_argument("--dilation", type=_int_or_pair(1), default=1, metavar="D",
-                   help="dilation: D or DH,DW (default 1)")
-    p.add_argument("--epilogue", type=_epilogue, default=_epilogue("bias,relu"), metavar="STEPS",
-                   help="comma list of steps in order: bias, relu, leaky_relu:SLOPE, clipped_relu:CEIL, "
-                        "residual, cast:FMT (last; fp16, bf16, fp32). Default bias,relu")
+    p.add_argument(
+        "--padding", type=_padding, metavar="P", help="padding: P, PH,PW, SAME or VALID (default 1)"
+    )
+    p.add_argument(
+        "--dilation", type=_int_or_pair(1), default=1, metavar="D", help="dilation: D or DH,DW (default 1)"
+    )
+    p.add_argument(
+        "--epilogue",
+        type=_epilogue,
+        default=_epilogue("bias,relu"),
+        metavar="STEPS",
+        help="comma list of steps in order: bias, relu, leaky_relu:SLOPE, clipped_relu:CEIL, "
+        "residual, cast:FMT (last; fp16, bf16, fp32). Default bias,relu",
+    )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--both", dest="mode", action="store_const", const="both",
-                      help="compare unfused and fused (timing-only runs; the default)")
-    mode.add_argument("--fused", dest="mode", action="store_const", const="fused",
-                      help="run the fused kernel alone, with data, checked against lax.conv")
-    mode.add_argument("--unfused", dest="mode", action="store_const", const="unfused",
-                      help="run the unfused baseline alone (Conv, then a vector kernel), with data")
-    mode.add_argument("--reference", dest="mode", action="store_const", const="reference",
-                      help="the fusion table of the ResNet-50 reference layers on the preset(s) "
-                           "(half-size layers on tiny)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="img2col", help="Conv2D kernel (default img2col)")
-    p.add_argument("--preset", type=_presets, metavar="NAME[,NAME]",
-                   help="hardware preset(s), comma-separated: ascend910b, ascend910, ascend310p, tiny, "
-                        "tiny-coupled (default ascend910b; with --reference ascend910b,ascend910)")
-    p.add_argument("--timing-only", action="store_true",
-                   help="with --fused/--unfused: same cycles and bytes, no data work (no numerical check)")
-    p.add_argument("--trace", type=_output_path, metavar="PATH",
-                   help="write a Chrome trace (JSON) of the fused run (of the one run with --unfused)")
-    p.add_argument("--plot", type=_output_path, metavar="PATH",
-                   help="write a timeline PNG: unfused and fused side by side (the one run with "
-                        "--fused/--unfused)")
+    mode.add_argument(
+        "--both",
+        dest="mode",
+        action="store_const",
+        const="both",
+        help="compare unfused and fused (timing-only runs; the default)",
+    )
+    mode.add_argument(
+        "--fused",
+        dest="mode",
+        action="store_const",
+        const="fused",
+        help="run the fused kernel alone, with data, checked against lax.conv",
+    )
+    mode.add_argument(
+        "--unfused",
+        dest="mode",
+        action="store_const",
+        const="unfused",
+        help="run the unfused baseline alone (Conv, then a vector kernel), with data",
+    )
+    mode.add_argument(
+        "--reference",
+        dest="mode",
+        action="store_const",
+        const="reference",
+        help="the fusion table of the ResNet-50 reference layers on the preset(s) (half-size layers on tiny)",
+    )
+    p.add_argument(
+        "--strategy", choices=STRATEGIES, default="img2col", help="Conv2D kernel (default img2col)"
+    )
+    p.add_argument(
+        "--preset",
+        type=_presets,
+        metavar="NAME[,NAME]",
+        help="hardware preset(s), comma-separated: ascend910b, ascend910, ascend310p, tiny, "
+        "tiny-coupled (default ascend910b; with --reference ascend910b,ascend910)",
+    )
+    p.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="with --fused/--unfused: same cycles and bytes, no data work (no numerical check)",
+    )
+    p.add_argument(
+        "--trace",
+        type=_output_path,
+        metavar="PATH",
+        help="write a Chrome trace (JSON) of the fused run (of the one run with --unfused)",
+    )
+    p.add_argument(
+        "--plot",
+        type=_output_path,
+        metavar="PATH",
+        help="write a timeline PNG: unfused and fused side by side (the one run with --fused/--unfused)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=run, parser=p, mode="both")
     return p
@@ -146,16 +206,34 @@ def _resolve_layer(args) -> _Layer:
     name = "conv2_x crop 16x16x64"
     if args.layer is not None:
         lay = args.layer
-        base = dict(n=lay.n, c=lay.c, h=lay.h, w=lay.w, k=lay.k, kh=lay.kh, kw=lay.kw, stride=lay.stride,
-                    padding=lay.padding)
+        base = dict(
+            n=lay.n,
+            c=lay.c,
+            h=lay.h,
+            w=lay.w,
+            k=lay.k,
+            kh=lay.kh,
+            kw=lay.kw,
+            stride=lay.stride,
+            padding=lay.padding,
+        )
         name = lay.name
-    given = {f: getattr(args, f) for f in (*(d for d, _ in _DIMS), "stride", "padding")
-             if getattr(args, f) is not None}
+    given = {
+        f: getattr(args, f)
+        for f in (*(d for d, _ in _DIMS), "stride", "padding")
+        if getattr(args, f) is not None
+    }
     v = {**base, **given}
     if given or args.dilation != 1:
         name = f"{v['h']}x{v['w']}x{v['c']} {v['kh']}x{v['kw']}->{v['k']}"
-    return _Layer(name, (v["n"], v["c"], v["h"], v["w"]), (v["k"], v["c"], v["kh"], v["kw"]), v["stride"],
-                  v["padding"], args.dilation)
+    return _Layer(
+        name,
+        (v["n"], v["c"], v["h"], v["w"]),
+        (v["k"], v["c"], v["kh"], v["kw"]),
+        v["stride"],
+        v["padding"],
+        args.dilation,
+    )
 
 
 def _check_flags(args, hws) -> None:
@@ -181,7 +259,11 @@ def run(args) -> int:
 
     hws = args.preset
     if hws is None:
-        hws = (presets.ascend910b(), presets.ascend910()) if args.mode == "reference" else (presets.ascend910b(),)
+        hws = (
+            (presets.ascend910b(), presets.ascend910())
+            if args.mode == "reference"
+            else (presets.ascend910b(),)
+        )
     _check_flags(args, hws)
     try:
         if args.mode == "reference":
@@ -212,13 +294,33 @@ def _operands(x_shape, w_shape, g, steps, seed: int = 0):
     return x, w, bias, res
 
 
-def traced_analysis(x_shape, w_shape, epilogue=("relu",), *, stride=1, padding=0, dilation=1, hw=None,
-                    strategy: str = "img2col", name: str | None = None):
+def traced_analysis(
+    x_shape,
+    w_shape,
+    epilogue=("relu",),
+    *,
+    stride=1,
+    padding=0,
+    dilation=1,
+    hw=None,
+    strategy: str = "img2col",
+    name: str | None = None,
+):
     """:func:`fusion.analyze` with both runs' instruction traces kept (for --trace / --plot)."""
     from fusion import analyze
 
-    return analyze(x_shape, w_shape, epilogue, stride=stride, padding=padding, dilation=dilation, hw=hw,
-                   strategy=strategy, name=name, trace=True)
+    return analyze(
+        x_shape,
+        w_shape,
+        epilogue,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        hw=hw,
+        strategy=strategy,
+        name=name,
+        trace=True,
+    )
 
 
 def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | None = None):
@@ -232,8 +334,12 @@ def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | Non
     end = max(unfused.cycles, fused.cycles)
     fig, axes = plt.subplots(1, 2, figsize=(16, 3.6), sharex=True)
     for ax, (what, rep) in zip(axes, (("unfused", unfused), ("fused", fused))):
-        rep.plot_timeline(ax=ax, core=core, max_cycles=end,
-                          title=f"{what}: {rep.cycles:,} cycles, {rep.gm_bytes:,} GM bytes (core {core})")
+        rep.plot_timeline(
+            ax=ax,
+            core=core,
+            max_cycles=end,
+            title=f"{what}: {rep.cycles:,} cycles, {rep.gm_bytes:,} GM bytes (core {core})",
+        )
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -246,11 +352,16 @@ def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | Non
 def _analysis_dict(a) -> dict:
     from npu_jax.core.timing import PIPES
 
-    return {**a.row(), "pipe_busy": {p: list(a.pipe_delta[p]) for p in PIPES if p in a.pipe_delta},
-            "why": a.why, "fused_where": a.fused.part("conv").name,
-            "unfused_tiling": dataclasses.asdict(a.unfused_tiling),
-            "fused_tiling": dataclasses.asdict(a.fused_tiling),
-            "unfused": a.unfused.as_dict(), "fused": a.fused.as_dict()}
+    return {
+        **a.row(),
+        "pipe_busy": {p: list(a.pipe_delta[p]) for p in PIPES if p in a.pipe_delta},
+        "why": a.why,
+        "fused_where": a.fused.part("conv").name,
+        "unfused_tiling": dataclasses.asdict(a.unfused_tiling),
+        "fused_tiling": dataclasses.asdict(a.fused_tiling),
+        "unfused": a.unfused.as_dict(),
+        "fused": a.fused.as_dict(),
+    }
 
 
 def _trace_note(rep) -> str | None:
@@ -268,36 +379,73 @@ def _run_both(args, layer: _Layer, hws) -> int:
     analyses = []
     for hw in hws:
         if keep:
-            a = traced_analysis(layer.x_shape, layer.w_shape, args.epilogue, stride=layer.stride,
-                                padding=layer.padding, dilation=layer.dilation, hw=hw, strategy=args.strategy,
-                                name=layer.name)
+            a = traced_analysis(
+                layer.x_shape,
+                layer.w_shape,
+                args.epilogue,
+                stride=layer.stride,
+                padding=layer.padding,
+                dilation=layer.dilation,
+                hw=hw,
+                strategy=args.strategy,
+                name=layer.name,
+            )
         else:
-            a = fusion.analyze(layer.x_shape, layer.w_shape, args.epilogue, stride=layer.stride,
-                               padding=layer.padding, dilation=layer.dilation, hw=hw, strategy=args.strategy,
-                               name=layer.name)
+            a = fusion.analyze(
+                layer.x_shape,
+                layer.w_shape,
+                args.epilogue,
+                stride=layer.stride,
+                padding=layer.padding,
+                dilation=layer.dilation,
+                hw=hw,
+                strategy=args.strategy,
+                name=layer.name,
+            )
         analyses.append(a)
     a = analyses[0]
     if args.trace is not None:
         a.fused.to_chrome_trace(args.trace)
     if args.plot is not None:
-        plot_side_by_side(a.unfused, a.fused, args.plot,
-                          title=f"{layer.name}: conv -> {a.steps} on {a.hw.name}, unfused vs fused")
+        plot_side_by_side(
+            a.unfused,
+            a.fused,
+            args.plot,
+            title=f"{layer.name}: conv -> {a.steps} on {a.hw.name}, unfused vs fused",
+        )
     if args.json:
-        print(json.dumps({"layer": g.describe(), "name": layer.name, "epilogue": [str(s) for s in args.epilogue],
-                          "strategy": args.strategy, "mode": "both", "timing_only": True,
-                          "runs": [_analysis_dict(a) for a in analyses]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "layer": g.describe(),
+                    "name": layer.name,
+                    "epilogue": [str(s) for s in args.epilogue],
+                    "strategy": args.strategy,
+                    "mode": "both",
+                    "timing_only": True,
+                    "runs": [_analysis_dict(a) for a in analyses],
+                },
+                indent=2,
+            )
+        )
     else:
-        print(f"npu-jax fuse: conv2d {g.describe()}, then {a.steps}; {args.strategy}: unfused vs fused "
-              f"(timing-only runs, each with the chooser's tiling)")
+        print(
+            f"npu-jax fuse: conv2d {g.describe()}, then {a.steps}; {args.strategy}: unfused vs fused "
+            f"(timing-only runs, each with the chooser's tiling)"
+        )
         for a in analyses:
             print()
             print(a.summary())
-            print(f"  fused as     {a.fused.part('conv').name}"
-                  + (" + a vector kernel for the rest" if len(a.fused.parts) > 1 else ""))
+            print(
+                f"  fused as     {a.fused.part('conv').name}"
+                + (" + a vector kernel for the rest" if len(a.fused.parts) > 1 else "")
+            )
             print(f"  tiling       unfused {a.unfused_tiling}")
             print(f"               fused   {a.fused_tiling}")
         if args.trace is not None:
-            print(f"  Chrome trace of the fused run written to {args.trace} (open it in https://ui.perfetto.dev)")
+            print(
+                f"  Chrome trace of the fused run written to {args.trace} (open it in https://ui.perfetto.dev)"
+            )
         if args.plot is not None:
             print(f"  timelines of core 0, unfused and fused side by side, written to {args.plot}")
     if keep:
@@ -360,9 +508,18 @@ def _run_one(args, layer: _Layer, hws) -> int:
     keep = args.trace is not None or args.plot is not None
     runs = []
     for hw in hws:
-        go = functools.partial(fusion.conv2d_fused, epilogue=args.epilogue, stride=layer.stride,
-                               padding=layer.padding, dilation=layer.dilation, fused=fused,
-                               strategy=args.strategy, hw=hw, trace=keep, timing_only=args.timing_only)
+        go = functools.partial(
+            fusion.conv2d_fused,
+            epilogue=args.epilogue,
+            stride=layer.stride,
+            padding=layer.padding,
+            dilation=layer.dilation,
+            fused=fused,
+            strategy=args.strategy,
+            hw=hw,
+            trace=keep,
+            timing_only=args.timing_only,
+        )
         if not split(args.epilogue, hw, Policy(), fused)[1]:
             # one kernel: one XLA program, about twice as quick as running it op by op; the
             # sanitizers' findings travel in the report and are raised below. (With a separate vector
@@ -382,22 +539,39 @@ def _run_one(args, layer: _Layer, hws) -> int:
     if args.plot is not None:
         rep.plot_timeline(args.plot)
     if args.json:
-        print(json.dumps({"layer": g.describe(), "name": layer.name, "epilogue": [str(s) for s in args.epilogue],
-                          "strategy": args.strategy, "mode": args.mode, "timing_only": args.timing_only,
-                          "runs": [{**r.as_dict(), "max_abs_err": e, "max_abs_ref": s, "y_dtype": str(y.dtype)}
-                                   for _, y, r, e, s in runs]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "layer": g.describe(),
+                    "name": layer.name,
+                    "epilogue": [str(s) for s in args.epilogue],
+                    "strategy": args.strategy,
+                    "mode": args.mode,
+                    "timing_only": args.timing_only,
+                    "runs": [
+                        {**r.as_dict(), "max_abs_err": e, "max_abs_ref": s, "y_dtype": str(y.dtype)}
+                        for _, y, r, e, s in runs
+                    ],
+                },
+                indent=2,
+            )
+        )
     else:
         for i, (_, y, r, err, scale) in enumerate(runs):
             if i:
                 print()
             print(r.summary())
             if err is None:
-                print("  timing-only run: the same cycles and bytes as a full run; no data moved, so no "
-                      "numerical check")
+                print(
+                    "  timing-only run: the same cycles and bytes as a full run; no data moved, so no "
+                    "numerical check"
+                )
             else:
-                print(f"  max abs error vs {_reference_text(args.epilogue)} (float64 of lax.conv_general_dilated, "
-                      f"fp32 HIGHEST, on the fp16 inputs): {err:.4g} (largest |y| {scale:.4g}; "
-                      f"output is {y.dtype})")
+                print(
+                    f"  max abs error vs {_reference_text(args.epilogue)} (float64 of lax.conv_general_dilated, "
+                    f"fp32 HIGHEST, on the fp16 inputs): {err:.4g} (largest |y| {scale:.4g}; "
+                    f"output is {y.dtype})"
+                )
         if args.trace is not None:
             print(f"  Chrome trace written to {args.trace}")
         if args.plot is not None:
@@ -436,8 +610,18 @@ def reference_rows(hws, epilogue=("bias", "relu"), strategy: str = "img2col", la
     progress = _progress(len(plan))
     rows = []
     for hw, lay in plan:
-        rows.append(fusion.analyze(lay.x_shape, lay.w_shape, epilogue, stride=lay.stride, padding=lay.padding,
-                                   hw=hw, strategy=strategy, name=lay.name))
+        rows.append(
+            fusion.analyze(
+                lay.x_shape,
+                lay.w_shape,
+                epilogue,
+                stride=lay.stride,
+                padding=lay.padding,
+                hw=hw,
+                strategy=strategy,
+                name=lay.name,
+            )
+        )
         if progress:
             progress(rows[-1])
     return rows
@@ -463,8 +647,10 @@ def _conv_delta(a) -> float:
 def fusion_reading(rows) -> str:
     """Lines read off a fusion table, beside the kernel engineer's figures; every number from ``rows``."""
     short = lambda a: a.layer.split()[0]  # noqa: E731
-    lines = [f"Reading, beside the kernel engineer's figures (more than {ENGINEER_SAVED_PCT:.0f}% of the "
-             f"intermediate's bandwidth saved, {ENGINEER_FASTER_PCT:.0f}% faster):"]
+    lines = [
+        f"Reading, beside the kernel engineer's figures (more than {ENGINEER_SAVED_PCT:.0f}% of the "
+        f"intermediate's bandwidth saved, {ENGINEER_FASTER_PCT:.0f}% faster):"
+    ]
     chips: dict[str, list] = {}
     for a in rows:
         chips.setdefault(a.hw.name, []).append(a)
@@ -481,14 +667,19 @@ def fusion_reading(rows) -> str:
             f"({mb:.2f} MB over {n} layer{'s' * (n > 1)}; above {ENGINEER_SAVED_PCT:.0f}% on {n_saved} of {n}), "
             f"{_span([a.gm_saved_pct for a in rs], '{:.0f}%')} of all GM bytes; "
             f"{_span(faster, '{:.0f}%')} less time (mean {sum(faster) / n:.0f}%, speed-up "
-            f"{_span([a.speedup for a in rs], '{:.2f}x')}; at least {ENGINEER_FASTER_PCT:.0f}% on {n_fast} of {n}).")
+            f"{_span([a.speedup for a in rs], '{:.2f}x')}; at least {ENGINEER_FASTER_PCT:.0f}% on {n_fast} of {n})."
+        )
     best = max(rows, key=lambda a: a.faster_pct)
     worst = min(rows, key=lambda a: a.faster_pct)
-    lines.append(f"What fusion removes: the separate vector kernel, {_span([_vector_share(a) for a in rows], '{:.0f}%')}"
-                 f" of the unfused time; what it adds: the fused Conv kernel takes "
-                 f"{_span([_conv_delta(a) for a in rows], '{:+.0f}%')} against the Conv alone (its epilogue "
-                 f"and its own tiling).")
-    lines.append(f"Largest gain, {short(best)} on {best.hw.name} ({best.faster_pct:.0f}% less time): {best.why}")
+    lines.append(
+        f"What fusion removes: the separate vector kernel, {_span([_vector_share(a) for a in rows], '{:.0f}%')}"
+        f" of the unfused time; what it adds: the fused Conv kernel takes "
+        f"{_span([_conv_delta(a) for a in rows], '{:+.0f}%')} against the Conv alone (its epilogue "
+        f"and its own tiling)."
+    )
+    lines.append(
+        f"Largest gain, {short(best)} on {best.hw.name} ({best.faster_pct:.0f}% less time): {best.why}"
+    )
     if worst is not best:
         lines.append(f"Smallest, {short(worst)} on {worst.hw.name} ({worst.faster_pct:.0f}%): {worst.why}")
     return "\n".join(lines)
@@ -500,11 +691,22 @@ def _run_reference(args, hws) -> int:
     rows = reference_rows(hws, args.epilogue, args.strategy)
     steps = _steps_text(args.epilogue)
     if args.json:
-        print(json.dumps({"epilogue": [str(s) for s in args.epilogue], "strategy": args.strategy,
-                          "mode": "reference", "rows": [{**a.row(), "why": a.why} for a in rows]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "epilogue": [str(s) for s in args.epilogue],
+                    "strategy": args.strategy,
+                    "mode": "reference",
+                    "rows": [{**a.row(), "why": a.why} for a in rows],
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"== Conv -> {steps} fusion on the ResNet-50 reference layers ({', '.join(h.name for h in hws)}; "
-          f"{args.strategy}): timing-only runs, unfused and fused, each with the chooser's tiling ==")
+    print(
+        f"== Conv -> {steps} fusion on the ResNet-50 reference layers ({', '.join(h.name for h in hws)}; "
+        f"{args.strategy}): timing-only runs, unfused and fused, each with the chooser's tiling =="
+    )
     print(fusion.format_table(rows))
     print()
     print(fusion_reading(rows))
@@ -517,13 +719,30 @@ def demo_section(opts) -> str:
 
     hw = opts.hw
     rows = reference_rows((hw,))
-    what = ("two ResNet-50 reference layers at half height and width (tiny preset)"
-            if hw.name.startswith("tiny") else "the ResNet-50 reference layers")
+    what = (
+        "two ResNet-50 reference layers at half height and width (tiny preset)"
+        if hw.name.startswith("tiny")
+        else "the ResNet-50 reference layers"
+    )
     where = "UB: L0C -> UB -> vector -> GM" if hw.coupled else "Fixpipe: L0C -> bias -> ReLU -> GM"
-    return "\n".join([f"== Conv + bias + ReLU fusion ({where}) on {what}: timing-only runs, unfused and "
-                      f"fused, each with the chooser's tiling ==", fusion.format_table(rows), "",
-                      fusion_reading(rows)])
+    return "\n".join(
+        [
+            f"== Conv + bias + ReLU fusion ({where}) on {what}: timing-only runs, unfused and "
+            f"fused, each with the chooser's tiling ==",
+            fusion.format_table(rows),
+            "",
+            fusion_reading(rows),
+        ]
+    )
 
 
-__all__ = ["add_parser", "demo_section", "fusion_reading", "plot_side_by_side", "reference_output",
-           "reference_rows", "run", "traced_analysis"]
+__all__ = [
+    "add_parser",
+    "demo_section",
+    "fusion_reading",
+    "plot_side_by_side",
+    "reference_output",
+    "reference_rows",
+    "run",
+    "traced_analysis",
+]

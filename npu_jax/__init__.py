@@ -20,5 +20,20 @@ from npu_jax.report.report import Report
 
 __version__ = "0.1.0"
 
-__all__ = ["Assumed", "Checks", "ConvTiling", "HardwareConfig", "MatmulTiling", "Policy", "Report", "STRATEGIES",
-           "conv2d", "conv2d_bounded", "default_checks", "errors", "matmul", "presets", "set_default_checks"]
+__all__ = [
+    "Assumed",
+    "Checks",
+    "ConvTiling",
+    "HardwareConfig",
+    "MatmulTiling",
+    "Policy",
+    "Report",
+    "STRATEGIES",
+    "conv2d",
+    "conv2d_bounded",
+    "default_checks",
+    "errors",
+    "matmul",
+    "presets",
+    "set_default_checks",
+]

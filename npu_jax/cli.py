@@ -86,7 +86,8 @@ def _int_or_pair(minimum: int):
             vals = ()
         if len(vals) not in (1, 2) or min(vals) < minimum:
             raise argparse.ArgumentTypeError(
-                f"must be an integer >= {minimum} or a pair H,W of them, got {text!r}")
+                f"must be an integer >= {minimum} or a pair H,W of them, got {text!r}"
+            )
         return vals[0] if len(vals) == 1 else vals
 
     return parse
@@ -100,7 +101,8 @@ def _padding(text: str):
         return _int_or_pair(0)(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"must be an integer >= 0, a pair H,W of them, SAME or VALID, got {text!r}") from None
+            f"must be an integer >= 0, a pair H,W of them, SAME or VALID, got {text!r}"
+        ) from None
 
 
 def _output_path(text: str) -> str:
@@ -131,8 +133,10 @@ def _trace_note(report) -> str:
     dropped = report.trace_dropped
     if not dropped:
         return ""
-    return (f"note: the trace kept the first {np.shape(report.trace['pipe'])[1]} events per core; "
-            f"{dropped:,} later events were dropped from the trace file and the plot.")
+    return (
+        f"note: the trace kept the first {np.shape(report.trace['pipe'])[1]} events per core; "
+        f"{dropped:,} later events were dropped from the trace file and the plot."
+    )
 
 
 def _reading(report) -> str:
@@ -150,8 +154,10 @@ def _reading(report) -> str:
         f"The kernel is {report.roofline}.",
     ]
     if report.n_cores > 1 and core_cycles.min() < 0.9 * core_cycles.max():
-        lines.append(f"Cores finish between {int(core_cycles.min()):,} and {int(core_cycles.max()):,} "
-                     f"cycles: the output blocks do not divide evenly over the cores.")
+        lines.append(
+            f"Cores finish between {int(core_cycles.min()):,} and {int(core_cycles.max()):,} "
+            f"cycles: the output blocks do not divide evenly over the cores."
+        )
     return "\n".join(lines)
 
 
@@ -162,11 +168,17 @@ def _demo_gemm(opts: DemoOptions) -> str:
     a, b = _random_operands(1024, 1024, 1024)
     keep = opts.trace is not None or opts.plot is not None
     _, report = npu_jax.matmul(a, b, hw=opts.hw, trace=keep)
-    parts = ["== GEMM 1024 x 1024 x 1024, fp16 in, fp32 accumulate ==", report.summary(), "",
-             _reading(report)]
+    parts = [
+        "== GEMM 1024 x 1024 x 1024, fp16 in, fp32 accumulate ==",
+        report.summary(),
+        "",
+        _reading(report),
+    ]
     if opts.trace is not None:
-        parts.append(f"Chrome trace written to {report.to_chrome_trace(opts.trace)} "
-                     f"(open it in https://ui.perfetto.dev).")
+        parts.append(
+            f"Chrome trace written to {report.to_chrome_trace(opts.trace)} "
+            f"(open it in https://ui.perfetto.dev)."
+        )
     if opts.plot is not None:
         report.plot_timeline(opts.plot)
         parts.append(f"Timeline of core 0 written to {opts.plot}.")
@@ -183,10 +195,16 @@ def _demo_conv_layers(hw: HardwareConfig) -> tuple:
 
     if not hw.name.startswith("tiny"):
         return RESNET50_REFERENCE
-    return tuple(dataclasses.replace(layer, name=f"{layer.name.split()[0]}/2 {layer.kh}x{layer.kw} "
-                                                  f"{layer.h // 2}x{layer.w // 2}x{layer.c}",
-                                     h=layer.h // 2, w=layer.w // 2)
-                 for layer in RESNET50_REFERENCE if layer.name.startswith(("conv2_x", "conv4_x")))
+    return tuple(
+        dataclasses.replace(
+            layer,
+            name=f"{layer.name.split()[0]}/2 {layer.kh}x{layer.kw} {layer.h // 2}x{layer.w // 2}x{layer.c}",
+            h=layer.h // 2,
+            w=layer.w // 2,
+        )
+        for layer in RESNET50_REFERENCE
+        if layer.name.startswith(("conv2_x", "conv4_x"))
+    )
 
 
 def _span(values, fmt: str) -> str:
@@ -205,9 +223,11 @@ def _strategies_reading(rows) -> str:
     short = lambda name: name.split()[0]  # noqa: E731
     winners = [b.strategy for b in best.values()]
     top = max(winners, key=winners.count)  # ties: the first layer's
-    lines = ["Reading: the best strategy per layer is "
-             + ", ".join(f"{short(n)} {b.strategy} ({b.pct_peak:.1f}% of peak)" for n, b in best.items())
-             + f"; {top} wins {winners.count(top)} of {len(best)} layers."]
+    lines = [
+        "Reading: the best strategy per layer is "
+        + ", ".join(f"{short(n)} {b.strategy} ({b.pct_peak:.1f}% of peak)" for n, b in best.items())
+        + f"; {top} wins {winners.count(top)} of {len(best)} layers."
+    ]
     naive = {n: next((r for r in rs if r.strategy == "output_tiled"), None) for n, rs in layers.items()}
     pairs = [(best[n], naive[n]) for n in layers if naive[n] is not None]
     if pairs:
@@ -219,15 +239,22 @@ def _strategies_reading(rows) -> str:
             f"{np.mean([b.pct_peak for b, _ in pairs]):.1f}% of peak vs "
             f"{np.mean([o.pct_peak for _, o in pairs]):.1f}%: {_span(speedups, '{:.2f}x')} fewer cycles "
             f"per layer"
-            + (f" (before the NC1HWC0 relayout kernel, listed apart: up to {relaid:,} cycles)."
-               if relaid else "."))
+            + (
+                f" (before the NC1HWC0 relayout kernel, listed apart: up to {relaid:,} cycles)."
+                if relaid
+                else "."
+            )
+        )
     necks = [b.bottleneck for b in best.values()]
     neck = max(necks, key=necks.count)
     others = [f"{b.bottleneck} on {short(n)}" for n, b in best.items() if b.bottleneck != neck]
-    lines.append(f"The best kernel's bottleneck is {neck} -- {_PIPE_MEANING.get(neck, neck)} -- on "
-                 f"{necks.count(neck)} of {len(necks)} layers" + (f" ({', '.join(others)})" if others else "")
-                 + f"; its Cube is busy {_span([b.mac_ratio for b in best.values()], '{:.0%}')} of the run "
-                 f"(mac_ratio).")
+    lines.append(
+        f"The best kernel's bottleneck is {neck} -- {_PIPE_MEANING.get(neck, neck)} -- on "
+        f"{necks.count(neck)} of {len(necks)} layers"
+        + (f" ({', '.join(others)})" if others else "")
+        + f"; its Cube is busy {_span([b.mac_ratio for b in best.values()], '{:.0%}')} of the run "
+        f"(mac_ratio)."
+    )
     return "\n".join(lines)
 
 
@@ -247,10 +274,19 @@ def _demo_conv_strategies(opts: DemoOptions) -> str:
             print(f"\r  conv2d runs: {len(done)}/{total}", end=end, file=sys.stderr, flush=True)
 
     rows = conv_strategies(opts.hw, layers, timing_only=True, progress=progress)
-    what = ("two ResNet-50 reference layers at half height and width (tiny preset)"
-            if opts.hw.name.startswith("tiny") else "the ResNet-50 reference layers")
-    return "\n".join([f"== Conv2D strategies on {what}: timing-only runs, each with the chooser's tiling ==",
-                      format_rows(rows), "", _strategies_reading(rows)])
+    what = (
+        "two ResNet-50 reference layers at half height and width (tiny preset)"
+        if opts.hw.name.startswith("tiny")
+        else "the ResNet-50 reference layers"
+    )
+    return "\n".join(
+        [
+            f"== Conv2D strategies on {what}: timing-only runs, each with the chooser's tiling ==",
+            format_rows(rows),
+            "",
+            _strategies_reading(rows),
+        ]
+    )
 
 
 DEMO_SECTIONS: list[Callable[[DemoOptions], str]] = [_demo_gemm, _demo_conv_strategies]
@@ -280,8 +316,11 @@ DEMO_SECTIONS.append(_demo_fusion)
 
 def _cmd_demo(args) -> int:
     opts = DemoOptions(hw=args.preset, trace=args.trace, plot=args.plot)
-    print(f"npu-jax demo on {opts.hw.name}: {opts.hw.num_cores} cores at {opts.hw.clock_ghz} GHz, "
-          f"peak {opts.hw.peak_tflops('fp16'):.2f} TFLOPS fp16\n", flush=True)
+    print(
+        f"npu-jax demo on {opts.hw.name}: {opts.hw.num_cores} cores at {opts.hw.clock_ghz} GHz, "
+        f"peak {opts.hw.peak_tflops('fp16'):.2f} TFLOPS fp16\n",
+        flush=True,
+    )
     for i, section in enumerate(DEMO_SECTIONS):
         if i:
             print()
@@ -293,36 +332,65 @@ def _cmd_demo(args) -> int:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     fmt = lambda row: "  ".join(  # noqa: E731
-        str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(row, widths)))
+        str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(row, widths))
+    )
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
 
 
 def _preset_row(hw: HardwareConfig) -> list[str]:
     chip = hw.chip_gm_bytes_per_cycle
-    return [hw.name, str(hw.num_cores), f"{hw.clock_ghz:g}", f"{hw.peak_tflops('fp16'):.2f}",
-            *(f"{hw.buffer_bytes(b) // KiB}" for b in ("L1", "L0A", "L0B", "L0C", "UB")),
-            f"{hw.gm_bytes_per_cycle:g}", f"{chip:g}" if chip is not None else "-",
-            "coupled" if hw.coupled else "separated", hw.overflow_mode]
+    return [
+        hw.name,
+        str(hw.num_cores),
+        f"{hw.clock_ghz:g}",
+        f"{hw.peak_tflops('fp16'):.2f}",
+        *(f"{hw.buffer_bytes(b) // KiB}" for b in ("L1", "L0A", "L0B", "L0C", "UB")),
+        f"{hw.gm_bytes_per_cycle:g}",
+        f"{chip:g}" if chip is not None else "-",
+        "coupled" if hw.coupled else "separated",
+        hw.overflow_mode,
+    ]
 
 
 def _cmd_info(args) -> int:
     chosen = [args.preset] if args.preset is not None else [f() for f in presets.PRESETS.values()]
-    header = ["preset", "cores", "GHz", "TFLOPS fp16", "L1 KiB", "L0A KiB", "L0B KiB", "L0C KiB",
-              "UB KiB", "GM B/cyc/core", "GM B/cyc chip", "data path", "overflow"]
+    header = [
+        "preset",
+        "cores",
+        "GHz",
+        "TFLOPS fp16",
+        "L1 KiB",
+        "L0A KiB",
+        "L0B KiB",
+        "L0C KiB",
+        "UB KiB",
+        "GM B/cyc/core",
+        "GM B/cyc chip",
+        "data path",
+        "overflow",
+    ]
     print("Presets (figures per core unless marked; sources cited in npu_jax/hw/presets.py)")
     print(_table(header, [_preset_row(hw) for hw in chosen]))
     print()
     assumed = chosen[0].assumed if len(chosen) == 1 else Assumed()
-    rows = [[f.name, f"{getattr(assumed, f.name):g}",
-             "B/cycle" if f.name.endswith("bytes_per_cycle") else "cycles", "assumed, not published"]
-            for f in dataclasses.fields(Assumed)]
+    rows = [
+        [
+            f.name,
+            f"{getattr(assumed, f.name):g}",
+            "B/cycle" if f.name.endswith("bytes_per_cycle") else "cycles",
+            "assumed, not published",
+        ]
+        for f in dataclasses.fields(Assumed)
+    ]
     print("Assumed figures (HardwareConfig.assumed: the model's guesses; change them to ask 'what if')")
     print(_table(["name", "value", "unit", "status"], rows))
     # A rate that a preset publishes overrides the assumed one; say where the guess is still used.
     for name in ("l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
         guessed = [hw.name for hw in chosen if getattr(hw, name) is None]
-        print(f"  {name}: assumed value used by {', '.join(guessed) or 'none of these'}; "
-              f"the others publish their own.")
+        print(
+            f"  {name}: assumed value used by {', '.join(guessed) or 'none of these'}; "
+            f"the others publish their own."
+        )
     return 0
 
 
@@ -333,8 +401,10 @@ def _cmd_matmul(args) -> int:
 
     hw = args.preset
     if args.cores is not None and args.cores > hw.num_cores:
-        args.parser.error(f"argument --cores: must be at most {hw.num_cores} (the cores of preset "
-                          f"{hw.name}), got {args.cores}")
+        args.parser.error(
+            f"argument --cores: must be at most {hw.num_cores} (the cores of preset "
+            f"{hw.name}), got {args.cores}"
+        )
     a, b = _random_operands(args.m, args.n, args.k)
     tiling = default_tiling(args.m, args.n, args.k, hw)
     if args.cores is not None:
@@ -349,8 +419,10 @@ def _cmd_matmul(args) -> int:
     else:
         print(report.summary())
         print(f"  tiling        {tiling}")
-        print(f"  max abs error vs float64 of the fp16 inputs: {err:.4g} "
-              f"(largest |C| {float(np.max(np.abs(ref))):.4g}; output is fp16)")
+        print(
+            f"  max abs error vs float64 of the fp16 inputs: {err:.4g} "
+            f"(largest |C| {float(np.max(np.abs(ref))):.4g}; output is fp16)"
+        )
         if args.trace is not None:
             print(f"  Chrome trace written to {args.trace}")
     if args.trace is not None and _trace_note(report):
@@ -364,10 +436,18 @@ def _conv_reference(x, w, g):
     from jax import lax
 
     pt, pb, pl, pr = g.pads
-    return np.asarray(lax.conv_general_dilated(
-        x.astype(np.float32), w.astype(np.float32), window_strides=g.stride,
-        padding=((pt, pb), (pl, pr)), rhs_dilation=g.dilation,
-        dimension_numbers=("NCHW", "OIHW", "NCHW"), precision=lax.Precision.HIGHEST), np.float64)
+    return np.asarray(
+        lax.conv_general_dilated(
+            x.astype(np.float32),
+            w.astype(np.float32),
+            window_strides=g.stride,
+            padding=((pt, pb), (pl, pr)),
+            rhs_dilation=g.dilation,
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+            precision=lax.Precision.HIGHEST,
+        ),
+        np.float64,
+    )
 
 
 def _conv_all(args, x_shape, w_shape, g) -> int:
@@ -389,18 +469,49 @@ def _conv_all(args, x_shape, w_shape, g) -> int:
         rows = []
         for s in STRATEGIES:
             t = choose_tiling(g, s, hw)
-            _, rep = conv2d(x, w, args.stride, args.padding, args.dilation, strategy=s, hw=hw,
-                            tiling=t, timing_only=args.timing_only)
+            _, rep = conv2d(
+                x,
+                w,
+                args.stride,
+                args.padding,
+                args.dilation,
+                strategy=s,
+                hw=hw,
+                tiling=t,
+                timing_only=args.timing_only,
+            )
             rel = rep.extras.get("relayout")
-            rows.append(StrategyRow(name, s, rep.cycles, rep.pct_peak, rep.gm_bytes,
-                                    rep.ratios["mac_ratio"], rep.ratios["mte2_ratio"], rep.bottleneck,
-                                    rel.cycles if rel is not None else 0, t))
+            rows.append(
+                StrategyRow(
+                    name,
+                    s,
+                    rep.cycles,
+                    rep.pct_peak,
+                    rep.gm_bytes,
+                    rep.ratios["mac_ratio"],
+                    rep.ratios["mte2_ratio"],
+                    rep.bottleneck,
+                    rel.cycles if rel is not None else 0,
+                    t,
+                )
+            )
     if args.json:
-        print(json.dumps({"layer": g.describe(), "hw": hw.name, "timing_only": args.timing_only,
-                          "rows": [dataclasses.asdict(r) for r in rows]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "layer": g.describe(),
+                    "hw": hw.name,
+                    "timing_only": args.timing_only,
+                    "rows": [dataclasses.asdict(r) for r in rows],
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"conv2d {g.describe()} on {hw.name}, all strategies "
-          f"({'timing-only' if args.timing_only else 'full'} runs, each with the chooser's tiling)")
+    print(
+        f"conv2d {g.describe()} on {hw.name}, all strategies "
+        f"({'timing-only' if args.timing_only else 'full'} runs, each with the chooser's tiling)"
+    )
     print(format_rows(rows))
     for r in rows:
         print(f"  {r.strategy:<13} {r.tiling}")
@@ -437,8 +548,18 @@ def _conv_one(args, x_shape, w_shape, g) -> int:
     w = rng.standard_normal(w_shape).astype(np.float16)
     tiling = choose_tiling(g, args.strategy, hw)
     keep = args.trace is not None or args.plot is not None
-    y, report = conv2d(x, w, args.stride, args.padding, args.dilation, strategy=args.strategy, hw=hw,
-                       tiling=tiling, trace=keep, timing_only=args.timing_only)
+    y, report = conv2d(
+        x,
+        w,
+        args.stride,
+        args.padding,
+        args.dilation,
+        strategy=args.strategy,
+        hw=hw,
+        tiling=tiling,
+        trace=keep,
+        timing_only=args.timing_only,
+    )
     rel = report.extras.get("relayout")
     err = scale = None
     if not args.timing_only:
@@ -450,22 +571,37 @@ def _conv_one(args, x_shape, w_shape, g) -> int:
     if args.plot is not None:
         report.plot_timeline(args.plot)
     if args.json:
-        print(json.dumps({**report.as_dict(), "strategy": args.strategy,
-                          "tiling": dataclasses.asdict(tiling), "timing_only": args.timing_only,
-                          "relayout_cycles": rel.cycles if rel is not None else 0,
-                          "max_abs_err": err}, indent=2))
+        print(
+            json.dumps(
+                {
+                    **report.as_dict(),
+                    "strategy": args.strategy,
+                    "tiling": dataclasses.asdict(tiling),
+                    "timing_only": args.timing_only,
+                    "relayout_cycles": rel.cycles if rel is not None else 0,
+                    "max_abs_err": err,
+                },
+                indent=2,
+            )
+        )
     else:
         print(report.summary())
         print(f"  tiling        {tiling}")
         if rel is not None:
-            print(f"  relayout      NCHW -> NC1HWC0 kernel: {rel.cycles:,} cycles on {rel.n_cores} "
-                  f"cores, {rel.gm_bytes:,} GM bytes (a kernel of its own, not in the cycles above)")
+            print(
+                f"  relayout      NCHW -> NC1HWC0 kernel: {rel.cycles:,} cycles on {rel.n_cores} "
+                f"cores, {rel.gm_bytes:,} GM bytes (a kernel of its own, not in the cycles above)"
+            )
         if err is None:
-            print("  timing-only run: the same cycles and bytes as a full run; no data moved, so no "
-                  "numerical check")
+            print(
+                "  timing-only run: the same cycles and bytes as a full run; no data moved, so no "
+                "numerical check"
+            )
         else:
-            print(f"  max abs error vs lax.conv_general_dilated (fp32, HIGHEST) of the fp16 inputs: "
-                  f"{err:.4g} (largest |y| {scale:.4g}; output is fp16)")
+            print(
+                f"  max abs error vs lax.conv_general_dilated (fp32, HIGHEST) of the fp16 inputs: "
+                f"{err:.4g} (largest |y| {scale:.4g}; output is fp16)"
+            )
         if args.trace is not None:
             print(f"  Chrome trace written to {args.trace}")
         if args.plot is not None:
@@ -477,14 +613,24 @@ def _conv_one(args, x_shape, w_shape, g) -> int:
 
 # ---- entry point ---------------------------------------------------------------------------------
 def _parser() -> _Parser:
-    p = _Parser(prog="npu-jax", description="Emulate an Ascend-style AI Core in JAX: the numbers a "
-                "kernel computes and the cycles and bytes it costs.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,info,matmul,conv2d,precision,fuse,search}")
+    p = _Parser(
+        prog="npu-jax",
+        description="Emulate an Ascend-style AI Core in JAX: the numbers a "
+        "kernel computes and the cycles and bytes it costs.",
+    )
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="{demo,info,matmul,conv2d,precision,fuse,search}"
+    )
 
     def preset_arg(sp, default):
-        sp.add_argument("--preset", type=_preset, default=default, metavar="NAME",
-                        help=f"hardware preset: one of {sorted(presets.PRESETS)}"
-                             + (" (default ascend910b)" if default else " (default: all)"))
+        sp.add_argument(
+            "--preset",
+            type=_preset,
+            default=default,
+            metavar="NAME",
+            help=f"hardware preset: one of {sorted(presets.PRESETS)}"
+            + (" (default ascend910b)" if default else " (default: all)"),
+        )
 
     d = sub.add_parser("demo", help="run the default workload and explain its report")
     preset_arg(d, "ascend910b")
@@ -507,29 +653,60 @@ def _parser() -> _Parser:
 
     from npu_jax.kernels.conv2d import STRATEGIES
 
-    c = sub.add_parser("conv2d", help="run one Conv2D layer (NCHW x OIHW) on random fp16 data",
-                       description="Run one Conv2D layer on random fp16 data. Defaults: ResNet-50's "
-                                   "conv2_x (1x64x56x56, 64 3x3 filters, pad 1), img2col, ascend910b.")
-    for dim, default, what in (("n", 1, "batch"), ("c", 64, "input channels"), ("h", 56, "input height"),
-                               ("w", 56, "input width"), ("k", 64, "output channels (filters)"),
-                               ("kh", 3, "kernel height"), ("kw", 3, "kernel width")):
-        c.add_argument(f"--{dim}", type=_positive_int, default=default, metavar=dim.upper(),
-                       help=f"{what} (default {default})")
-    c.add_argument("--stride", type=_int_or_pair(1), default=1, metavar="S",
-                   help="stride: S or SH,SW (default 1)")
-    c.add_argument("--padding", type=_padding, default=1, metavar="P",
-                   help="padding: P, PH,PW, SAME or VALID (default 1)")
-    c.add_argument("--dilation", type=_int_or_pair(1), default=1, metavar="D",
-                   help="dilation: D or DH,DW (default 1)")
-    c.add_argument("--strategy", choices=(*STRATEGIES, "all"), default="img2col",
-                   help="kernel strategy, or 'all' for a table of the four (default img2col)")
+    c = sub.add_parser(
+        "conv2d",
+        help="run one Conv2D layer (NCHW x OIHW) on random fp16 data",
+        description="Run one Conv2D layer on random fp16 data. Defaults: ResNet-50's "
+        "conv2_x (1x64x56x56, 64 3x3 filters, pad 1), img2col, ascend910b.",
+    )
+    for dim, default, what in (
+        ("n", 1, "batch"),
+        ("c", 64, "input channels"),
+        ("h", 56, "input height"),
+        ("w", 56, "input width"),
+        ("k", 64, "output channels (filters)"),
+        ("kh", 3, "kernel height"),
+        ("kw", 3, "kernel width"),
+    ):
+        c.add_argument(
+            f"--{dim}",
+            type=_positive_int,
+            default=default,
+            metavar=dim.upper(),
+            help=f"{what} (default {default})",
+        )
+    c.add_argument(
+        "--stride", type=_int_or_pair(1), default=1, metavar="S", help="stride: S or SH,SW (default 1)"
+    )
+    c.add_argument(
+        "--padding",
+        type=_padding,
+        default=1,
+        metavar="P",
+        help="padding: P, PH,PW, SAME or VALID (default 1)",
+    )
+    c.add_argument(
+        "--dilation", type=_int_or_pair(1), default=1, metavar="D", help="dilation: D or DH,DW (default 1)"
+    )
+    c.add_argument(
+        "--strategy",
+        choices=(*STRATEGIES, "all"),
+        default="img2col",
+        help="kernel strategy, or 'all' for a table of the four (default img2col)",
+    )
     preset_arg(c, "ascend910b")
     c.add_argument("--trace", type=_output_path, metavar="PATH", help="write a Chrome trace (JSON)")
     c.add_argument("--plot", type=_output_path, metavar="PATH", help="write a timeline plot (PNG)")
-    c.add_argument("--timing-only", action="store_true",
-                   help="same cycles and bytes, no data work (faster; no numerical check)")
-    c.add_argument("--json", action="store_true",
-                   help="print report.as_dict() (plus strategy, tiling, max_abs_err) as JSON")
+    c.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="same cycles and bytes, no data work (faster; no numerical check)",
+    )
+    c.add_argument(
+        "--json",
+        action="store_true",
+        help="print report.as_dict() (plus strategy, tiling, max_abs_err) as JSON",
+    )
     c.set_defaults(func=_cmd_conv2d, parser=c)
 
     from precision.cli import add_parser as add_precision  # the precision lab builds on npu_jax

@@ -32,9 +32,13 @@ class StrategyRow:
     tiling: object
 
 
-def conv_strategies(hw: HardwareConfig, layers: tuple[ConvLayer, ...] = RESNET50_REFERENCE,
-                    strategies: tuple[str, ...] = STRATEGIES, timing_only: bool = True,
-                    progress=None) -> list[StrategyRow]:
+def conv_strategies(
+    hw: HardwareConfig,
+    layers: tuple[ConvLayer, ...] = RESNET50_REFERENCE,
+    strategies: tuple[str, ...] = STRATEGIES,
+    timing_only: bool = True,
+    progress=None,
+) -> list[StrategyRow]:
     """Run every strategy on every layer (random data; timing-only by default)."""
     from npu_jax.kernels.conv_choose import choose_tiling
 
@@ -45,25 +49,49 @@ def conv_strategies(hw: HardwareConfig, layers: tuple[ConvLayer, ...] = RESNET50
         w = rng.standard_normal(layer.w_shape).astype(np.float32)
         for s in strategies:
             t = choose_tiling(layer.geometry(), s, hw)
-            run = jax.jit(functools.partial(conv2d, stride=layer.stride, padding=layer.padding,
-                                            strategy=s, hw=hw, tiling=t, timing_only=timing_only))
+            run = jax.jit(
+                functools.partial(
+                    conv2d,
+                    stride=layer.stride,
+                    padding=layer.padding,
+                    strategy=s,
+                    hw=hw,
+                    tiling=t,
+                    timing_only=timing_only,
+                )
+            )
             _, rep = run(x, w)
             rel = rep.extras.get("relayout")
             r = rep.ratios
-            rows.append(StrategyRow(layer.name, s, rep.cycles, rep.pct_peak, rep.gm_bytes,
-                                    r["mac_ratio"], r["mte2_ratio"], rep.bottleneck,
-                                    rel.cycles if rel is not None else 0, t))
+            rows.append(
+                StrategyRow(
+                    layer.name,
+                    s,
+                    rep.cycles,
+                    rep.pct_peak,
+                    rep.gm_bytes,
+                    r["mac_ratio"],
+                    r["mte2_ratio"],
+                    rep.bottleneck,
+                    rel.cycles if rel is not None else 0,
+                    t,
+                )
+            )
             if progress:
                 progress(rows[-1])
     return rows
 
 
 def format_rows(rows: list[StrategyRow]) -> str:
-    head = (f"{'layer':<24}{'strategy':<14}{'% peak':>7}{'cycles':>11}{'GM bytes':>12}"
-            f"{'mac':>6}{'mte2':>6}  {'bottleneck':<10}{'relayout':>9}")
+    head = (
+        f"{'layer':<24}{'strategy':<14}{'% peak':>7}{'cycles':>11}{'GM bytes':>12}"
+        f"{'mac':>6}{'mte2':>6}  {'bottleneck':<10}{'relayout':>9}"
+    )
     out = [head, "-" * len(head)]
     for r in rows:
-        out.append(f"{r.layer:<24}{r.strategy:<14}{r.pct_peak:>7.1f}{r.cycles:>11,}{r.gm_bytes:>12,}"
-                   f"{r.mac_ratio:>6.2f}{r.mte2_ratio:>6.2f}  {r.bottleneck:<10}"
-                   f"{(f'{r.relayout_cycles:,}' if r.relayout_cycles else '-'):>9}")
+        out.append(
+            f"{r.layer:<24}{r.strategy:<14}{r.pct_peak:>7.1f}{r.cycles:>11,}{r.gm_bytes:>12,}"
+            f"{r.mac_ratio:>6.2f}{r.mte2_ratio:>6.2f}  {r.bottleneck:<10}"
+            f"{(f'{r.relayout_cycles:,}' if r.relayout_cycles else '-'):>9}"
+        )
     return "\n".join(out)

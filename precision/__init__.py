@@ -33,7 +33,31 @@ from precision.metrics import Metrics, compare
 from precision.rounding import MODES, round_to
 from precision.strategies import STRATEGIES, StackSpec, run_strategy
 
-__all__ = ["BUDGETS", "FORMATS", "MODES", "SCENARIOS", "STRATEGIES", "Budget", "FloatFormat", "LayerBounds",
-           "Metrics", "Policy", "StackSpec", "assert_precision", "assert_within_budget", "budget_for", "compare",
-           "formats", "gamma", "gamma_K", "gamma_tilde", "get_format", "layer_bounds", "layer_budget",
-           "prob_bound", "round_to", "run_experiments", "run_strategy"]
+__all__ = [
+    "BUDGETS",
+    "FORMATS",
+    "MODES",
+    "SCENARIOS",
+    "STRATEGIES",
+    "Budget",
+    "FloatFormat",
+    "LayerBounds",
+    "Metrics",
+    "Policy",
+    "StackSpec",
+    "assert_precision",
+    "assert_within_budget",
+    "budget_for",
+    "compare",
+    "formats",
+    "gamma",
+    "gamma_K",
+    "gamma_tilde",
+    "get_format",
+    "layer_bounds",
+    "layer_budget",
+    "prob_bound",
+    "round_to",
+    "run_experiments",
+    "run_strategy",
+]

@@ -31,8 +31,14 @@ from precision.metrics import COUNT_METRICS, ERROR_METRICS, SCORE_METRICS, Metri
 DEFAULT_DIR = pathlib.Path(__file__).resolve().parents[1] / "tests" / "baselines"
 # tolerances: relative for error magnitudes (max-type metrics hang on one element: looser),
 # absolute for scores and balance, exact for counts
-RTOL = {"rel_l2": 0.05, "ulp_mean": 0.05, "max_abs": 0.15, "max_rel": 0.15, "ulp_max": 0.15,
-        "componentwise": 0.15}
+RTOL = {
+    "rel_l2": 0.05,
+    "ulp_mean": 0.05,
+    "max_abs": 0.15,
+    "max_rel": 0.15,
+    "ulp_max": 0.15,
+    "componentwise": 0.15,
+}
 ATOL = {"balance": 0.03, "cosine": 1e-5, "vendor_ratio": 0.01, "ulp_above_1": 0.02}
 
 
@@ -75,16 +81,35 @@ def _stack_case(strategy: str):
     return run
 
 
-CASES = {c.name: c for c in (
-    Case("conv3x3_fp16_mixed", "3x3 conv 16->16 on 8x8, img2col, tiny: fp16 in, fp32 accumulate, fp16 out",
-         Policy(), _conv3x3_case),
-    Case("conv3x3_fp16_pure", "the same layer with an fp16 running sum (fp16_mac)",
-         Policy(accumulate="fp16_mac"), _conv3x3_case),
-    Case("conv3x3_fp32", "the same layer in fp32 throughout", Policy(operand="fp32", output="fp32"),
-         _conv3x3_case),
-    Case("stack4_mixed", "4-layer ReLU stack (well scaled), mixed precision, vs float64", Policy(),
-         _stack_case("mixed")),
-)}
+CASES = {
+    c.name: c
+    for c in (
+        Case(
+            "conv3x3_fp16_mixed",
+            "3x3 conv 16->16 on 8x8, img2col, tiny: fp16 in, fp32 accumulate, fp16 out",
+            Policy(),
+            _conv3x3_case,
+        ),
+        Case(
+            "conv3x3_fp16_pure",
+            "the same layer with an fp16 running sum (fp16_mac)",
+            Policy(accumulate="fp16_mac"),
+            _conv3x3_case,
+        ),
+        Case(
+            "conv3x3_fp32",
+            "the same layer in fp32 throughout",
+            Policy(operand="fp32", output="fp32"),
+            _conv3x3_case,
+        ),
+        Case(
+            "stack4_mixed",
+            "4-layer ReLU stack (well scaled), mixed precision, vs float64",
+            Policy(),
+            _stack_case("mixed"),
+        ),
+    )
+}
 
 
 def measure(name: str, policy: Policy | None = None) -> Metrics:
@@ -111,8 +136,12 @@ def write(name: str, metrics: Metrics, directory=None, description: str = "") ->
 
     p = _path(name, directory)
     p.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"name": name, "description": description or (CASES[name].description if name in CASES else ""),
-           "jax": jax.__version__, "metrics": metrics.as_dict()}
+    doc = {
+        "name": name,
+        "description": description or (CASES[name].description if name in CASES else ""),
+        "jax": jax.__version__,
+        "metrics": metrics.as_dict(),
+    }
     p.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return p
 
@@ -120,8 +149,10 @@ def write(name: str, metrics: Metrics, directory=None, description: str = "") ->
 def load(name: str, directory=None) -> dict:
     p = _path(name, directory)
     if not p.exists():
-        raise FileNotFoundError(f"precision baseline {name!r} not found at {p}; create it deliberately with "
-                                f"`npu-jax precision --update-baselines` (or pytest --precision-update-baselines).")
+        raise FileNotFoundError(
+            f"precision baseline {name!r} not found at {p}; create it deliberately with "
+            f"`npu-jax precision --update-baselines` (or pytest --precision-update-baselines)."
+        )
     return json.loads(p.read_text())["metrics"]
 
 
@@ -162,8 +193,9 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def assert_precision(result, baseline: str, *, directory=None, rtol: float | None = None,
-                     update: bool = False) -> Metrics:
+def assert_precision(
+    result, baseline: str, *, directory=None, rtol: float | None = None, update: bool = False
+) -> Metrics:
     """Assert that ``result`` matches the golden baseline ``baseline`` within tolerance.
 
     Args:
@@ -175,26 +207,47 @@ def assert_precision(result, baseline: str, *, directory=None, rtol: float | Non
 
     Returns the measured metrics. Raises AssertionError with the drift of each metric.
     """
-    m = result if isinstance(result, Metrics) else compare(*result[:2], abs_ref=result[2] if len(result) > 2 else None)
+    m = (
+        result
+        if isinstance(result, Metrics)
+        else compare(*result[:2], abs_ref=result[2] if len(result) > 2 else None)
+    )
     if update:
         write(baseline, m, directory)
         return m
     rows = drift(m, load(baseline, directory), rtol)
     if not all(r[-1] for r in rows):
         bad = [r[0] for r in rows if not r[-1]]
-        lines = [f"precision drift against baseline {baseline!r} on {bad} "
-                 f"(if the change is intended: npu-jax precision --update-baselines):",
-                 f"  {'metric':<13} {'baseline':>11} {'now':>11} {'drift':>10} {'allowed':>10}  verdict"]
+        lines = [
+            f"precision drift against baseline {baseline!r} on {bad} "
+            f"(if the change is intended: npu-jax precision --update-baselines):",
+            f"  {'metric':<13} {'baseline':>11} {'now':>11} {'drift':>10} {'allowed':>10}  verdict",
+        ]
         for k, b, v, allowed, ok in rows:
             try:
-                d = f"{(v - b) / abs(b):+.1%}" if b not in (0, None) and k not in COUNT_METRICS else _fmt(v - b)
+                d = (
+                    f"{(v - b) / abs(b):+.1%}"
+                    if b not in (0, None) and k not in COUNT_METRICS
+                    else _fmt(v - b)
+                )
             except TypeError:
                 d = "-"
-            lines.append(f"  {k:<13} {_fmt(b):>11} {_fmt(v):>11} {d:>10} {_fmt(allowed):>10}  "
-                         f"{'ok' if ok else 'DRIFT'}")
+            lines.append(
+                f"  {k:<13} {_fmt(b):>11} {_fmt(v):>11} {d:>10} {_fmt(allowed):>10}  "
+                f"{'ok' if ok else 'DRIFT'}"
+            )
         raise AssertionError("\n".join(lines))
     return m
 
 
-__all__ = ["CASES", "DEFAULT_DIR", "Case", "assert_precision", "drift", "load", "measure", "update_baselines",
-           "write"]
+__all__ = [
+    "CASES",
+    "DEFAULT_DIR",
+    "Case",
+    "assert_precision",
+    "drift",
+    "load",
+    "measure",
+    "update_baselines",
+    "write",
+]

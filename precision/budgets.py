@@ -86,8 +86,9 @@ class LayerBounds:
         return getattr(self, kind) * S + self.absolute
 
 
-def layer_bounds(K: int, policy: Policy | None = None, *, k_tile: int | None = None, k0: int = 16,
-                 lam: float = 6.0) -> LayerBounds:
+def layer_bounds(
+    K: int, policy: Policy | None = None, *, k_tile: int | None = None, k0: int = 16, lam: float = 6.0
+) -> LayerBounds:
     """Bounds for one conv layer (K = C kh kw) or GEMM of depth K run under ``policy``.
 
     Args:
@@ -105,8 +106,9 @@ def layer_bounds(K: int, policy: Policy | None = None, *, k_tile: int | None = N
     else:
         block = {"fp16_mac": 1, "fp16_step": k0, "fp16_tile": k_tile}[acc]
         if block is None:
-            raise ValueError("layer_bounds: accumulate='fp16_tile' needs k_tile= (the Mmad's K depth, "
-                             "the tiling's k_l0).")
+            raise ValueError(
+                "layer_bounds: accumulate='fp16_tile' needs k_tile= (the Mmad's K depth, the tiling's k_l0)."
+            )
         chain = -(-K // block)
         u_chain = FORMATS["fp16"].u + U32 + FORMATS["fp16"].u * U32  # fl16(fl32(c + d))
     # the fp32 part: a block of `block` products summed (plus the product rounding of fp32 operands)
@@ -131,12 +133,26 @@ def layer_bounds(K: int, policy: Policy | None = None, *, k_tile: int | None = N
     if chain:
         absolute += chain * FORMATS["fp16"].min_subnormal / 2
     text_fmt = "fp32" if acc == "fp32" else "fp16"
-    what = (f"K={K}: " + (f"fp32 accumulation (gamma_{n32}(2^-24))" if not chain else
-                          f"{chain} fp16 roundings of blocks of {block} summed in fp32")
-            + f", output {policy.output} ({policy.rounding})")
-    return LayerBounds(deterministic=det, probabilistic=prob, absolute=absolute,
-                       textbook=gamma_K(K, text_fmt), K=K, block=block, chain=chain, lam=lam,
-                       describe=what)
+    what = (
+        f"K={K}: "
+        + (
+            f"fp32 accumulation (gamma_{n32}(2^-24))"
+            if not chain
+            else f"{chain} fp16 roundings of blocks of {block} summed in fp32"
+        )
+        + f", output {policy.output} ({policy.rounding})"
+    )
+    return LayerBounds(
+        deterministic=det,
+        probabilistic=prob,
+        absolute=absolute,
+        textbook=gamma_K(K, text_fmt),
+        K=K,
+        block=block,
+        chain=chain,
+        lam=lam,
+        describe=what,
+    )
 
 
 # ---- budgets --------------------------------------------------------------------------------------
@@ -162,15 +178,21 @@ class Budget:
                 raise ValueError(f"Budget {self.name!r}: unknown metric {k!r}; known: {sorted(known)}.")
 
     def limits(self) -> dict:
-        return {**{k: ("<=", v) for k, v in self.max_.items()}, **{k: (">=", v) for k, v in self.min_.items()}}
+        return {
+            **{k: ("<=", v) for k, v in self.max_.items()},
+            **{k: (">=", v) for k, v in self.min_.items()},
+        }
 
     def check(self, m: Metrics) -> list[tuple[str, float, str, float, bool]]:
         """(metric, measured, op, limit, ok) per limit."""
         rows = []
         for k, (op, lim) in self.limits().items():
             v = getattr(m, k)
-            ok = v is not None and not (isinstance(v, float) and math.isnan(v)) and (
-                v <= lim if op == "<=" else v >= lim)
+            ok = (
+                v is not None
+                and not (isinstance(v, float) and math.isnan(v))
+                and (v <= lim if op == "<=" else v >= lim)
+            )
             rows.append((k, v, op, lim, ok))
         return rows
 
@@ -193,15 +215,22 @@ def assert_within_budget(metrics: Metrics, budget: Budget | str | tuple) -> None
     rows = budget.check(metrics)
     if not all(r[-1] for r in rows):
         bad = [r[0] for r in rows if not r[-1]]
-        raise AssertionError(format_check(rows, f"precision budget {budget.name!r} exceeded on {bad}"
-                                          + (f" ({budget.why})" if budget.why else "") + ":"))
+        raise AssertionError(
+            format_check(
+                rows,
+                f"precision budget {budget.name!r} exceeded on {bad}"
+                + (f" ({budget.why})" if budget.why else "")
+                + ":",
+            )
+        )
 
 
 def layer_budget(name: str, bounds: LayerBounds, *, kind: str = "probabilistic") -> Budget:
     """A single layer's budget from theory: componentwise error within the bound, no NaN/inf."""
     lim = getattr(bounds, kind)
-    return Budget(name, max_={"componentwise": lim, "n_nan": 0, "n_overflow": 0},
-                  why=f"{kind} bound, {bounds.describe}")
+    return Budget(
+        name, max_={"componentwise": lim, "n_nan": 0, "n_overflow": 0}, why=f"{kind} bound, {bounds.describe}"
+    )
 
 
 # The kernel engineer's claims, as budgets on the ResNet-like stacks (see precision.experiments):
@@ -210,13 +239,21 @@ def layer_budget(name: str, bounds: LayerBounds, *, kind: str = "probabilistic")
 _CLAIM = 1e-3
 BUDGETS: dict[tuple[str, str], Budget] = {}
 for _w in ("well_scaled", "growing", "tiny"):
-    BUDGETS[("fp32", _w)] = Budget(f"fp32/{_w}", max_={"rel_l2": 1e-5, "n_nan": 0, "n_overflow": 0},
-                                   why="fp32 storage and accumulation")
+    BUDGETS[("fp32", _w)] = Budget(
+        f"fp32/{_w}", max_={"rel_l2": 1e-5, "n_nan": 0, "n_overflow": 0}, why="fp32 storage and accumulation"
+    )
     for _s in ("mixed", "normalisation", "scaling_current", "scaling_delayed"):
-        BUDGETS[(_s, _w)] = Budget(f"{_s}/{_w}", max_={"rel_l2": _CLAIM, "n_nan": 0, "n_overflow": 0},
-                                   min_={"cosine": 0.9999}, why="claim: under 0.1% with the strategies")
-    BUDGETS[("fp16", _w)] = Budget(f"fp16/{_w}", max_={"rel_l2": 2e-2, "n_nan": 0, "n_overflow": 0},
-                                   why="claim: pure FP16 within 1-2% in deep stacks")
+        BUDGETS[(_s, _w)] = Budget(
+            f"{_s}/{_w}",
+            max_={"rel_l2": _CLAIM, "n_nan": 0, "n_overflow": 0},
+            min_={"cosine": 0.9999},
+            why="claim: under 0.1% with the strategies",
+        )
+    BUDGETS[("fp16", _w)] = Budget(
+        f"fp16/{_w}",
+        max_={"rel_l2": 2e-2, "n_nan": 0, "n_overflow": 0},
+        why="claim: pure FP16 within 1-2% in deep stacks",
+    )
 BUDGETS_BY_NAME = {b.name: b for b in BUDGETS.values()}
 
 
@@ -228,5 +265,16 @@ def budget_for(strategy: str, workload: str) -> Budget:
         raise KeyError(f"no budget for ({strategy!r}, {workload!r}); known: {sorted(BUDGETS)}.") from None
 
 
-__all__ = ["BUDGETS", "Budget", "LayerBounds", "assert_within_budget", "budget_for", "gamma", "gamma_K",
-           "gamma_tilde", "layer_bounds", "layer_budget", "prob_bound"]
+__all__ = [
+    "BUDGETS",
+    "Budget",
+    "LayerBounds",
+    "assert_within_budget",
+    "budget_for",
+    "gamma",
+    "gamma_K",
+    "gamma_tilde",
+    "layer_bounds",
+    "layer_budget",
+    "prob_bound",
+]

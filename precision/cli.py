@@ -41,25 +41,56 @@ def add_parser(sub, preset_type, output_path_type, positive_int):
     from precision.experiments import SCENARIOS
     from precision.strategies import STRATEGIES
 
-    p = sub.add_parser("precision", help="precision lab: strategies vs depth, formats, baselines",
-                       description="FP16 against FP32 inside the emulated core: error vs depth and emulated "
-                                   "speed of each precision strategy on ResNet-like 3x3 conv stacks.")
-    p.add_argument("--depths", type=_depths, default=(2, 4, 8), metavar="D1,D2,...",
-                   help="depths to report; the stacks have the largest (default 2,4,8)")
+    p = sub.add_parser(
+        "precision",
+        help="precision lab: strategies vs depth, formats, baselines",
+        description="FP16 against FP32 inside the emulated core: error vs depth and emulated "
+        "speed of each precision strategy on ResNet-like 3x3 conv stacks.",
+    )
+    p.add_argument(
+        "--depths",
+        type=_depths,
+        default=(2, 4, 8),
+        metavar="D1,D2,...",
+        help="depths to report; the stacks have the largest (default 2,4,8)",
+    )
     p.add_argument("--channels", type=positive_int, default=16, metavar="C", help="channels (default 16)")
-    p.add_argument("--size", type=positive_int, default=8, metavar="HW", help="activation height = width (default 8)")
-    p.add_argument("--strategies", type=_choices(STRATEGIES), default=STRATEGIES, metavar="S1,S2",
-                   help=f"subset of {', '.join(STRATEGIES)}")
-    p.add_argument("--scenarios", type=_choices(SCENARIOS), default=SCENARIOS, metavar="S1,S2",
-                   help=f"subset of {', '.join(SCENARIOS)}")
-    p.add_argument("--conv-strategy", default="img2col",
-                   choices=("output_tiled", "input_tiled", "relayout", "img2col"), help="Conv2D kernel")
-    p.add_argument("--preset", type=preset_type, default="tiny", metavar="NAME", help="hardware preset (default tiny)")
-    p.add_argument("--plot", type=output_path_type, metavar="PATH", help="write the error-vs-depth plot (PNG)")
+    p.add_argument(
+        "--size", type=positive_int, default=8, metavar="HW", help="activation height = width (default 8)"
+    )
+    p.add_argument(
+        "--strategies",
+        type=_choices(STRATEGIES),
+        default=STRATEGIES,
+        metavar="S1,S2",
+        help=f"subset of {', '.join(STRATEGIES)}",
+    )
+    p.add_argument(
+        "--scenarios",
+        type=_choices(SCENARIOS),
+        default=SCENARIOS,
+        metavar="S1,S2",
+        help=f"subset of {', '.join(SCENARIOS)}",
+    )
+    p.add_argument(
+        "--conv-strategy",
+        default="img2col",
+        choices=("output_tiled", "input_tiled", "relayout", "img2col"),
+        help="Conv2D kernel",
+    )
+    p.add_argument(
+        "--preset", type=preset_type, default="tiny", metavar="NAME", help="hardware preset (default tiny)"
+    )
+    p.add_argument(
+        "--plot", type=output_path_type, metavar="PATH", help="write the error-vs-depth plot (PNG)"
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--formats", action="store_true", help="print the format table and exit")
-    p.add_argument("--update-baselines", action="store_true",
-                   help="re-measure and rewrite the golden baselines (deliberately), then exit")
+    p.add_argument(
+        "--update-baselines",
+        action="store_true",
+        help="re-measure and rewrite the golden baselines (deliberately), then exit",
+    )
     p.add_argument("--baselines-dir", metavar="DIR", help="where baselines live (default tests/baselines)")
     p.set_defaults(func=run)
     return p
@@ -79,11 +110,20 @@ def run(args) -> int:
         return 0
     progress = None
     if sys.stderr.isatty():
+
         def progress(sc, st):
             print(f"\r  ran {sc} / {st}        ", end="", file=sys.stderr, flush=True)
 
-    res = run_experiments(args.depths, args.strategies, args.scenarios, channels=args.channels, size=args.size,
-                          hw=args.preset, conv_strategy=args.conv_strategy, progress=progress)
+    res = run_experiments(
+        args.depths,
+        args.strategies,
+        args.scenarios,
+        channels=args.channels,
+        size=args.size,
+        hw=args.preset,
+        conv_strategy=args.conv_strategy,
+        progress=progress,
+    )
     if progress:
         print(file=sys.stderr)
     if args.json:
@@ -105,8 +145,15 @@ def demo_section(opts) -> str:
     from precision.experiments import run_experiments
 
     res = run_experiments((2, 4, 8), channels=16, size=8, hw=npu_jax.presets.tiny())
-    return "\n".join([f"== Precision strategies (tiny preset, quick): {res.setup} ==", res.table(), "",
-                      "Reading:", res.reading()])
+    return "\n".join(
+        [
+            f"== Precision strategies (tiny preset, quick): {res.setup} ==",
+            res.table(),
+            "",
+            "Reading:",
+            res.reading(),
+        ]
+    )
 
 
 __all__ = ["add_parser", "demo_section", "run"]

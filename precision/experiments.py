@@ -31,7 +31,7 @@ from precision.metrics import Metrics
 from precision.strategies import STRATEGIES, StackRun, StackSpec, reference, run_strategy
 
 SCENARIOS = ("well_scaled", "growing", "tiny")
-TINY_INPUT = 2.0 ** -20
+TINY_INPUT = 2.0**-20
 
 
 def scenario_spec(scenario: str, depth: int, channels: int = 16, size: int = 8, seed: int = 0) -> StackSpec:
@@ -44,8 +44,9 @@ def scenario_spec(scenario: str, depth: int, channels: int = 16, size: int = 8, 
         gain, scale = 1.0, TINY_INPUT
     else:
         raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}.")
-    return StackSpec(depth=depth, channels=channels, height=size, width=size, gain=gain,
-                     input_scale=scale, seed=seed)
+    return StackSpec(
+        depth=depth, channels=channels, height=size, width=size, gain=gain, input_scale=scale, seed=seed
+    )
 
 
 @dataclasses.dataclass
@@ -89,11 +90,17 @@ class Results:
         for (sc, st), c in self.cells.items():
             D = self.depths[-1]
             verdict = budget_for(st, sc).check(c.metrics[D - 1])
-            out.append({"scenario": sc, "strategy": st,
-                        **{f"rel_l2@{d}": c.error(d) for d in self.depths},
-                        "first_nonfinite_layer": c.first_bad_layer(),
-                        "cycles": int(sum(c.cycles[:D])), "speed_vs_fp32": c.speedup(D),
-                        "within_claim": all(r[-1] for r in verdict)})
+            out.append(
+                {
+                    "scenario": sc,
+                    "strategy": st,
+                    **{f"rel_l2@{d}": c.error(d) for d in self.depths},
+                    "first_nonfinite_layer": c.first_bad_layer(),
+                    "cycles": int(sum(c.cycles[:D])),
+                    "speed_vs_fp32": c.speedup(D),
+                    "within_claim": all(r[-1] for r in verdict),
+                }
+            )
         return out
 
     def table(self) -> str:
@@ -102,18 +109,28 @@ class Results:
         budget of :data:`precision.budgets.BUDGETS`: pure FP16 within 2%, the strategies within
         0.1%, FP32 within 1e-5, all finite) holds at the deepest depth."""
         D = self.depths[-1]
-        head = (f"{'scenario':<12} {'strategy':<16}" + "".join(f"{'err@' + str(d):>10}" for d in self.depths)
-                + f"{'cycles@' + str(D):>13} {'vs fp32':>8}  claim")
+        head = (
+            f"{'scenario':<12} {'strategy':<16}"
+            + "".join(f"{'err@' + str(d):>10}" for d in self.depths)
+            + f"{'cycles@' + str(D):>13} {'vs fp32':>8}  claim"
+        )
         lines = [head, "-" * len(head)]
         for r in self.rows():
             errs = "".join(f"{_fmt_err(r[f'rel_l2@{d}']):>10}" for d in self.depths)
             bad = r["first_nonfinite_layer"]
-            note = "met" if r["within_claim"] else ("missed" + (f" (inf/NaN from layer {bad})" if bad else ""))
-            lines.append(f"{r['scenario']:<12} {r['strategy']:<16}{errs}{r['cycles']:>13,} "
-                         f"{r['speed_vs_fp32']:>7.2f}x  {note}")
+            note = (
+                "met" if r["within_claim"] else ("missed" + (f" (inf/NaN from layer {bad})" if bad else ""))
+            )
+            lines.append(
+                f"{r['scenario']:<12} {r['strategy']:<16}{errs}{r['cycles']:>13,} "
+                f"{r['speed_vs_fp32']:>7.2f}x  {note}"
+            )
         for sc, fl in self.floors.items():
-            lines.append(f"{sc:<12} {'(fp16 weights)':<16}" + "".join(f"{_fmt_err(fl[d - 1]):>10}" for d in self.depths)
-                         + "   exact arithmetic, weights rounded to fp16: the floor for fp16 weights")
+            lines.append(
+                f"{sc:<12} {'(fp16 weights)':<16}"
+                + "".join(f"{_fmt_err(fl[d - 1]):>10}" for d in self.depths)
+                + "   exact arithmetic, weights rounded to fp16: the floor for fp16 weights"
+            )
         return "\n".join(lines)
 
     def reading(self) -> str:
@@ -127,18 +144,29 @@ class Results:
             best16 = min((k for k in finite if k != "fp32"), key=finite.get, default=None)
             msg = f"{sc}: at depth {D}"
             if failed:
-                msg += (f" {', '.join(failed)} overflow (first inf/NaN at layer "
-                        f"{', '.join(str(self.cell(sc, k).first_bad_layer()) for k in failed)})")
+                msg += (
+                    f" {', '.join(failed)} overflow (first inf/NaN at layer "
+                    f"{', '.join(str(self.cell(sc, k).first_bad_layer()) for k in failed)})"
+                )
             if best16:
-                msg += (f"{';' if failed else ''} the best fp16-storage strategy is {best16} "
-                        f"({finite[best16]:.2e}, {self.cell(sc, best16).speedup(D):.2f}x FP32's speed)")
+                msg += (
+                    f"{';' if failed else ''} the best fp16-storage strategy is {best16} "
+                    f"({finite[best16]:.2e}, {self.cell(sc, best16).speedup(D):.2f}x FP32's speed)"
+                )
             lines.append(msg + ".")
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        return json.dumps({"setup": self.setup, "depths": list(self.depths), "rows": self.rows(),
-                           "fp16_weight_floor": {sc: [fl[d - 1] for d in self.depths] for sc, fl in self.floors.items()}},
-                          indent=1, default=float)
+        return json.dumps(
+            {
+                "setup": self.setup,
+                "depths": list(self.depths),
+                "rows": self.rows(),
+                "fp16_weight_floor": {sc: [fl[d - 1] for d in self.depths] for sc, fl in self.floors.items()},
+            },
+            indent=1,
+            default=float,
+        )
 
     def plot(self, path: str) -> str:
         """Error vs depth per strategy, one panel per scenario (log scale; inf/NaN not drawn)."""
@@ -180,9 +208,18 @@ def _fmt_err(v: float) -> str:
     return f"{v:.2e}"
 
 
-def run_experiments(depths=(4, 8, 16, 32), strategies=STRATEGIES, scenarios=SCENARIOS, *, channels: int = 16,
-                    size: int = 8, hw=None, conv_strategy: str = "img2col", seed: int = 0,
-                    progress=None) -> Results:
+def run_experiments(
+    depths=(4, 8, 16, 32),
+    strategies=STRATEGIES,
+    scenarios=SCENARIOS,
+    *,
+    channels: int = 16,
+    size: int = 8,
+    hw=None,
+    conv_strategy: str = "img2col",
+    seed: int = 0,
+    progress=None,
+) -> Results:
     """Run every (scenario, strategy) on the deepest stack; read every depth off it.
 
     Args:
@@ -216,8 +253,10 @@ def run_experiments(depths=(4, 8, 16, 32), strategies=STRATEGIES, scenarios=SCEN
             if it not in refs:
                 refs[it] = reference(spec.inputs(it), ws)
             cells[(sc, st)] = Cell(sc, st, runs[st].metrics(refs[it]), runs[st].cycles, runs["fp32"].cycles)
-    setup = (f"{D}-layer stacks of 3x3 convs C={channels}->{channels} on {size}x{size}, ReLU; "
-             f"{conv_strategy} on {hw.name}; error = relative L2 vs float64")
+    setup = (
+        f"{D}-layer stacks of 3x3 convs C={channels}->{channels} on {size}x{size}, ReLU; "
+        f"{conv_strategy} on {hw.name}; error = relative L2 vs float64"
+    )
     return Results(depths, cells, setup, time.perf_counter() - t0, floors)
 
 

@@ -140,9 +140,13 @@ def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics
                 raise ValueError(f"compare: abs_ref {s.shape} must have ref's shape {r.shape}.")
             comp = float(np.max(np.where(ad == 0, 0.0, ad / s)))
         return Metrics(
-            rel_l2=rel_l2, max_abs=float(np.max(ad)), max_rel=float(np.max(rel)),
-            ulp_max=float(np.max(ulps)), ulp_mean=float(np.mean(ulps)),
-            ulp_above_1=float(np.mean(ulps > 1)), cosine=cosine,
+            rel_l2=rel_l2,
+            max_abs=float(np.max(ad)),
+            max_rel=float(np.max(rel)),
+            ulp_max=float(np.max(ulps)),
+            ulp_mean=float(np.mean(ulps)),
+            ulp_above_1=float(np.mean(ulps > 1)),
+            cosine=cosine,
             vendor_ratio=float(np.mean(rel <= 1e-3)),
             balance=float(abs(np.sum(d > 0) - np.sum(d < 0)) / d.size),
             componentwise=comp,
@@ -150,7 +154,9 @@ def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics
             n_overflow=int(np.sum(np.isinf(o) & np.isfinite(r))),
             n_underflow=int(np.sum((o == 0) & (r != 0))),
             n_subnormal=int(np.sum((o != 0) & (np.abs(o) < f.min_normal))),
-            n=int(o.size), fmt=f.name)
+            n=int(o.size),
+            fmt=f.name,
+        )
 
 
 __all__ = ["COUNT_METRICS", "ERROR_METRICS", "Metrics", "SCORE_METRICS", "compare"]

@@ -18,8 +18,12 @@ from precision import baselines
 
 
 def pytest_addoption(parser):
-    parser.addoption("--precision-update-baselines", action="store_true", default=False,
-                     help="rewrite the precision baselines that tests assert against, instead of comparing")
+    parser.addoption(
+        "--precision-update-baselines",
+        action="store_true",
+        default=False,
+        help="rewrite the precision baselines that tests assert against, instead of comparing",
+    )
 
 
 @pytest.fixture

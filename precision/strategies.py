@@ -137,7 +137,9 @@ class StackSpec:
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"StackSpec.{k} must be a positive int, got {v!r}.")
         if not (self.gain > 0 and self.input_scale > 0):
-            raise ValueError(f"StackSpec gain and input_scale must be > 0, got {self.gain}, {self.input_scale}.")
+            raise ValueError(
+                f"StackSpec gain and input_scale must be > 0, got {self.gain}, {self.input_scale}."
+            )
 
     @property
     def K(self) -> int:
@@ -169,7 +171,7 @@ def conv3x3_ref(x, w) -> np.ndarray:
     out = np.zeros((x.shape[0], w.shape[0], H, W))
     for i in range(3):
         for j in range(3):
-            out += np.einsum("nchw,kc->nkhw", xp[:, :, i:i + H, j:j + W], w[:, :, i, j])
+            out += np.einsum("nchw,kc->nkhw", xp[:, :, i : i + H, j : j + W], w[:, :, i, j])
     return out
 
 
@@ -199,8 +201,10 @@ class StackRun:
         return int(sum(self.cycles))
 
     def metrics(self, refs) -> list[Metrics]:
-        return [compare(o, r, fmt="fp16" if self.strategy != "fp32" else "fp32")
-                for o, r in zip(self.outputs, refs)]
+        return [
+            compare(o, r, fmt="fp16" if self.strategy != "fp32" else "fp32")
+            for o, r in zip(self.outputs, refs)
+        ]
 
 
 def pow2_scale(amax: float, prev: float = 1.0, margin: int = 1, fmax: float = FP16_MAX) -> float:
@@ -211,8 +215,17 @@ def pow2_scale(amax: float, prev: float = 1.0, margin: int = 1, fmax: float = FP
     return float(2.0 ** (math.floor(math.log2(fmax / amax)) - margin))
 
 
-def run_strategy(strategy: str, spec: StackSpec, *, hw=None, conv_strategy: str = "img2col",
-                 period: int = 2, margin: int = 1, iterations: int = 3, history: int = 16) -> StackRun:
+def run_strategy(
+    strategy: str,
+    spec: StackSpec,
+    *,
+    hw=None,
+    conv_strategy: str = "img2col",
+    period: int = 2,
+    margin: int = 1,
+    iterations: int = 3,
+    history: int = 16,
+) -> StackRun:
     """Run ``strategy`` on the stack ``spec`` on the emulator.
 
     Args:
@@ -234,8 +247,9 @@ def run_strategy(strategy: str, spec: StackSpec, *, hw=None, conv_strategy: str 
         amax_hist: list[list[float]] = [[] for _ in range(spec.depth + 1)]
         run = None
         for it in range(max(1, iterations)):
-            run = _run_once(strategy, spec, spec.inputs(it), ws, hw, conv_strategy, period, margin,
-                            amax_hist, history)
+            run = _run_once(
+                strategy, spec, spec.inputs(it), ws, hw, conv_strategy, period, margin, amax_hist, history
+            )
         run.notes.append(f"iteration {iterations - 1} of {iterations} (history of {history})")
         return run
     return _run_once(strategy, spec, spec.inputs(0), ws, hw, conv_strategy, period, margin, None, history)
@@ -289,8 +303,11 @@ def _run_once(strategy, spec, x, ws, hw, cs, period, margin, amax_hist, history)
             s = np.float32(pow2_scale(float(jnp.max(y)), 1.0, margin))
             a = round_to(y * s, "fp16")
             total = np.float32(total * s)
-            c = (conv_cycles(hw, cs, f32, xs, wsh) + vector_pass_cycles(n, "fp32", None, 1, hw)
-                 + vector_pass_cycles(n, "fp32", "fp16", 2, hw))
+            c = (
+                conv_cycles(hw, cs, f32, xs, wsh)
+                + vector_pass_cycles(n, "fp32", None, 1, hw)
+                + vector_pass_cycles(n, "fp32", "fp16", 2, hw)
+            )
         else:
             h = amax_hist[i + 1]
             s = np.float32(_delayed(h, margin, float(total)))
@@ -315,5 +332,17 @@ def _delayed(hist: list[float], margin: int, total: float) -> float:
     return pow2_scale(max(seen) * total, 1.0, margin)
 
 
-__all__ = ["POLICIES", "STRATEGIES", "StackRun", "StackSpec", "conv", "conv3x3_ref", "conv_cycles",
-           "conv_fn", "pow2_scale", "reference", "run_strategy", "vector_pass_cycles"]
+__all__ = [
+    "POLICIES",
+    "STRATEGIES",
+    "StackRun",
+    "StackSpec",
+    "conv",
+    "conv3x3_ref",
+    "conv_cycles",
+    "conv_fn",
+    "pow2_scale",
+    "reference",
+    "run_strategy",
+    "vector_pass_cycles",
+]

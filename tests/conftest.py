@@ -17,10 +17,12 @@ import secrets
 # not depend on it (no fast-math either way): the golden precision baselines, recorded at the default
 # level, still hold bit for bit. Set before JAX creates its CPU client; an explicit setting wins, and
 # NPU_JAX_TEST_XLA_OPT=default keeps XLA's default.
-if os.environ.get("NPU_JAX_TEST_XLA_OPT", "0") != "default" and \
-        "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
-                                                     "--xla_backend_optimization_level=0"]))
+if os.environ.get(
+    "NPU_JAX_TEST_XLA_OPT", "0"
+) != "default" and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = " ".join(
+        filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"])
+    )
 
 import jax
 import numpy as np
@@ -64,8 +66,13 @@ def gm_spec(name, shape, dtype="fp16", *, padded=None, output=False) -> GmSpec:
 
 def make_core(hw, plan, gm_specs=(), gm=None, *, policy=None, trace_capacity=0):
     """A fresh one-core Core for ``plan``'s allocations and the GM tensors ``gm_specs``."""
-    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=tuple(gm_specs),
-                  policy=Policy() if policy is None else policy, trace_capacity=trace_capacity)
+    ctx = Context(
+        hw=hw,
+        allocs=tuple(plan.allocs),
+        gm=tuple(gm_specs),
+        policy=Policy() if policy is None else policy,
+        trace_capacity=trace_capacity,
+    )
     return init_core(ctx, dict(gm or {}))
 
 
@@ -93,13 +100,13 @@ def assert_same_core(c1, c2):
     for k in c1.gm_written:
         assert_bits_equal(c1.gm_written[k], c2.gm_written[k], f"gm_written[{k!r}]")
     for f in ("pipe_free", "pipe_busy", "counters", "flag_time"):
-        np.testing.assert_array_equal(wide.to_numpy(getattr(c1, f)), wide.to_numpy(getattr(c2, f)),
-                                      err_msg=f)
+        np.testing.assert_array_equal(wide.to_numpy(getattr(c1, f)), wide.to_numpy(getattr(c2, f)), err_msg=f)
     np.testing.assert_array_equal(np.asarray(c1.n_instr), np.asarray(c2.n_instr), err_msg="n_instr")
     np.testing.assert_array_equal(np.asarray(c1.flag_set), np.asarray(c2.flag_set), err_msg="flag_set")
     for k in c1.trace:
-        np.testing.assert_array_equal(np.asarray(c1.trace[k]), np.asarray(c2.trace[k]),
-                                      err_msg=f"trace[{k!r}]")
+        np.testing.assert_array_equal(
+            np.asarray(c1.trace[k]), np.asarray(c2.trace[k]), err_msg=f"trace[{k!r}]"
+        )
 
 
 def run_both(fn, *args):

@@ -64,26 +64,36 @@ def test_explicit_offset_and_overlap():
     assert b.offset == 96
 
 
-@pytest.mark.parametrize("buffer, shape, dtype, fmt", [
-    ("L0A", (17, 16), "fp16", "ZZ"),   # M not a multiple of 16
-    ("L0A", (16, 24), "fp16", "ZZ"),   # K not a multiple of K0 = 16
-    ("L0A", (16, 16), "fp16", "ND"),   # wrong arrangement tag
-    ("L0A", (16, 4), "fp32", "ZZ"),    # fp32 K0 = 8
-    ("L0B", (8, 16), "fp16", "ZN"),    # K not a multiple of 16
-    ("L0B", (16, 20), "fp16", "ZN"),   # N not a multiple of 16
-    ("L0B", (16, 16, 1), "fp16", "ZN"),
-    ("L0C", (16, 24), "fp32", "NZ"),
-    ("L0C", (16, 16), "fp16", "NZ"),   # L0C holds fp32
-])
+@pytest.mark.parametrize(
+    "buffer, shape, dtype, fmt",
+    [
+        ("L0A", (17, 16), "fp16", "ZZ"),  # M not a multiple of 16
+        ("L0A", (16, 24), "fp16", "ZZ"),  # K not a multiple of K0 = 16
+        ("L0A", (16, 16), "fp16", "ND"),  # wrong arrangement tag
+        ("L0A", (16, 4), "fp32", "ZZ"),  # fp32 K0 = 8
+        ("L0B", (8, 16), "fp16", "ZN"),  # K not a multiple of 16
+        ("L0B", (16, 20), "fp16", "ZN"),  # N not a multiple of 16
+        ("L0B", (16, 16, 1), "fp16", "ZN"),
+        ("L0C", (16, 24), "fp32", "NZ"),
+        ("L0C", (16, 16), "fp16", "NZ"),  # L0C holds fp32
+    ],
+)
 def test_l0_tiles_must_be_whole_fractals(buffer, shape, dtype, fmt):
     with pytest.raises(AlignmentError, match=buffer):
         Plan(presets.ascend910b()).alloc(buffer, "t", shape, dtype, fmt=fmt)
 
 
-@pytest.mark.parametrize("buffer, shape, dtype, fmt", [
-    ("L0A", (32, 16), "fp16", "ZZ"), ("L0A", (16, 8), "fp32", "ZZ"), ("L0A", (16, 16), "bf16", "ZZ"),
-    ("L0B", (16, 48), "fp16", "ZN"), ("L0B", (8, 16), "fp32", "ZN"), ("L0C", (32, 16), "fp32", "NZ"),
-])
+@pytest.mark.parametrize(
+    "buffer, shape, dtype, fmt",
+    [
+        ("L0A", (32, 16), "fp16", "ZZ"),
+        ("L0A", (16, 8), "fp32", "ZZ"),
+        ("L0A", (16, 16), "bf16", "ZZ"),
+        ("L0B", (16, 48), "fp16", "ZN"),
+        ("L0B", (8, 16), "fp32", "ZN"),
+        ("L0C", (32, 16), "fp32", "NZ"),
+    ],
+)
 def test_l0_whole_fractals_accepted(buffer, shape, dtype, fmt):
     a = Plan(presets.ascend910b()).alloc(buffer, "t", shape, dtype, fmt=fmt)
     assert a.nbytes % 512 == 0
@@ -130,8 +140,12 @@ def test_fresh_allocations_are_poisoned():
     plan.alloc("UB", "u", (40,), "fp32")
     plan.alloc("UB", "i", (8,), "int32")
     core = make_core(hw, plan)
-    want = {"x": ((2, 2, 16, 16), jnp.float16), "a": ((1, 16, 16), jnp.bfloat16),
-            "c": ((1, 16, 16), jnp.float32), "u": ((1, 40), jnp.float32)}
+    want = {
+        "x": ((2, 2, 16, 16), jnp.float16),
+        "a": ((1, 16, 16), jnp.bfloat16),
+        "c": ((1, 16, 16), jnp.float32),
+        "u": ((1, 40), jnp.float32),
+    }
     for name, (shape, dt) in want.items():
         arr = core.buf[name]
         assert arr.shape == shape and arr.dtype == dt

@@ -32,8 +32,9 @@ def test_info_one_preset(capsys):
 
 def test_matmul_json(capsys):
     m, n, k = 40, 24, 72
-    assert cli.main(["matmul", "--m", str(m), "--n", str(n), "--k", str(k), "--preset", "tiny",
-                     "--json"]) == 0
+    assert (
+        cli.main(["matmul", "--m", str(m), "--n", str(n), "--k", str(k), "--preset", "tiny", "--json"]) == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["cycles"] > 0
     assert d["flops"] == 2 * m * n * k
@@ -44,8 +45,26 @@ def test_matmul_json(capsys):
 
 def test_matmul_text_with_trace_and_cores(capsys, tmp_path):
     path = tmp_path / "mm.json"
-    assert cli.main(["matmul", "--m", "64", "--n", "32", "--k", "48", "--preset", "tiny",
-                     "--cores", "1", "--trace", str(path)]) == 0
+    assert (
+        cli.main(
+            [
+                "matmul",
+                "--m",
+                "64",
+                "--n",
+                "32",
+                "--k",
+                "48",
+                "--preset",
+                "tiny",
+                "--cores",
+                "1",
+                "--trace",
+                str(path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "(1 core)" in out and "max abs error" in out
     assert json.loads(path.read_text())["traceEvents"]
@@ -66,7 +85,7 @@ def test_demo_tiny(capsys, tmp_path):
     assert len(table) == 4 * len(layers)
     for strategy in ("output_tiled", "input_tiled", "relayout", "img2col"):
         assert sum(strategy in line.split() for line in table) == len(layers)
-    reading = conv[conv.index("Reading:"):].splitlines()
+    reading = conv[conv.index("Reading:") :].splitlines()
     assert len(reading) == 3, reading
     assert "best strategy per layer" in reading[0] and "output_tiled" in reading[1]
     assert "bottleneck" in reading[2]
@@ -82,8 +101,14 @@ def test_demo_conv_layers_scaled_on_tiny_only():
     for lay in small:
         ref = by_stage[lay.name.split()[0].removesuffix("/2")]
         assert (lay.h, lay.w) == (ref.h // 2, ref.w // 2)
-        assert (lay.c, lay.k, lay.kh, lay.kw, lay.stride, lay.padding) == \
-            (ref.c, ref.k, ref.kh, ref.kw, ref.stride, ref.padding)
+        assert (lay.c, lay.k, lay.kh, lay.kw, lay.stride, lay.padding) == (
+            ref.c,
+            ref.k,
+            ref.kh,
+            ref.kw,
+            ref.stride,
+            ref.padding,
+        )
 
 
 def test_strategies_reading_is_read_off_the_rows():
@@ -92,8 +117,12 @@ def test_strategies_reading_is_read_off_the_rows():
     def row(layer, strategy, cycles, pct, neck, relayout=0):
         return StrategyRow(layer, strategy, cycles, pct, 1000, 0.25, 0.5, neck, relayout, None)
 
-    rows = [row("convA 3x3", "output_tiled", 300, 10.0, "MTE2"), row("convA 3x3", "img2col", 100, 30.0, "M", 7),
-            row("convB 3x3", "output_tiled", 200, 5.0, "MTE2"), row("convB 3x3", "relayout", 100, 10.0, "MTE2")]
+    rows = [
+        row("convA 3x3", "output_tiled", 300, 10.0, "MTE2"),
+        row("convA 3x3", "img2col", 100, 30.0, "M", 7),
+        row("convB 3x3", "output_tiled", 200, 5.0, "MTE2"),
+        row("convB 3x3", "relayout", 100, 10.0, "MTE2"),
+    ]
     lines = cli._strategies_reading(rows).splitlines()
     assert len(lines) == 3
     assert "convA img2col (30.0% of peak)" in lines[0] and "convB relayout (10.0% of peak)" in lines[0]
@@ -108,8 +137,10 @@ _SMALL = ["--preset", "tiny", "--c", "24", "--h", "10", "--w", "12", "--k", "40"
 
 def test_conv2d_json_small_layer(capsys, tmp_path):
     trace, plot = tmp_path / "c.json", tmp_path / "c.png"
-    assert cli.main(["conv2d", *_SMALL, "--stride", "2", "--json", "--trace", str(trace),
-                     "--plot", str(plot)]) == 0
+    assert (
+        cli.main(["conv2d", *_SMALL, "--stride", "2", "--json", "--trace", str(trace), "--plot", str(plot)])
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     ho, wo = (10 + 2 - 3) // 2 + 1, (12 + 2 - 3) // 2 + 1  # pad 1, 3x3, stride 2
     assert d["flops"] == 2 * ho * wo * 40 * 24 * 3 * 3
@@ -123,8 +154,10 @@ def test_conv2d_json_small_layer(capsys, tmp_path):
 
 
 def test_conv2d_text_dilated_same_padding(capsys):
-    assert cli.main(["conv2d", *_SMALL, "--strategy", "input_tiled", "--dilation", "2",
-                     "--padding", "same"]) == 0
+    assert (
+        cli.main(["conv2d", *_SMALL, "--strategy", "input_tiled", "--dilation", "2", "--padding", "same"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "conv2d[input_tiled] on tiny" in out and "d(2, 2) p(2, 2, 2, 2)" in out
     assert "y(1,40,10,12)" in out and "max abs error vs lax.conv_general_dilated" in out
@@ -150,13 +183,17 @@ def test_conv2d_all_strategies(capsys):
     assert all(r["cycles"] > 0 and 0 < r["pct_peak"] < 100 for r in rows)
     assert [r["relayout_cycles"] > 0 for r in rows] == [False, False, True, True]
     # the text form, dilated (the study's ConvLayer has no dilation: the runs are made directly)
-    assert cli.main(["conv2d", *_SMALL, "--strategy", "all", "--timing-only", "--dilation", "2",
-                     "--padding", "2"]) == 0
+    assert (
+        cli.main(
+            ["conv2d", *_SMALL, "--strategy", "all", "--timing-only", "--dilation", "2", "--padding", "2"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "d(2, 2)" in out and "all strategies (timing-only runs" in out
     table = [line for line in out.splitlines() if line.startswith("10x12x24 3x3->40 ")]
     assert [line.split()[2] for line in table] == ["output_tiled", "input_tiled", "relayout", "img2col"]
-    assert out.count("ConvTiling(") == 4 and len(out[out.index("Reading:"):].splitlines()) == 3
+    assert out.count("ConvTiling(") == 4 and len(out[out.index("Reading:") :].splitlines()) == 3
 
 
 @pytest.mark.parametrize(

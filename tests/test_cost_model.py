@@ -34,8 +34,9 @@ def _tilings(strategy):
         ConvTiling(ho=3, wo=7, n=16, cin1=3, k_l0=16, weights_resident=res, **base),
         # up to 3 Cout blocks over 2 core groups: the second group idles every other item; and
         # (img2col) L1 double-buffered over a single L0 stage
-        ConvTiling(ho=2, wo=7, n=16, cin1=2, k_l0=32 if deep else 16, cout_split=2,
-                   **{**base, "l0_stages": 1}),
+        ConvTiling(
+            ho=2, wo=7, n=16, cin1=2, k_l0=32 if deep else 16, cout_split=2, **{**base, "l0_stages": 1}
+        ),
     ]
 
 
@@ -47,8 +48,9 @@ def _runner(strategy, tiling, preset):
     def run(g):
         x = jnp.zeros((BOUND.n, BOUND.c, BOUND.h, BOUND.w), jnp.float16)
         w = jnp.zeros((BOUND.k, BOUND.c, BOUND.kh, BOUND.kw), jnp.float16)
-        _, rep = conv2d_bounded(x, w, g, bound=BOUND, strategy=strategy, tiling=tiling, hw=hw,
-                                timing_only=True)
+        _, rep = conv2d_bounded(
+            x, w, g, bound=BOUND, strategy=strategy, tiling=tiling, hw=hw, timing_only=True
+        )
         return rep
 
     return run
@@ -88,8 +90,10 @@ def test_model_matches_emulator_on_random_pairs(strategy):
             pairs += 1
             rows.append((cyc_err, strategy, preset, g.describe(), tiling, rep.cycles, pred.cycles))
     rows.sort(key=lambda r: -r[0])
-    print(f"\ncost model vs emulator, {strategy} (seed {seed}): {pairs} pairs, worst cycle error "
-          f"{100 * worst_cyc:.3f}%, worst GM-byte error {100 * worst_bytes:.3f}%")
+    print(
+        f"\ncost model vs emulator, {strategy} (seed {seed}): {pairs} pairs, worst cycle error "
+        f"{100 * worst_cyc:.3f}%, worst GM-byte error {100 * worst_bytes:.3f}%"
+    )
     for r in rows[:3]:
         print("  ", f"{100 * r[0]:.3f}%", *r[1:])
     assert pairs >= 50  # 224 over the four strategies

@@ -29,16 +29,33 @@ def gemm(checks, hw=None):
 
 
 def conv(checks, timing_only=False):
-    return lambda x, w: npu_jax.conv2d(x, w, stride=(1, 2), padding=1, strategy="img2col", hw=presets.tiny(),
-                                       tiling=CONV_T, checks=checks, timing_only=timing_only)
+    return lambda x, w: npu_jax.conv2d(
+        x,
+        w,
+        stride=(1, 2),
+        padding=1,
+        strategy="img2col",
+        hw=presets.tiny(),
+        tiling=CONV_T,
+        checks=checks,
+        timing_only=timing_only,
+    )
 
 
 def figures(rep) -> dict:
     """Every number a report holds about the run (not the sanitizers' own state)."""
-    out = {"cycles": rep.cycles, "core_cycles": tuple(rep.core_cycles), "bytes": rep.bytes,
-           "busy": rep.pipe_busy, "flops": rep.flops, "issued": rep.flops_issued,
-           "pipe_free": wide.to_numpy(rep.pipe_free).tolist(), "n_instr": np.asarray(rep.n_instr).tolist(),
-           "unwritten": int(rep.unwritten), "overlap": int(rep.overlapping_writes)}
+    out = {
+        "cycles": rep.cycles,
+        "core_cycles": tuple(rep.core_cycles),
+        "bytes": rep.bytes,
+        "busy": rep.pipe_busy,
+        "flops": rep.flops,
+        "issued": rep.flops_issued,
+        "pipe_free": wide.to_numpy(rep.pipe_free).tolist(),
+        "n_instr": np.asarray(rep.n_instr).tolist(),
+        "unwritten": int(rep.unwritten),
+        "overlap": int(rep.overlapping_writes),
+    }
     for k, v in rep.extras.items():
         out[k] = figures(v)
     return out
@@ -76,9 +93,14 @@ def test_timing_only_with_and_without_checks():
     off = jax.jit(conv("none", timing_only=True))(X, W)
     data = jax.jit(conv("none"))(X, W)
     assert on[1].check().findings() == []
+
     # timing-only with racecheck on marks written outputs (to catch overlaps), so 'unwritten' differs
     def strip(f):
-        return {k: strip(v) if isinstance(v, dict) and "cycles" in v else v for k, v in f.items() if k != "unwritten"}
+        return {
+            k: strip(v) if isinstance(v, dict) and "cycles" in v else v
+            for k, v in f.items()
+            if k != "unwritten"
+        }
 
     assert strip(figures(on[1])) == strip(figures(off[1])) == strip(figures(data[1]))
 
@@ -115,8 +137,13 @@ def test_xla_optimisation_level_does_not_change_a_bit(rng):
         env = dict(os.environ, NPU_JAX_TEST_XLA_OPT=level)
         flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_backend_optimization_level" not in f]
         env["XLA_FLAGS"] = " ".join(flags + (["--xla_backend_optimization_level=0"] if level == "0" else []))
-        out = subprocess.run([sys.executable, "-c", _OPT_LEVEL_SCRIPT, seed], env=env, capture_output=True,
-                             text=True, timeout=600)
+        out = subprocess.run(
+            [sys.executable, "-c", _OPT_LEVEL_SCRIPT, seed],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         runs[level] = out.stdout.strip().splitlines()[-1]
     assert runs["0"] == runs["default"], runs

@@ -31,7 +31,9 @@ from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
 from npu_jax.kernels.epilogue import Step, canonical_steps, fixpipe_prefix, split
 
 TINY, TINY_C = presets.tiny(), presets.tiny(coupled=True)
-BOUND = ConvGeometry(n=2, c=20, h=10, w=10, k=40, kh=3, kw=3, stride=(2, 2), dilation=(2, 2), pads=(1, 1, 1, 1))
+BOUND = ConvGeometry(
+    n=2, c=20, h=10, w=10, k=40, kh=3, kw=3, stride=(2, 2), dilation=(2, 2), pads=(1, 1, 1, 1)
+)
 TILING = ConvTiling(ho=3, wo=5, n=16, cin1=1, k_l0=32, l1_stages=2, l0_stages=2, cores=2, cout_split=2)
 TINY_NUM = {"fp16": 2.0**-24, "bf16": 2.0**-133, "fp32": 2.0**-149}
 
@@ -44,12 +46,21 @@ def _config(name):
         # leaky ReLU run as a vector kernel either way -- rounding points differ from the unfused
         "separated-partial": (TINY, ("bias", "residual", ("leaky_relu", 0.1)), Policy(), False),
         # clipped ReLU commutes with the output rounding: Fixpipe and the vector kernel agree bitwise
-        "separated-bf16-clip": (TINY, (("clipped_relu", 2.0),), Policy(operand="bf16", output="bf16",
-                                                                      vector="bf16"), True),
+        "separated-bf16-clip": (
+            TINY,
+            (("clipped_relu", 2.0),),
+            Policy(operand="bf16", output="bf16", vector="bf16"),
+            True,
+        ),
         # coupled: L0C -> UB (fp16) then the same vector steps as the unfused kernel's
         "coupled-residual": (TINY_C, ("bias", "residual", "relu"), Policy(vector="fp16"), True),
         # fp32 vector work and an fp32 result: fused keeps fp32 end to end, unfused stores fp16 between
-        "coupled-fp32-cast": (TINY_C, (("clipped_relu", 1.5), ("cast", "fp32")), Policy(vector="fp32"), False),
+        "coupled-fp32-cast": (
+            TINY_C,
+            (("clipped_relu", 1.5), ("cast", "fp32")),
+            Policy(vector="fp32"),
+            False,
+        ),
     }[name]
 
 
@@ -69,8 +80,18 @@ def _runner(name: str, fused: bool):
     def run(x, w, g, b, r):
         names = {s.op for s in canonical_steps(steps)}
         return fusion.conv2d_fused_bounded(
-            x, w, g, bound=BOUND, epilogue=steps, bias=b if "bias" in names else None,
-            residual=r if "residual" in names else None, fused=fused, tiling=TILING, hw=hw, policy=policy)
+            x,
+            w,
+            g,
+            bound=BOUND,
+            epilogue=steps,
+            bias=b if "bias" in names else None,
+            residual=r if "residual" in names else None,
+            fused=fused,
+            tiling=TILING,
+            hw=hw,
+            policy=policy,
+        )
 
     return run
 
@@ -125,10 +146,13 @@ def _check_layer(name, x_shape, w_shape, stride, padding, dilation, seed, fill=0
     rng = np.random.default_rng(seed)
     x, w, b, r = _inputs(rng, x_shape, w_shape, g, policy)
     ho_max, wo_max = _ho_wo_max()
-    args = (pad_into(x, (BOUND.n, BOUND.c, BOUND.h, BOUND.w), fill),
-            pad_into(w, (BOUND.k, BOUND.c, BOUND.kh, BOUND.kw), fill),
-            jax.tree.map(jnp.int32, g), pad_into(b, (BOUND.k,)),
-            pad_into(r, (BOUND.n, BOUND.k, ho_max, wo_max), fill))
+    args = (
+        pad_into(x, (BOUND.n, BOUND.c, BOUND.h, BOUND.w), fill),
+        pad_into(w, (BOUND.k, BOUND.c, BOUND.kh, BOUND.kw), fill),
+        jax.tree.map(jnp.int32, g),
+        pad_into(b, (BOUND.k,)),
+        pad_into(r, (BOUND.n, BOUND.k, ho_max, wo_max), fill),
+    )
     ref, bound = _chain_reference(x, w, b, r, g, steps, policy)
     what = f"{name} {g.describe()} seed={seed}"
     outs = {}
@@ -139,8 +163,10 @@ def _check_layer(name, x_shape, w_shape, stride, padding, dilation, seed, fill=0
         err = np.abs(corner - ref)
         assert np.all(np.isfinite(corner)), f"{what} fused={fused}: non-finite outputs"
         bad = err > bound
-        assert not bad.any(), (f"{what} fused={fused}: {int(bad.sum())} outputs outside the bound; worst "
-                               f"err/bound {float((err / bound).max()):.2f}")
+        assert not bad.any(), (
+            f"{what} fused={fused}: {int(bad.sum())} outputs outside the bound; worst "
+            f"err/bound {float((err / bound).max()):.2f}"
+        )
         conv = rep.part("conv")
         assert int(conv.unwritten) == 0 and int(conv.overlapping_writes) == 0, what
         if fused:  # the model holds the fused kernel exactly (epilogue instructions included)
@@ -212,9 +238,13 @@ def test_padded_lanes_never_leak(name):
     rng = np.random.default_rng(seed)
     x, w, b, r = _inputs(rng, x_shape, w_shape, g, policy)
     ho_max, wo_max = _ho_wo_max()
-    y, _ = _runner(name, True)(pad_into(x, (2, 20, 10, 10), np.nan), pad_into(w, (40, 20, 3, 3), np.nan),
-                               jax.tree.map(jnp.int32, g), pad_into(b, (40,)),
-                               pad_into(r, (2, 40, ho_max, wo_max), np.nan))
+    y, _ = _runner(name, True)(
+        pad_into(x, (2, 20, 10, 10), np.nan),
+        pad_into(w, (40, 20, 3, 3), np.nan),
+        jax.tree.map(jnp.int32, g),
+        pad_into(b, (40,)),
+        pad_into(r, (2, 40, ho_max, wo_max), np.nan),
+    )
     y = np.array(y)
     y[: g.n, : g.k, : g.ho, : g.wo] = 0
     assert np.count_nonzero(y.view(np.uint16 if y.itemsize == 2 else np.uint32)) == 0
@@ -306,8 +336,10 @@ def test_fused_tiling_differs_where_ub_binds():
 
 def test_chain_parsing_and_split():
     assert canonical_steps("relu") == (Step("relu"),)
-    assert canonical_steps([("leaky_relu", 0.2), ("cast", "bf16")]) == (Step("leaky_relu", 0.2),
-                                                                         Step("cast", "bf16"))
+    assert canonical_steps([("leaky_relu", 0.2), ("cast", "bf16")]) == (
+        Step("leaky_relu", 0.2),
+        Step("cast", "bf16"),
+    )
     assert canonical_steps(None) == ()
     s = canonical_steps(["bias", "relu", ("cast", "fp32")])
     assert fixpipe_prefix(s) == 3
@@ -322,20 +354,23 @@ def test_chain_parsing_and_split():
     assert epi is None and final == "fp32"
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"epilogue": ["bias", "relu"]}, "bias=None"),
-    ({"epilogue": ["relu"], "bias": np.ones(16)}, "no 'bias' step"),
-    ({"epilogue": ["bias"], "bias": np.ones(5)}, r"bias must have shape \(16,\)"),
-    ({"epilogue": ["residual"], "residual": np.ones((1, 16, 3, 3))}, "residual must have shape"),
-    ({"epilogue": [("cast", "fp16"), "relu"]}, "'cast' must be the last"),
-    ({"epilogue": ["relu", "bias", "bias"], "bias": np.ones(16)}, "more than once"),
-    ({"epilogue": ["swish"]}, "epilogue step must be one of"),
-    ({"epilogue": [("leaky_relu", "big")]}, "leaky_relu slope"),
-    ({"epilogue": [("clipped_relu", -1.0)]}, "clipped_relu ceiling"),
-    ({"epilogue": [("cast", "int4")]}, "cast needs a format"),
-    ({"epilogue": ["relu"], "fused": "yes"}, "fused must be True or False"),
-    ({"epilogue": ["relu"], "strategy": "winograd"}, "strategy must be one of"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"epilogue": ["bias", "relu"]}, "bias=None"),
+        ({"epilogue": ["relu"], "bias": np.ones(16)}, "no 'bias' step"),
+        ({"epilogue": ["bias"], "bias": np.ones(5)}, r"bias must have shape \(16,\)"),
+        ({"epilogue": ["residual"], "residual": np.ones((1, 16, 3, 3))}, "residual must have shape"),
+        ({"epilogue": [("cast", "fp16"), "relu"]}, "'cast' must be the last"),
+        ({"epilogue": ["relu", "bias", "bias"], "bias": np.ones(16)}, "more than once"),
+        ({"epilogue": ["swish"]}, "epilogue step must be one of"),
+        ({"epilogue": [("leaky_relu", "big")]}, "leaky_relu slope"),
+        ({"epilogue": [("clipped_relu", -1.0)]}, "clipped_relu ceiling"),
+        ({"epilogue": [("cast", "int4")]}, "cast needs a format"),
+        ({"epilogue": ["relu"], "fused": "yes"}, "fused must be True or False"),
+        ({"epilogue": ["relu"], "strategy": "winograd"}, "strategy must be one of"),
+    ],
+)
 def test_bad_requests_are_refused_clearly(bad, match):
     x, w = np.ones((1, 8, 6, 6), np.float32), np.ones((16, 8, 3, 3), np.float32)
     with pytest.raises((ValueError, TypeError), match=match):

@@ -67,14 +67,21 @@ def test_fuse_default_text_is_analyze_of_the_default_layer(capsys, monkeypatch, 
     calls = []
     monkeypatch.setattr(fusion, "analyze", _fake_analyze(direct, calls))
     assert cli.main(["fuse"]) == 0
-    (x_shape, w_shape, steps, hw, name, kw), = calls
-    assert (x_shape, w_shape, steps, hw, name) == (_DEFAULT_X, _DEFAULT_W, ("bias", "relu"), "ascend910b",
-                                                   "conv2_x crop 16x16x64")
+    ((x_shape, w_shape, steps, hw, name, kw),) = calls
+    assert (x_shape, w_shape, steps, hw, name) == (
+        _DEFAULT_X,
+        _DEFAULT_W,
+        ("bias", "relu"),
+        "ascend910b",
+        "conv2_x crop 16x16x64",
+    )
     assert (kw["stride"], kw["padding"], kw["dilation"], kw["strategy"]) == (1, 1, 1, "img2col")
     out = capsys.readouterr().out
     assert direct.summary() in out and "[fixpipe]" in out
     assert out.startswith("npu-jax fuse: conv2d x(1,64,16,16) w(64,64,3,3) s(1, 1) d(1, 1) p(1, 1, 1, 1)")
-    m = re.search(r"cycles\s+unfused\s+([\d,]+)\s+fused\s+([\d,]+)\s+speed-up ([\d.]+)x \((-?\d+)% less time\)", out)
+    m = re.search(
+        r"cycles\s+unfused\s+([\d,]+)\s+fused\s+([\d,]+)\s+speed-up ([\d.]+)x \((-?\d+)% less time\)", out
+    )
     assert [int(m.group(i).replace(",", "")) for i in (1, 2)] == [direct.unfused.cycles, direct.fused.cycles]
     assert float(m.group(3)) == round(direct.speedup, 2) and int(m.group(4)) == round(direct.faster_pct)
     assert f"unfused {direct.unfused_tiling}" in out and f"fused   {direct.fused_tiling}" in out
@@ -100,7 +107,9 @@ def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direc
     assert cli.main(["fuse", "--reference", "--preset", "tiny,tiny-coupled"]) == 0
     out = capsys.readouterr().out
     layers = cli._demo_conv_layers(presets.tiny())
-    assert [(c[3], c[4]) for c in calls] == [(hw, lay.name) for hw in ("tiny", "tiny-coupled") for lay in layers]
+    assert [(c[3], c[4]) for c in calls] == [
+        (hw, lay.name) for hw in ("tiny", "tiny-coupled") for lay in layers
+    ]
     assert all(c[2] == ("bias", "relu") for c in calls)
     calls.clear()
     section = fcli.demo_section(cli.DemoOptions(hw=presets.tiny()))
@@ -108,7 +117,7 @@ def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direc
     # the fake analysis stands for every row: its own figures must come back in each table and reading
     for text, n_rows in ((out, 2 * len(layers)), (section, len(layers))):
         assert fusion.format_table([direct] * n_rows) in text
-        reading = text[text.index("Reading"):].splitlines()
+        reading = text[text.index("Reading") :].splitlines()
         assert "more than 80%" in reading[0] and "35% faster" in reading[0]
         assert f"{direct.intermediate_saved_pct:.0f}% of the intermediate's GM round trip saved" in reading[1]
         assert f"{direct.gm_saved_pct:.0f}% of all GM bytes" in reading[1]
@@ -121,25 +130,40 @@ def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direc
 def test_reading_counts_layers_against_the_engineers_figures():
     def row(layer, chip, coupled, saved, faster, vec, conv_fused):
         part = lambda cycles: types.SimpleNamespace(cycles=cycles)  # noqa: E731
-        unfused = types.SimpleNamespace(cycles=1000, parts=(("conv", part(1000 - vec * 10)),
-                                                            ("eltwise", part(vec * 10))))
+        unfused = types.SimpleNamespace(
+            cycles=1000, parts=(("conv", part(1000 - vec * 10)), ("eltwise", part(vec * 10)))
+        )
         fused = types.SimpleNamespace(parts=(("conv", part(conv_fused)),))
-        return types.SimpleNamespace(layer=layer, hw=types.SimpleNamespace(name=chip, coupled=coupled),
-                                     intermediate_saved_pct=saved, intermediate_bytes=500_000, faster_pct=faster,
-                                     gm_saved_pct=saved / 4,
-                                     speedup=1 / (1 - faster / 100), unfused=unfused, fused=fused,
-                                     why=f"why {layer}.")
+        return types.SimpleNamespace(
+            layer=layer,
+            hw=types.SimpleNamespace(name=chip, coupled=coupled),
+            intermediate_saved_pct=saved,
+            intermediate_bytes=500_000,
+            faster_pct=faster,
+            gm_saved_pct=saved / 4,
+            speedup=1 / (1 - faster / 100),
+            unfused=unfused,
+            fused=fused,
+            why=f"why {layer}.",
+        )
 
-    rows = [row("convA 3x3", "chipB", False, 99.0, 40.0, 45, 605), row("convB 3x3", "chipB", False, 70.0, 20.0, 25, 750),
-            row("convA 3x3", "chipC", True, 95.0, 30.0, 35, 715)]
+    rows = [
+        row("convA 3x3", "chipB", False, 99.0, 40.0, 45, 605),
+        row("convB 3x3", "chipB", False, 70.0, 20.0, 25, 750),
+        row("convA 3x3", "chipC", True, 95.0, 30.0, 35, 715),
+    ]
     lines = fcli.fusion_reading(rows).splitlines()
     assert len(lines) == 6
-    assert lines[1].startswith("- chipB (Fixpipe epilogue): 70% to 99% of the intermediate's GM round trip saved "
-                               "(1.00 MB over 2 layers; above 80% on 1 of 2), 18% to 25% of all GM bytes; "
-                               "20% to 40% less time (mean 30%")
+    assert lines[1].startswith(
+        "- chipB (Fixpipe epilogue): 70% to 99% of the intermediate's GM round trip saved "
+        "(1.00 MB over 2 layers; above 80% on 1 of 2), 18% to 25% of all GM bytes; "
+        "20% to 40% less time (mean 30%"
+    )
     assert "at least 35% on 1 of 2" in lines[1] and "1.25x to 1.67x" in lines[1]
     assert lines[2].startswith("- chipC (UB epilogue): 95% of") and "on 0 of 1" in lines[2]
-    assert lines[3].startswith("What fusion removes: the separate vector kernel, 25% to 45% of the unfused time")
+    assert lines[3].startswith(
+        "What fusion removes: the separate vector kernel, 25% to 45% of the unfused time"
+    )
     assert "takes +0% to +10% against the Conv alone" in lines[3]  # 605 / 550, 750 / 750, 715 / 650
     assert lines[4] == "Largest gain, convA on chipB (40% less time): why convA 3x3."
     assert lines[5] == "Smallest, convB on chipB (20%): why convB 3x3."
@@ -187,7 +211,9 @@ def test_reference_output_applies_the_chain():
     g = canonicalize(_X, _W, 1, 1, 1)
     bias, res = rng.standard_normal(32), rng.standard_normal((1, 32, 8, 8))
     conv = fcli.reference_output(x, w, g, ())
-    got = fcli.reference_output(x, w, g, canonical_steps(["bias", "residual", ("leaky_relu", 0.2)]), bias, res)
+    got = fcli.reference_output(
+        x, w, g, canonical_steps(["bias", "residual", ("leaky_relu", 0.2)]), bias, res
+    )
     pre = conv + bias[None, :, None, None] + res
     np.testing.assert_allclose(got, np.where(pre > 0, pre, 0.2 * pre))
     clipped = fcli.reference_output(x, w, g, canonical_steps([("clipped_relu", 1.5), ("cast", "bf16")]))
@@ -203,7 +229,9 @@ def test_layer_flags_override_the_reference_layer():
     args = cli._parser().parse_args(["fuse", "--layer", "conv3_x", "--h", "14"])
     lay = fcli._resolve_layer(args)
     assert lay.x_shape == (1, 128, 14, 28) and lay.w_shape == (128, 128, 3, 3) and lay.padding == 1
-    assert fcli._resolve_layer(cli._parser().parse_args(["fuse", "--layer", "conv1"])).name.startswith("conv1")
+    assert fcli._resolve_layer(cli._parser().parse_args(["fuse", "--layer", "conv1"])).name.startswith(
+        "conv1"
+    )
     assert lay.name == "14x28x128 3x3->128"
     default = fcli._resolve_layer(cli._parser().parse_args(["fuse"]))
     assert default.x_shape == (1, 64, 16, 16) and default.name == "conv2_x crop 16x16x64"

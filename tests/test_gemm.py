@@ -27,7 +27,7 @@ from npu_jax.errors import CapacityError, TilingError
 from npu_jax.kernels.gemm import default_tiling
 
 
-def gamma(n, u=2.0 ** -24):
+def gamma(n, u=2.0**-24):
     return n * u / (1 - n * u)
 
 
@@ -45,7 +45,7 @@ def _check_numbers(c, a, b):
     a16, b16 = a.astype(np.float16).astype(np.float64), b.astype(np.float16).astype(np.float64)
     ref = a16 @ b16
     S = np.abs(a16) @ np.abs(b16)
-    bound = 2.0 ** -11 * np.abs(ref) + (1 + 2.0 ** -11) * gamma(K) * S + 2.0 ** -25
+    bound = 2.0**-11 * np.abs(ref) + (1 + 2.0**-11) * gamma(K) * S + 2.0**-25
     err = np.abs(c.astype(np.float64) - ref)
     assert np.all(np.isfinite(c))
     assert np.all(err <= bound), f"max err / bound = {np.max(err / bound):.3f}"
@@ -60,7 +60,9 @@ def _cube_cycles(M, N, K, t: MatmulTiling, hw):
             mv, nv = min(t.m, M - bm * t.m), min(t.n, N - bn * t.n)
             for k0 in range(0, K, t.k_l0):
                 kv = min(t.k_l0, K - k0)
-                total += hw.assumed.mmad_startup + math.ceil(mv / 16) * math.ceil(nv / 16) * math.ceil(kv / 16)
+                total += hw.assumed.mmad_startup + math.ceil(mv / 16) * math.ceil(nv / 16) * math.ceil(
+                    kv / 16
+                )
     return total
 
 
@@ -122,12 +124,17 @@ CASES = [
     ("ascend910b", (256, 256, 256), None),
     ("ascend910", (100, 70, 130), None),
 ]
-HW = {"tiny": presets.tiny(), "tiny-coupled": presets.tiny(coupled=True),
-      "ascend910b": presets.ascend910b(), "ascend910": presets.ascend910()}
+HW = {
+    "tiny": presets.tiny(),
+    "tiny-coupled": presets.tiny(coupled=True),
+    "ascend910b": presets.ascend910b(),
+    "ascend910": presets.ascend910(),
+}
 
 
-@pytest.mark.parametrize("hw_name, shape, tiling", CASES, ids=[f"{h}-{'x'.join(map(str, s))}"
-                                                               for h, s, _ in CASES])
+@pytest.mark.parametrize(
+    "hw_name, shape, tiling", CASES, ids=[f"{h}-{'x'.join(map(str, s))}" for h, s, _ in CASES]
+)
 def test_matmul(rng, hw_name, shape, tiling):
     hw = HW[hw_name]
     M, N, K = shape
@@ -148,8 +155,9 @@ def test_matmul_bf16_policy(rng):
     hw = presets.tiny()
     M, N, K = 17, 33, 65
     a, b = _inputs(rng, M, N, K)
-    c, rep = jax.jit(lambda a, b: npu_jax.matmul(a, b, hw=hw, tiling=T2,
-                                                 policy=Policy(operand="bf16", output="fp32")))(a, b)
+    c, rep = jax.jit(
+        lambda a, b: npu_jax.matmul(a, b, hw=hw, tiling=T2, policy=Policy(operand="bf16", output="fp32"))
+    )(a, b)
     c = np.asarray(c)
     assert c.dtype == np.float32
     import ml_dtypes

@@ -41,13 +41,22 @@ def test_ascend910_figures():
 
 def test_ascend310p_figures():
     hw = presets.ascend310p()
-    assert (hw.l0a_bytes, hw.l0c_bytes, hw.l1_bytes, hw.ub_bytes) == (64 * KiB, 256 * KiB, 1024 * KiB,
-                                                                       256 * KiB)
+    assert (hw.l0a_bytes, hw.l0c_bytes, hw.l1_bytes, hw.ub_bytes) == (
+        64 * KiB,
+        256 * KiB,
+        1024 * KiB,
+        256 * KiB,
+    )
     assert hw.coupled and hw.overflow_mode == "saturate"
     # OPSNN fixture rates
-    assert (hw.gm_bytes_per_cycle, hw.l1_to_l0a_bytes_per_cycle, hw.l0b_rate,
-            hw.l0c_to_ub_bytes_per_cycle, hw.ub_to_gm_rate, hw.l1_to_ub_bytes_per_cycle) == (
-        17, 512, 256, 256, 17, 128)
+    assert (
+        hw.gm_bytes_per_cycle,
+        hw.l1_to_l0a_bytes_per_cycle,
+        hw.l0b_rate,
+        hw.l0c_to_ub_bytes_per_cycle,
+        hw.ub_to_gm_rate,
+        hw.l1_to_ub_bytes_per_cycle,
+    ) == (17, 512, 256, 256, 17, 128)
 
 
 @pytest.mark.parametrize("coupled", [False, True])
@@ -59,9 +68,16 @@ def test_tiny_preset(coupled):
     assert hw.l0a_bytes % 512 == 0 and hw.l0a_bytes < presets.ascend910b().l0a_bytes
 
 
-@pytest.mark.parametrize("name, expect", [("910b", "ascend910b"), ("ascend910", "ascend910"),
-                                          ("Ascend-310P", "ascend310p"), ("tiny", "tiny"),
-                                          ("ascend_910b", "ascend910b")])
+@pytest.mark.parametrize(
+    "name, expect",
+    [
+        ("910b", "ascend910b"),
+        ("ascend910", "ascend910"),
+        ("Ascend-310P", "ascend310p"),
+        ("tiny", "tiny"),
+        ("ascend_910b", "ascend910b"),
+    ],
+)
 def test_get_preset_by_name(name, expect):
     assert presets.get(name) == getattr(presets, expect)()
 
@@ -100,17 +116,20 @@ def test_config_is_frozen():
 
 
 # ---- validation: errors name the parameter ------------------------------------------------------
-@pytest.mark.parametrize("kw, name", [
-    ({"l0a_bytes": 64 * KiB + 32}, "l0a_bytes"),
-    ({"l0b_bytes": 1024 + 256}, "l0b_bytes"),
-    ({"overflow_mode": "wrap"}, "overflow_mode"),
-    ({"num_cores": 0}, "num_cores"),
-    ({"clock_ghz": -1.0}, "clock_ghz"),
-    ({"gm_bytes_per_cycle": float("inf")}, "gm_bytes_per_cycle"),
-    ({"l1_align": 48}, "L1"),
-    ({"ub_bytes": 1000}, "ub_bytes"),
-    ({"chip_gm_bytes_per_cycle": 0.0}, "chip_gm_bytes_per_cycle"),
-])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"l0a_bytes": 64 * KiB + 32}, "l0a_bytes"),
+        ({"l0b_bytes": 1024 + 256}, "l0b_bytes"),
+        ({"overflow_mode": "wrap"}, "overflow_mode"),
+        ({"num_cores": 0}, "num_cores"),
+        ({"clock_ghz": -1.0}, "clock_ghz"),
+        ({"gm_bytes_per_cycle": float("inf")}, "gm_bytes_per_cycle"),
+        ({"l1_align": 48}, "L1"),
+        ({"ub_bytes": 1000}, "ub_bytes"),
+        ({"chip_gm_bytes_per_cycle": 0.0}, "chip_gm_bytes_per_cycle"),
+    ],
+)
 def test_config_validation(kw, name):
     with pytest.raises(ValueError, match=name):
         HardwareConfig(**kw)
@@ -122,8 +141,9 @@ def test_assumed_rejects_negative(field):
         Assumed(**{field: -1})
 
 
-@pytest.mark.parametrize("field", ["fixpipe_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle",
-                                   "ub_to_gm_bytes_per_cycle"])
+@pytest.mark.parametrize(
+    "field", ["fixpipe_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"]
+)
 def test_assumed_rates_must_be_positive(field):
     with pytest.raises(ValueError, match=field):
         Assumed(**{field: 0.0})

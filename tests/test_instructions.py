@@ -90,7 +90,7 @@ def _copy_setup(hw, rng, layout):
 
 def _nd_to_nz(t):
     # (R, C) -> (C / C0, R, C0): column block c1 of the ND tile becomes slab c1
-    return np.stack([t[:, c1 * C0:(c1 + 1) * C0] for c1 in range(t.shape[1] // C0)])
+    return np.stack([t[:, c1 * C0 : (c1 + 1) * C0] for c1 in range(t.shape[1] // C0)])
 
 
 @pytest.mark.parametrize("layout", [None, "nz"])
@@ -107,7 +107,7 @@ def test_data_copy_gm_to_l1(rng, layout):
         assert_same_core(eager, jprog(core0, r, c))
         want = np.zeros(WIN, np.float16)
         vr, vc = min(WIN[0], XS[0] - r), min(WIN[1], XS[1] - c)
-        want[:vr, :vc] = x[r:r + vr, c:c + vc]  # zero-filled beyond the logical shape
+        want[:vr, :vc] = x[r : r + vr, c : c + vc]  # zero-filled beyond the logical shape
         if layout == "nz":
             want = _nd_to_nz(want)
         assert_bits_equal(eager.read(dst), want, f"window at {(r, c)}")
@@ -167,8 +167,7 @@ def test_data_copy_nc1hwc0(rng, C):
     core0 = make_core(hw, plan, [gm_spec("x", (C, H, W), padded=(C, PH, PW))], {"x": x})
 
     def prog(core, h, w):
-        return core.data_copy(dst=dst[0], src=core.gm_window("x", (0, h, w), (C, 4, 4)),
-                              layout="nc1hwc0")
+        return core.data_copy(dst=dst[0], src=core.gm_window("x", (0, h, w), (C, 4, 4)), layout="nc1hwc0")
 
     jprog = jax.jit(prog)
     for h, w in [(0, 0), (1, 2), (4, 4)]:
@@ -177,7 +176,7 @@ def test_data_copy_nc1hwc0(rng, C):
         hv, wv = min(4, H - h), min(4, W - w)
         want = np.zeros((c1n, 4, 4, C0), np.float16)
         for c in range(C):  # channel c lands in slab c // C0, lane c % C0
-            want[c // C0, :hv, :wv, c % C0] = x[c, h:h + hv, w:w + wv]
+            want[c // C0, :hv, :wv, c % C0] = x[c, h : h + hv, w : w + wv]
         assert_bits_equal(eager.read(dst), want, f"window at {(h, w)}")
         elems, bursts = gm_runs((C, H, W), (0, h, w), (C, 4, 4))
         assert counter(eager, "GM->L1") == elems * 2
@@ -191,8 +190,7 @@ def test_data_copy_nc1hwc0_from_nchw_window(rng):
     dst = plan.alloc("L1", "fm", (1, 3, 4, C0), "fp16", fmt="NC1HWC0")
     x = f16(rng.standard_normal((2, 5, 3, 4)) + 1)
     core = make_core(hw, plan, [gm_spec("x", x.shape)], {"x": x})
-    core = core.data_copy(dst=dst[0], src=core.gm_window("x", (1, 0, 0, 0), (1, 5, 3, 4)),
-                          layout="nc1hwc0")
+    core = core.data_copy(dst=dst[0], src=core.gm_window("x", (1, 0, 0, 0), (1, 5, 3, 4)), layout="nc1hwc0")
     want = np.zeros((1, 3, 4, C0), np.float16)
     want[0, :, :, :5] = x[1].transpose(1, 2, 0)
     assert_bits_equal(core.read(dst), want)
@@ -206,8 +204,9 @@ def test_data_copy_ub_round_trip_on_mte3(rng):
     u = plan.alloc("UB", "u", WIN, "fp16")
     x = f16(rng.standard_normal(XS))
     y0 = f16(rng.standard_normal(XS) + 100)  # an output's old contents: must survive outside the window
-    core0 = make_core(hw, plan, [gm_spec("x", XS, padded=XP), gm_spec("y", XS, padded=XP, output=True)],
-                      {"x": x, "y": y0})
+    core0 = make_core(
+        hw, plan, [gm_spec("x", XS, padded=XP), gm_spec("y", XS, padded=XP, output=True)], {"x": x, "y": y0}
+    )
 
     def prog(core, r, c, r2, c2):
         core = core.data_copy(dst=u[0], src=core.gm_window("x", (r, c), WIN))
@@ -219,13 +218,13 @@ def test_data_copy_ub_round_trip_on_mte3(rng):
         assert_same_core(eager, jprog(core0, r, c, r2, c2))
         tile = np.zeros(WIN, np.float16)
         vr, vc = min(WIN[0], XS[0] - r), min(WIN[1], XS[1] - c)
-        tile[:vr, :vc] = x[r:r + vr, c:c + vc]
+        tile[:vr, :vc] = x[r : r + vr, c : c + vc]
         want = y0.copy()
         wr, wc = min(WIN[0], XS[0] - r2), min(WIN[1], XS[1] - c2)
-        want[r2:r2 + wr, c2:c2 + wc] = tile[:wr, :wc]
-        assert_bits_equal(np.asarray(eager.gm["y"])[:XS[0], :XS[1]], want)
+        want[r2 : r2 + wr, c2 : c2 + wc] = tile[:wr, :wc]
+        assert_bits_equal(np.asarray(eager.gm["y"])[: XS[0], : XS[1]], want)
         written = np.zeros(XP, bool)
-        written[r2:r2 + wr, c2:c2 + wc] = True
+        written[r2 : r2 + wr, c2 : c2 + wc] = True
         np.testing.assert_array_equal(np.asarray(eager.gm_written["y"]), written)
         e_in, b_in = gm_runs(XS, (r, c), WIN)
         e_out, b_out = gm_runs(XS, (r2, c2), WIN)
@@ -278,12 +277,16 @@ def test_load2d_nd_and_nz_at_traced_offsets(rng):
     for ra, ca, rb, cb in [(0, 0, 0, 0), (32, 32, 16, 48), (16, 16, 0, 16), (5, 7, 13, 32)]:
         eager = prog(core0, ra, ca, rb, cb)
         assert_same_core(eager, jprog(core0, ra, ca, rb, cb))
-        assert_bits_equal(eager.read(a), s[ra:ra + 16, ca:ca + 32], "L0A from ND")
-        assert_bits_equal(eager.read(b), s[rb:rb + 32, cb:cb + 16], "L0B from NZ")
+        assert_bits_equal(eager.read(a), s[ra : ra + 16, ca : ca + 32], "L0A from ND")
+        assert_bits_equal(eager.read(b), s[rb : rb + 32, cb : cb + 16], "L0B from NZ")
         ca_bytes, cb_bytes = 16 * 32 * 2, 32 * 16 * 2
         assert counter(eager, "L1->L0A") == ca_bytes and counter(eager, "L1->L0B") == cb_bytes
-        want = (A.mte1_startup + ceil(ca_bytes, int(hw.l1_to_l0a_bytes_per_cycle))
-                + A.mte1_startup + ceil(cb_bytes, int(hw.l0b_rate)))
+        want = (
+            A.mte1_startup
+            + ceil(ca_bytes, int(hw.l1_to_l0a_bytes_per_cycle))
+            + A.mte1_startup
+            + ceil(cb_bytes, int(hw.l0b_rate))
+        )
         assert busy(eager, "MTE1") == free_at(eager, "MTE1") == want
 
 
@@ -322,8 +325,23 @@ def test_load2d_errors():
 # =================================================================================================
 # Load3D (img2col, MTE1)
 # =================================================================================================
-def img2col_ref(x, kh, kw, stride, dil, out_w, pad_top, pad_left, m_start, k_start, M, K,
-                h_valid=None, w_valid=None, m_valid=None):
+def img2col_ref(
+    x,
+    kh,
+    kw,
+    stride,
+    dil,
+    out_w,
+    pad_top,
+    pad_left,
+    m_start,
+    k_start,
+    M,
+    K,
+    h_valid=None,
+    w_valid=None,
+    m_valid=None,
+):
     """The (M, K) window of the virtual img2col matrix of an NC1HWC0 tile, from its definition."""
     c1n, H, W, c0n = x.shape
     h_valid = H if h_valid is None else h_valid
@@ -376,8 +394,16 @@ def test_load3d_img2col(rng, kernel, stride, dil):
 
     def prog(core, k_start, m_start, pad_top, pad_left):
         # m_valid covers the whole window whether it counts from row 0 or from m_start
-        return core.load3d(dst=a[0], src=fm[0], geom=geom, k_start=k_start, m_start=m_start,
-                           pad_top=pad_top, pad_left=pad_left, m_valid=m_start + LM)
+        return core.load3d(
+            dst=a[0],
+            src=fm[0],
+            geom=geom,
+            k_start=k_start,
+            m_start=m_start,
+            pad_top=pad_top,
+            pad_left=pad_left,
+            m_valid=m_start + LM,
+        )
 
     jprog = jax.jit(prog) if (kernel, stride, dil) in LOAD3D_JIT else None
     # (k_start, m_start) windows: the corner; one crossing into the second C1 slab at a later
@@ -389,8 +415,9 @@ def test_load3d_img2col(rng, kernel, stride, dil):
             out = prog(core0, *args)
             if jprog is not None and pad != 1:
                 assert_same_core(out, jprog(core0, *args))
-            want = img2col_ref(x, kh, kw, (stride, stride), (dil, dil), out_w, pad, (pad + 1) % 3,
-                               m_start, k_start, LM, LK)
+            want = img2col_ref(
+                x, kh, kw, (stride, stride), (dil, dil), out_w, pad, (pad + 1) % 3, m_start, k_start, LM, LK
+            )
             assert_bits_equal(out.read(a), want, f"k_start={k_start} m_start={m_start} pad={pad}")
             nbytes = LM * LK * 2
             assert counter(out, "L1->L0A") == nbytes
@@ -402,10 +429,19 @@ def test_load3d_valid_extents(rng):
     only whole fractals of the valid rows."""
     hw, fm, a, x, core = _load3d_setup(rng)
     geom = Load3DGeometry(kh=3, kw=3, out_w=5)
-    out = core.load3d(dst=a[0], src=fm[0], geom=geom, k_start=16, m_start=0, pad_top=1, pad_left=1,
-                      h_valid=4, w_valid=5, m_valid=20)
-    want = img2col_ref(x, 3, 3, (1, 1), (1, 1), 5, 1, 1, 0, 16, LM, LK, h_valid=4, w_valid=5,
-                       m_valid=20)
+    out = core.load3d(
+        dst=a[0],
+        src=fm[0],
+        geom=geom,
+        k_start=16,
+        m_start=0,
+        pad_top=1,
+        pad_left=1,
+        h_valid=4,
+        w_valid=5,
+        m_valid=20,
+    )
+    want = img2col_ref(x, 3, 3, (1, 1), (1, 1), 5, 1, 1, 0, 16, LM, LK, h_valid=4, w_valid=5, m_valid=20)
     assert_bits_equal(out.read(a), want)
     nbytes = 32 * LK * 2  # 20 rows -> two whole fractal rows of 16
     assert counter(out, "L1->L0A") == nbytes
@@ -449,7 +485,7 @@ def _mmad_setup(rng, dtype, policy=None):
     return hw, a, b, c, make_core(hw, plan, policy=policy)
 
 
-def gamma(n, u=2.0 ** -24):
+def gamma(n, u=2.0**-24):
     return n * u / (1 - n * u)
 
 
@@ -464,8 +500,13 @@ def test_mmad(rng, dtype):
         return core.mmad(dst=c[0], a=a[0], b=b[0], m=m, n=n, k=k, init=init)
 
     jprog = jax.jit(prog)
-    for m, n, k, init in [(32, 32, 48, True), (20, 7, 33, False), (1, 32, 1, True), (32, 17, 48, False),
-                          (16, 16, 0, False)]:
+    for m, n, k, init in [
+        (32, 32, 48, True),
+        (20, 7, 33, False),
+        (1, 32, 1, True),
+        (32, 17, 48, False),
+        (16, 16, 0, False),
+    ]:
         Am, Bm = A_.copy(), B_.copy()
         Am[m:, :] = np.nan  # entries outside m x k and k x n must be ignored
         Am[:, k:] = np.nan
@@ -540,8 +581,12 @@ def test_mmad_fp16_accumulate_whatifs(rng, accumulate):
 # Fixpipe (910B) and L0C -> UB (910 / 310P)
 # =================================================================================================
 OUT, OUTP = (40, 40), (48, 64)  # padded so every 32 x 32 window below stays inside it
-ACTS = {"none": {}, "relu": {"relu": True}, "leaky": {"activation": "leaky_relu", "alpha": 0.1},
-        "relu6": {"relu": True, "clip": 6.0}}
+ACTS = {
+    "none": {},
+    "relu": {"relu": True},
+    "leaky": {"activation": "leaky_relu", "alpha": 0.1},
+    "relu6": {"relu": True, "clip": 6.0},
+}
 
 
 def _l0c_values(rng, shape):
@@ -552,7 +597,7 @@ def _l0c_values(rng, shape):
     ties = ((h.astype(np.float64) + up.astype(np.float64)) / 2).astype(np.float32)  # exact in fp32
     pick = rng.random(shape)
     x = np.where(pick < 0.3, ties, x)
-    x.flat[:6] = [65504.0, 65519.0, 65520.0, -70000.0, 3e-6, -2.0 ** -25]
+    x.flat[:6] = [65504.0, 65519.0, 65520.0, -70000.0, 3e-6, -(2.0**-25)]
     return x.astype(np.float32)
 
 
@@ -589,27 +634,33 @@ def test_fixpipe_to_gm(rng):
 
     jprog = jax.jit(prog)
     with np.errstate(over="ignore"):  # numpy: round to nearest even, IEEE overflow
-        conv = {"none": cv.astype(np.float16), "relu": _act(cv, "relu").astype(np.float16),
-                "leaky": _act(cv, "leaky_relu", 0.1).astype(np.float16),
-                "relu6": _act(cv, "relu", clip=6.0).astype(np.float16)}
+        conv = {
+            "none": cv.astype(np.float16),
+            "relu": _act(cv, "relu").astype(np.float16),
+            "leaky": _act(cv, "leaky_relu", 0.1).astype(np.float16),
+            "relu6": _act(cv, "relu", clip=6.0).astype(np.float16),
+        }
     for r, col, m, n in [(0, 0, 32, 32), (8, 3, 20, 27), (16, 16, 32, 32), (0, 24, 5, 32)]:
         out = prog(core0, r, col, m, n)
         assert_same_core(out, jprog(core0, r, col, m, n))
         vm, vn = min(m, OUT[0] - r), min(n, OUT[1] - col)
         written = np.zeros(OUTP, bool)
-        written[r:r + vm, col:col + vn] = True
+        written[r : r + vm, col : col + vn] = True
         for k in ACTS:
             want = y0.copy()
-            want[r:r + vm, col:col + vn] = conv[k][:vm, :vn]
-            assert_bits_equal(np.asarray(out.gm[f"y_{k}"])[:OUT[0], :OUT[1]], want,
-                              f"{k}: window {(r, col, m, n)}")
+            want[r : r + vm, col : col + vn] = conv[k][:vm, :vn]
+            assert_bits_equal(
+                np.asarray(out.gm[f"y_{k}"])[: OUT[0], : OUT[1]], want, f"{k}: window {(r, col, m, n)}"
+            )
             np.testing.assert_array_equal(np.asarray(out.gm_written[f"y_{k}"]), written)
         nbytes = vm * vn * 2
         assert counter(out, "L0C->GM") == len(ACTS) * nbytes
         elems, bursts = gm_runs(OUT, (r, col), (vm, vn))
         l0c_bytes = ceil(m, 16) * 16 * ceil(n, 16) * 16 * 4
-        one = A.fixpipe_startup + max(math.ceil(l0c_bytes / A.fixpipe_bytes_per_cycle),
-                                      math.ceil(nbytes / hw.gm_rate(1)) + (bursts - 1) * A.gm_burst_overhead)
+        one = A.fixpipe_startup + max(
+            math.ceil(l0c_bytes / A.fixpipe_bytes_per_cycle),
+            math.ceil(nbytes / hw.gm_rate(1)) + (bursts - 1) * A.gm_burst_overhead,
+        )
         assert busy(out, "FIX") == len(ACTS) * one
 
 
@@ -622,16 +673,16 @@ def test_fixpipe_saturate(rng):
     got = np.asarray(out.gm["y_none"])[:32, :32]
     want = np.clip(np.nan_to_num(cv, nan=0.0), -65504, 65504).astype(np.float16)
     assert_bits_equal(got, want)
-    np.testing.assert_array_equal(got[0, :8].astype(np.float32),
-                                  [65504, -65504, 0, 65504, -65504, 65504, 65504, 65504])
+    np.testing.assert_array_equal(
+        got[0, :8].astype(np.float32), [65504, -65504, 0, 65504, -65504, 65504, 65504, 65504]
+    )
 
 
 def test_fixpipe_clip_without_activation(rng):
     """clip= with no activation must clip (or be refused), not be silently dropped."""
     hw, c, _, y0, core, cv = _fixpipe_setup(rng)
     try:
-        out = core.fixpipe(dst=core.gm_window("y_none", (0, 0), (32, 32)), src=c[0], m=32, n=32,
-                           clip=1.0)
+        out = core.fixpipe(dst=core.gm_window("y_none", (0, 0), (32, 32)), src=c[0], m=32, n=32, clip=1.0)
     except ValueError:
         return
     got = np.asarray(out.gm["y_none"])[:32, :32].astype(np.float32)
@@ -650,8 +701,9 @@ def test_fixpipe_to_l1_partial(rng):
     assert busy(out, "FIX") == A.fixpipe_startup + math.ceil(32 * 16 * 4 / A.fixpipe_bytes_per_cycle)
 
 
-@pytest.mark.parametrize("hw", [presets.tiny(coupled=True), presets.ascend910(), presets.ascend310p()],
-                         ids=lambda h: h.name)
+@pytest.mark.parametrize(
+    "hw", [presets.tiny(coupled=True), presets.ascend910(), presets.ascend310p()], ids=lambda h: h.name
+)
 def test_fixpipe_absent_on_coupled_chips(rng, hw):
     _, c, _, _, core, _ = _fixpipe_setup(rng, hw=hw)
     with pytest.raises(ValueError, match="l0c_to_ub"):
@@ -712,6 +764,7 @@ def cast_ref(x, mode):
     if mode == "down":
         return lo
     if mode == "away":
+
         def grid(v):
             v = v.astype(np.float64)
             return np.where(np.isinf(v), np.copysign(65536.0, v), v)
@@ -727,8 +780,20 @@ def test_vector_ops(rng):
     plan = Plan(hw)
     x = plan.alloc("UB", "x", VS, "fp16")
     y = plan.alloc("UB", "y", VS, "fp16")
-    ops = ["VAdd", "VSub", "VMul", "VMax", "VMin", "VAdds", "VMuls", "VMaxs", "VRelu", "VLeakyRelu",
-           "VExp", "VCopy"]
+    ops = [
+        "VAdd",
+        "VSub",
+        "VMul",
+        "VMax",
+        "VMin",
+        "VAdds",
+        "VMuls",
+        "VMaxs",
+        "VRelu",
+        "VLeakyRelu",
+        "VExp",
+        "VCopy",
+    ]
     dst = {op: plan.alloc("UB", op, VS, "fp16") for op in ops}
     xv = f16(rng.uniform(-8, 8, VS))
     yv = f16(rng.standard_normal(VS) * 3)
@@ -748,10 +813,19 @@ def test_vector_ops(rng):
 
     out = run_both(prog, core0)
     x32, y32, s32 = xv.astype(np.float32), yv.astype(np.float32), np.float32(s)
-    ref32 = {"VAdd": x32 + y32, "VSub": x32 - y32, "VMul": x32 * y32, "VMax": np.maximum(x32, y32),
-             "VMin": np.minimum(x32, y32), "VAdds": x32 + s32, "VMuls": x32 * s32,
-             "VMaxs": np.maximum(x32, s32), "VRelu": np.maximum(x32, np.float32(0)),
-             "VLeakyRelu": np.where(x32 >= 0, x32, x32 * np.float32(0.2)), "VCopy": x32}
+    ref32 = {
+        "VAdd": x32 + y32,
+        "VSub": x32 - y32,
+        "VMul": x32 * y32,
+        "VMax": np.maximum(x32, y32),
+        "VMin": np.minimum(x32, y32),
+        "VAdds": x32 + s32,
+        "VMuls": x32 * s32,
+        "VMaxs": np.maximum(x32, s32),
+        "VRelu": np.maximum(x32, np.float32(0)),
+        "VLeakyRelu": np.where(x32 >= 0, x32, x32 * np.float32(0.2)),
+        "VCopy": x32,
+    }
     for op, r in ref32.items():
         assert_bits_equal(out.read(dst[op]), r.astype(np.float32).astype(np.float16), op)
     # exp: fp32 libm results may differ by an fp32 ulp, which can move an fp16 rounding by one ulp
@@ -775,7 +849,7 @@ def test_vector_cast_modes(rng, mode):
     back = plan.alloc("UB", "back", VS, "fp32")
     xv = (rng.standard_normal(VS) * rng.choice([1e-6, 1e-3, 1.0, 300.0, 3e4], VS)).astype(np.float32)
     h = f16(rng.standard_normal(VS))
-    ties = ((h.astype(np.float64) + np.nextafter(h, np.float16(np.inf)).astype(np.float64)) / 2)
+    ties = (h.astype(np.float64) + np.nextafter(h, np.float16(np.inf)).astype(np.float64)) / 2
     xv = np.where(rng.random(VS) < 0.3, ties.astype(np.float32), xv)  # exact fp16 ties
     xv.flat[:4] = [65504.0, 65519.0, 70000.0, -70000.0]
     core = setbuf(make_core(hw, plan), src=xv)
@@ -862,13 +936,13 @@ def test_set_wait_flag_moves_time():
     def prog(core, e):
         core = issue(core, "MTE2", 100, "DataCopy")
         core = issue(core, "MTE1", 10, "LoadData2D")
-        core = core.set_flag("MTE2_MTE1", e)          # fires at MTE2's free time: 100
-        core = issue(core, "MTE2", 50, "DataCopy")   # later MTE2 work does not move the flag
-        core = core.wait_flag("MTE2_MTE1", e)         # MTE1 held until 100
+        core = core.set_flag("MTE2_MTE1", e)  # fires at MTE2's free time: 100
+        core = issue(core, "MTE2", 50, "DataCopy")  # later MTE2 work does not move the flag
+        core = core.wait_flag("MTE2_MTE1", e)  # MTE1 held until 100
         core = issue(core, "MTE1", 5, "LoadData2D")
         # a flag that fired earlier than the waiter's own clock does not move it back
         core = issue(core, "M", 500, "Mmad")
-        core = core.set_flag("MTE1_M", 1)             # MTE1 at 105
+        core = core.set_flag("MTE1_M", 1)  # MTE1 at 105
         core = core.wait_flag("MTE1_M", 1)
         return core
 
@@ -928,8 +1002,9 @@ def test_queue_double_buffered(rng):
     yo = plan.alloc("UB", "yo", (16, 32), "fp16", stages=2)
     T = 5
     x = f16(rng.standard_normal((T * 16, 32)))
-    core0 = make_core(hw, plan, [gm_spec("x", x.shape), gm_spec("y", x.shape, output=True)], {"x": x},
-                      trace_capacity=64)
+    core0 = make_core(
+        hw, plan, [gm_spec("x", x.shape), gm_spec("y", x.shape, output=True)], {"x": x}, trace_capacity=64
+    )
     qin = Queue("MTE2", "V", xin, event_base=0)
     qout = Queue("V", "MTE3", yo, event_base=2)
 
@@ -990,9 +1065,14 @@ def test_trace_records_in_order():
         return issue(core, "FIX", 5, "Fixpipe")
 
     core = run_both(prog, _empty_core(trace_capacity=16), False)
-    assert _events(core) == [("MTE2", "DataCopy", 0, 40), ("MTE1", "LoadData2D", 0, 8),
-                             ("MTE2", "DataCopy", 40, 80), ("M", "Mmad", 80, 92),
-                             ("S", "Scalar", 0, 3), ("FIX", "Fixpipe", 0, 5)]
+    assert _events(core) == [
+        ("MTE2", "DataCopy", 0, 40),
+        ("MTE1", "LoadData2D", 0, 8),
+        ("MTE2", "DataCopy", 40, 80),
+        ("M", "Mmad", 80, 92),
+        ("S", "Scalar", 0, 3),
+        ("FIX", "Fixpipe", 0, 5),
+    ]
     # per pipe: in issue order, back to back or later
     ev = _events(core)
     for p in PIPES:

@@ -31,8 +31,11 @@ def python3_kernel(tmp_path_factory):
         yield "python3"
         return
     prefix = tmp_path_factory.mktemp("jupyter")
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix),
-                    "--name", "python3"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "python3"],
+        check=True,
+        capture_output=True,
+    )
     old = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(prefix / "share" / "jupyter"), old]))
     yield "python3"
@@ -49,10 +52,12 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes(path, python3_kernel):
     nb = nbformat.read(path, as_version=4)
-    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
         f"{path.name} is committed with outputs; clear them (Kernel > Restart & Clear Output)"
-    client = nbclient.NotebookClient(nb, timeout=TIMEOUT_S, kernel_name=python3_kernel,
-                                     resources={"metadata": {"path": str(path.parent)}})
+    )
+    client = nbclient.NotebookClient(
+        nb, timeout=TIMEOUT_S, kernel_name=python3_kernel, resources={"metadata": {"path": str(path.parent)}}
+    )
     try:
         client.execute()
     except nbclient.exceptions.CellExecutionError as e:  # names the cell and shows its traceback

@@ -17,8 +17,23 @@ def test_precision_table(capsys):
 
 def test_precision_json_and_plot(capsys, tmp_path):
     path = tmp_path / "err.png"
-    assert cli.main(["precision", "--depths", "3", "--scenarios", "growing", "--strategies", "fp16,scaling_current",
-                     "--json", "--plot", str(path)]) == 0
+    assert (
+        cli.main(
+            [
+                "precision",
+                "--depths",
+                "3",
+                "--scenarios",
+                "growing",
+                "--strategies",
+                "fp16,scaling_current",
+                "--json",
+                "--plot",
+                str(path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     rows = json.loads(out[: out.rindex("}") + 1])["rows"]
     assert {r["strategy"] for r in rows} == {"fp16", "scaling_current"}

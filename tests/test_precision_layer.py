@@ -40,8 +40,10 @@ def _check_elementwise(y, ref, S, bounds, kind, what):
     err = np.abs(np.asarray(y).astype(np.float64) - ref)
     lim = bounds.limit(S, kind)
     bad = err > lim
-    assert not bad.any(), (f"{what}: {int(bad.sum())} outputs past the {kind} bound; worst err/limit "
-                           f"{np.max(err / lim):.3g}; {bounds.describe}")
+    assert not bad.any(), (
+        f"{what}: {int(bad.sum())} outputs past the {kind} bound; worst err/limit "
+        f"{np.max(err / lim):.3g}; {bounds.describe}"
+    )
 
 
 # the conv policies of the strategies: fp32, pure FP16, mixed, and mixed with an fp32 result (used
@@ -61,7 +63,9 @@ def test_single_layer_inside_gamma_K_and_probabilistic_bound(rng, name):
     assert_within_budget(m, layer_budget(f"conv3x3 K={K} {name}", b))
     # the textbook gamma_K of the accumulator's format holds too (it is the looser figure)
     acc_fmt = "fp16" if pol.accumulate != "fp32" else "fp32"
-    assert m.componentwise <= gamma_K(K, acc_fmt) + (2.0 ** -11 if pol.output == "fp16" and acc_fmt == "fp32" else 0)
+    assert m.componentwise <= gamma_K(K, acc_fmt) + (
+        2.0**-11 if pol.output == "fp16" and acc_fmt == "fp32" else 0
+    )
     assert m.n_nan == 0 and m.n_overflow == 0 and rep.cycles > 0
 
 
@@ -70,7 +74,7 @@ def test_fp16_accumulation_error_grows_like_sqrt_K(rng):
     16x longer inner product has ~4x the error; every K stays inside the lambda = 6 bound, and
     inside gamma_K where gamma_K < 1 (not at K = 2304: gamma_K = 1.1, no bound)."""
     pol = Policy(accumulate="fp16_mac")
-    u = 2.0 ** -11
+    u = 2.0**-11
     Ks, errs = [], []
     for c in (16, 64, 256):
         x, w = _layer(rng, c, C_BOUND)
@@ -128,7 +132,7 @@ def test_gemm_fp16_running_sum_is_bitwise_the_model(rng):
     c, _ = npu_jax.matmul(a, b, hw=HW, policy=Policy(accumulate="fp16_mac"))
     acc = np.zeros((M, N), np.float16)
     for k in range(K):
-        prod = a[:, k:k + 1].astype(np.float32) * b[k:k + 1, :].astype(np.float32)  # exact
+        prod = a[:, k : k + 1].astype(np.float32) * b[k : k + 1, :].astype(np.float32)  # exact
         acc = (acc.astype(np.float32) + prod).astype(np.float16)
     np.testing.assert_array_equal(np.asarray(c).view(np.uint16), acc.view(np.uint16))
     exact = a.astype(np.float64) @ b.astype(np.float64)
@@ -143,7 +147,7 @@ def test_policy_validation_and_output_modes():
     with pytest.raises(ValueError, match="Policy.subnormals"):
         Policy(subnormals="no")
     p = Policy(rounding="stochastic", seed=5)
-    x = np.linspace(1, 2, 64, dtype=np.float32) + np.float32(2.0 ** -13)
+    x = np.linspace(1, 2, 64, dtype=np.float32) + np.float32(2.0**-13)
     a = np.asarray(p.convert_out(x, "fp16", HW, 1))
     b = np.asarray(p.convert_out(x, "fp16", HW, 2))
     assert np.any(a != b)  # the salt changes the random bits
@@ -162,7 +166,7 @@ def test_vector_format_policy(rng):
     from npu_jax.core.buffers import Plan
 
     n = 256
-    v = (1 + rng.random(n) * 2.0 ** -6).astype(np.float16)  # partial sums reach 256: fp16 ulp 0.25
+    v = (1 + rng.random(n) * 2.0**-6).astype(np.float16)  # partial sums reach 256: fp16 ulp 0.25
     hw = npu_jax.presets.tiny()
     out = {}
     for fmt in ("fp32", "fp16"):

@@ -14,7 +14,7 @@ from precision.budgets import budget_for, gamma_tilde
 def test_compare_against_hand_computed(rng):
     ref = rng.uniform(1, 2, 1000)  # binade [1, 2): fp16 ulp = 2^-10
     k = rng.integers(-3, 4, 1000)
-    out = ref + k * 2.0 ** -10
+    out = ref + k * 2.0**-10
     m = compare(out, ref, fmt="fp16")
     d = out - ref
     assert m.rel_l2 == pytest.approx(np.linalg.norm(d) / np.linalg.norm(ref), rel=1e-12)
@@ -64,15 +64,15 @@ def test_bounds_match_the_facts_sheet():
     assert gamma_K(576, "fp16") == pytest.approx(0.39, abs=0.005)
     assert gamma_K(2048, "fp16") == math.inf  # no bound from K = 2048
     assert gamma_K(4608, "fp32") == pytest.approx(2.7e-4, rel=0.02)
-    assert prob_bound(576, "fp16", 6) == pytest.approx(6 * 24 * 2.0 ** -11)
-    assert gamma_tilde(576, 2.0 ** -11, 6) == pytest.approx(prob_bound(576, "fp16", 6), rel=0.08)
+    assert prob_bound(576, "fp16", 6) == pytest.approx(6 * 24 * 2.0**-11)
+    assert gamma_tilde(576, 2.0**-11, 6) == pytest.approx(prob_bound(576, "fp16", 6), rel=0.08)
     assert gamma(10, 0.1) == math.inf and gamma(0, 0.5) == 0
 
 
 def test_layer_bounds_follow_the_policy_chain():
     K = 576
     hw_default = layer_bounds(K)  # fp32 accumulation, fp16 out: ~u_fp16 + gamma_K(2^-24)
-    assert hw_default.deterministic == pytest.approx(2.0 ** -11 + gamma(K, 2.0 ** -24), rel=1e-3)
+    assert hw_default.deterministic == pytest.approx(2.0**-11 + gamma(K, 2.0**-24), rel=1e-3)
     mac = layer_bounds(K, Policy(accumulate="fp16_mac"))
     assert mac.chain == K and mac.deterministic == pytest.approx(gamma_K(K, "fp16"), rel=0.01)
     step = layer_bounds(K, Policy(accumulate="fp16_step"))
@@ -80,7 +80,7 @@ def test_layer_bounds_follow_the_policy_chain():
     assert layer_bounds(4096, Policy(accumulate="fp16_mac")).deterministic == math.inf
     assert layer_bounds(4096, Policy(accumulate="fp16_mac")).probabilistic < 1
     tz = layer_bounds(K, Policy(rounding="toward_zero"))
-    assert tz.deterministic == pytest.approx(2 * 2.0 ** -11 + gamma(K, 2.0 ** -24), rel=1e-3)
+    assert tz.deterministic == pytest.approx(2 * 2.0**-11 + gamma(K, 2.0**-24), rel=1e-3)
     with pytest.raises(ValueError, match="k_tile"):
         layer_bounds(K, Policy(accumulate="fp16_tile"))
 

@@ -50,14 +50,34 @@ def _probe_inputs_unchecked(fmt, rng, n):
     ties = (g + np.sign(g + 0.5) * spacing / 2).astype(np.float32)  # exact midpoints (fit in fp32)
     near = np.concatenate([np.nextafter(ties, np.float32(np.inf)), np.nextafter(ties, np.float32(-np.inf))])
     raw = rng.integers(0, 1 << 32, n // 4, dtype=np.uint64).astype(np.uint32).view(np.float32)  # all of fp32
-    scaled = (rng.standard_normal(n // 8) * np.exp2(rng.integers(f.emin - f.man_bits - 3, f.emax + 3, n // 8))
-              ).astype(np.float32)
+    scaled = (
+        rng.standard_normal(n // 8) * np.exp2(rng.integers(f.emin - f.man_bits - 3, f.emax + 3, n // 8))
+    ).astype(np.float32)
     p2 = np.exp2(np.arange(f.emin - f.man_bits - 2, f.emax + 3, dtype=np.float64)).astype(np.float32)
     pw = np.concatenate([p2, np.nextafter(p2, np.float32(0)), np.nextafter(p2, np.float32(np.inf))])
     top = f.max + 2.0 ** (f.emax - f.man_bits) / 2  # max + half an ulp: the overflow tie
-    special = np.array([0.0, np.inf, np.nan, f.max, top, np.nextafter(np.float32(top), np.float32(0)),
-                        np.nextafter(np.float32(top), np.float32(np.inf)), 65504, 65519, 65519.996, 65520,
-                        65520.004, 1e-45, 1e-40, f.min_subnormal, f.min_subnormal / 2, f.min_normal], np.float32)
+    special = np.array(
+        [
+            0.0,
+            np.inf,
+            np.nan,
+            f.max,
+            top,
+            np.nextafter(np.float32(top), np.float32(0)),
+            np.nextafter(np.float32(top), np.float32(np.inf)),
+            65504,
+            65519,
+            65519.996,
+            65520,
+            65520.004,
+            1e-45,
+            1e-40,
+            f.min_subnormal,
+            f.min_subnormal / 2,
+            f.min_normal,
+        ],
+        np.float32,
+    )
     x = np.concatenate([special, -special, pw, -pw, g.astype(np.float32), ties, near, raw, scaled])
     return np.resize(x, n) if x.size < n else x[:n]
 
@@ -120,13 +140,26 @@ def test_nearest_even_bit_exact_with_astype(rng, fmt):
 
 
 def test_nearest_even_landmarks():
-    x = np.array([65504, 65519.996, 65520, -65520, 2.0 ** -25, 2.0 ** -25 * 1.0000001, 1 + 2.0 ** -11,
-                  1 + 3 * 2.0 ** -11, 1e-45, -1e-45], np.float32)
+    x = np.array(
+        [
+            65504,
+            65519.996,
+            65520,
+            -65520,
+            2.0**-25,
+            2.0**-25 * 1.0000001,
+            1 + 2.0**-11,
+            1 + 3 * 2.0**-11,
+            1e-45,
+            -1e-45,
+        ],
+        np.float32,
+    )
     got = np.asarray(round_to(x, "fp16")).astype(np.float64)
-    np.testing.assert_array_equal(got, [65504, 65504, np.inf, -np.inf, 0, 2.0 ** -24, 1, 1 + 2.0 ** -9, 0, -0.0])
+    np.testing.assert_array_equal(got, [65504, 65504, np.inf, -np.inf, 0, 2.0**-24, 1, 1 + 2.0**-9, 0, -0.0])
     assert np.signbit(got[-1])
-    e4 = np.asarray(round_to(np.array([448, 464, 465, np.inf, 2.0 ** -10, 2.0 ** -9], np.float32), "fp8_e4m3fn"))
-    np.testing.assert_array_equal(e4.astype(np.float32)[[0, 1, 4, 5]], [448, 448, 0, 2.0 ** -9])
+    e4 = np.asarray(round_to(np.array([448, 464, 465, np.inf, 2.0**-10, 2.0**-9], np.float32), "fp8_e4m3fn"))
+    np.testing.assert_array_equal(e4.astype(np.float32)[[0, 1, 4, 5]], [448, 448, 0, 2.0**-9])
     assert np.isnan(e4.astype(np.float32)[2]) and np.isnan(e4.astype(np.float32)[3])  # no inf in E4M3FN
 
 
@@ -147,7 +180,9 @@ def test_directed_modes_match_definitions(rng, fmt):
     x = _probe_inputs(fmt, rng)
     x = x[np.isfinite(x) | np.isnan(x)]
     for mode in DIRECTED:
-        _bitwise_equal(round_to(x, fmt, mode), _grid_reference(x.astype(np.float64), fmt, mode), f"{fmt} {mode}")
+        _bitwise_equal(
+            round_to(x, fmt, mode), _grid_reference(x.astype(np.float64), fmt, mode), f"{fmt} {mode}"
+        )
 
 
 def test_fp32_subnormal_inputs_round_exactly(rng):
@@ -156,7 +191,9 @@ def test_fp32_subnormal_inputs_round_exactly(rng):
     x = np.concatenate([x, -x])
     for fmt in ("bf16", "fp16"):
         for mode in ("nearest_even",) + DIRECTED:
-            _bitwise_equal(round_to(x, fmt, mode), _grid_reference(x.astype(np.float64), fmt, mode), f"{fmt} {mode}")
+            _bitwise_equal(
+                round_to(x, fmt, mode), _grid_reference(x.astype(np.float64), fmt, mode), f"{fmt} {mode}"
+            )
     _bitwise_equal(round_to(x, "fp32"), x, "fp32 keeps subnormals")
     flushed = np.asarray(round_to(x, "fp32", subnormals=False))
     assert np.all(flushed == 0) and np.array_equal(np.signbit(flushed), np.signbit(x))
@@ -169,9 +206,9 @@ def _f64_inputs(rng, fmt, n=100_000):
     g = g[np.abs(g) < f.max]
     q = np.exp2(np.maximum(np.floor(np.log2(np.maximum(np.abs(g), 1e-300))), f.emin) - f.man_bits)
     tie = g + q / 2
-    tiny = q * 2.0 ** -30  # far below float32's resolution at x: a via-float32 rounding loses it
+    tiny = q * 2.0**-30  # far below float32's resolution at x: a via-float32 rounding loses it
     x = np.concatenate([tie + tiny, tie - tiny, rng.standard_normal(n) * np.exp2(rng.integers(-20, 16, n))])
-    return np.concatenate([x, -x, [1 + 2.0 ** -11 + 2.0 ** -30, 65519.999, 1e39, -1e39, 1e-50]])
+    return np.concatenate([x, -x, [1 + 2.0**-11 + 2.0**-30, 65519.999, 1e39, -1e39, 1e-50]])
 
 
 @pytest.mark.parametrize("fmt", NARROW)
@@ -184,13 +221,17 @@ def test_float64_rounds_once(rng, fmt):
             _bitwise_equal(round_to(x, "fp16"), x.astype(np.float16), "float64 -> fp16 vs numpy")
     # the case a float32 detour gets wrong: a tie in fmt plus 2^-30 of an ulp rounds away from the tie
     one = FORMATS[fmt]
-    y = np.array([1 + 2.0 ** -(one.man_bits + 1) + 2.0 ** -40])
-    assert float(np.asarray(round_to(y, fmt)).astype(np.float64)[0]) == 1 + 2.0 ** -one.man_bits
+    y = np.array([1 + 2.0 ** -(one.man_bits + 1) + 2.0**-40])
+    assert float(np.asarray(round_to(y, fmt)).astype(np.float64)[0]) == 1 + 2.0**-one.man_bits
 
 
 def test_float64_to_fp32_all_modes(rng):
-    x = np.concatenate([rng.standard_normal(20_000) * np.exp2(rng.integers(-140, 120, 20_000)),
-                        [1e39, -1e39, 1e-46, -1e-46, 3.4028235677973366e38]])
+    x = np.concatenate(
+        [
+            rng.standard_normal(20_000) * np.exp2(rng.integers(-140, 120, 20_000)),
+            [1e39, -1e39, 1e-46, -1e-46, 3.4028235677973366e38],
+        ]
+    )
     for mode in ("nearest_even",) + DIRECTED:
         _bitwise_equal(round_to(x, "fp32", mode), _grid_reference(x, "fp32", mode), f"float64 -> fp32 {mode}")
     with np.errstate(over="ignore"):
@@ -210,8 +251,10 @@ def test_fp8_flush_and_saturate(rng, fmt):
     sat = np.asarray(round_to(x, fmt, overflow="saturate")).astype(np.float32)
     assert np.all(np.isfinite(sat)) and np.max(np.abs(sat)) <= f.max
     big = np.array([np.inf, -np.inf, np.nan, 1e30, -1e30], np.float32)
-    np.testing.assert_array_equal(np.asarray(round_to(big, fmt, overflow="saturate")).astype(np.float32),
-                                  [f.max, -f.max, 0, f.max, -f.max])
+    np.testing.assert_array_equal(
+        np.asarray(round_to(big, fmt, overflow="saturate")).astype(np.float32),
+        [f.max, -f.max, 0, f.max, -f.max],
+    )
 
 
 # ---- stochastic rounding ----------------------------------------------------------------------------
@@ -220,7 +263,12 @@ def test_stochastic_is_unbiased(rng, fmt):
     f = FORMATS[fmt]
     n = 1 << 16
     # generic values, a quarter-ulp offset, a subnormal-range value, one just under max
-    vals = [float(rng.uniform(1, 2)), 1 + 2.0 ** -(f.man_bits + 2), f.min_subnormal * 0.3, f.max * (1 - 2.0 ** -(f.man_bits + 3))]
+    vals = [
+        float(rng.uniform(1, 2)),
+        1 + 2.0 ** -(f.man_bits + 2),
+        f.min_subnormal * 0.3,
+        f.max * (1 - 2.0 ** -(f.man_bits + 3)),
+    ]
     key = jax.random.key(int(rng.integers(1 << 31)))
     for i, v in enumerate(vals):
         x = np.full(n, v, np.float32)
@@ -247,9 +295,9 @@ def test_stochastic_keys_and_jit(rng):
     lo, hi = np.asarray(round_to(x, "fp16", "down")), np.asarray(round_to(x, "fp16", "up"))
     assert np.all((a == lo) | (a == hi))
     # float64 -> fp32 stochastic: also unbiased
-    x64 = np.full(1 << 15, 1 + 2.0 ** -26)
+    x64 = np.full(1 << 15, 1 + 2.0**-26)
     r = np.asarray(round_to(x64, "fp32", "stochastic", key=k)).astype(np.float64)
-    assert abs(r.mean() - x64[0]) <= 5 * 2.0 ** -24 / np.sqrt(r.size)
+    assert abs(r.mean() - x64[0]) <= 5 * 2.0**-24 / np.sqrt(r.size)
 
 
 def test_argument_errors():

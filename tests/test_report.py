@@ -16,8 +16,15 @@ from npu_jax import MatmulTiling
 M, N, K = 64, 48, 96
 TILING = MatmulTiling(m=32, n=32, k_l1=32, k_l0=16)  # 2 x 2 blocks over tiny's 2 cores, 3 K slices
 # The vendor simulator's lane names, and the pipe each one shows.
-LANE_PIPE = {"CUBE": "M", "VECTOR": "V", "SCALAR": "S", "MTE1": "MTE1", "MTE2": "MTE2",
-             "MTE3": "MTE3", "FIXP": "FIX"}
+LANE_PIPE = {
+    "CUBE": "M",
+    "VECTOR": "V",
+    "SCALAR": "S",
+    "MTE1": "MTE1",
+    "MTE2": "MTE2",
+    "MTE3": "MTE3",
+    "FIXP": "FIX",
+}
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["eager", "jit"])

@@ -15,7 +15,7 @@ DIRECTED = tuple(m for m in DETERMINISTIC if m != "nearest_even")
 
 NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 MAX = {"fp16": 65504.0, "bf16": float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)}
-TINY = {"fp16": 2.0 ** -14, "bf16": float(ml_dtypes.finfo(ml_dtypes.bfloat16).tiny)}
+TINY = {"fp16": 2.0**-14, "bf16": float(ml_dtypes.finfo(ml_dtypes.bfloat16).tiny)}
 U = {"fp16": np.uint16, "bf16": np.uint16}
 
 
@@ -47,12 +47,34 @@ def _fp32_inputs_unchecked(fmt, rng, n):
     scaled = (rng.standard_normal(n // 4) * np.exp2(rng.integers(-26, 17, n // 4))).astype(np.float32)
     p2 = np.exp2(np.arange(-30, 17, dtype=np.float64)).astype(np.float32)
     pw = np.concatenate([p2, np.nextafter(p2, np.float32(0)), np.nextafter(p2, np.float32(np.inf))])
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65519, 65519.996, 65520, 65520.004,
-                        70000, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 * 1.5, 2.0 ** -26, 2.0 ** -14,
-                        MAX[fmt], 3.3895e38, 1.0 + 2.0 ** -8, 1.0 + 2.0 ** -11], np.float32)
+    special = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            65504,
+            65519,
+            65519.996,
+            65520,
+            65520.004,
+            70000,
+            2.0**-24,
+            2.0**-25,
+            2.0**-25 * 1.5,
+            2.0**-26,
+            2.0**-14,
+            MAX[fmt],
+            3.3895e38,
+            1.0 + 2.0**-8,
+            1.0 + 2.0**-11,
+        ],
+        np.float32,
+    )
     x = np.concatenate([g.astype(np.float32), mid, near, raw, scaled, pw, -pw, special, -special])
     x = x.astype(np.float32)
-    x = _no_fp32_subnormals(x) if fmt == "bf16" else x[~((np.abs(x) < 2.0 ** -126) & (x != 0))]
+    x = _no_fp32_subnormals(x) if fmt == "bf16" else x[~((np.abs(x) < 2.0**-126) & (x != 0))]
     # a fixed length (specials first, then the rest shuffled): every eager call sees one shape,
     # so XLA compiles each primitive once per session instead of once per test
     head = np.concatenate([special, -special, pw, -pw])
@@ -66,7 +88,7 @@ def _no_fp32_subnormals(x):
     differences are float32 subnormals. XLA on CPU flushes those in arithmetic;
     test_fp32_subnormal_range covers that range on its own."""
     x32 = np.asarray(x).astype(np.float32)
-    return x[~((np.abs(x32) < 2.0 ** -100) & (x32 != 0))]
+    return x[~((np.abs(x32) < 2.0**-100) & (x32 != 0))]
 
 
 def _assert_same(got, want, what=""):
@@ -107,7 +129,7 @@ def _directed_ref_unchecked(x, fmt, mode):
     elif mode == "away":
         # nearest, ties away from zero; past max the grid continues (for deciding) with one
         # more step, which overflows to inf
-        step = {"fp16": 65536.0, "bf16": 2.0 ** 128}[fmt]
+        step = {"fp16": 65536.0, "bf16": 2.0**128}[fmt]
 
         def grid(v):
             v = v.astype(np.float64)
@@ -135,11 +157,24 @@ def test_nearest_even_matches_astype(rng, fmt):
 
 
 def test_nearest_even_fp16_landmarks():
-    x = np.array([65504, 65519, 65519.996, 65520, -65520, 2.0 ** -25, 2.0 ** -25 * 1.0000001,
-                  2.0 ** -24 * 1.5, 2.0 ** -24 * 2.5, 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11], np.float32)
+    x = np.array(
+        [
+            65504,
+            65519,
+            65519.996,
+            65520,
+            -65520,
+            2.0**-25,
+            2.0**-25 * 1.0000001,
+            2.0**-24 * 1.5,
+            2.0**-24 * 2.5,
+            1 + 2.0**-11,
+            1 + 3 * 2.0**-11,
+        ],
+        np.float32,
+    )
     got = np.asarray(round_to(x, "fp16")).astype(np.float64)
-    want = [65504, 65504, 65504, np.inf, -np.inf, 0.0, 2.0 ** -24, 2.0 ** -23, 2.0 ** -23, 1.0,
-            1 + 2.0 ** -9]
+    want = [65504, 65504, 65504, np.inf, -np.inf, 0.0, 2.0**-24, 2.0**-23, 2.0**-23, 1.0, 1 + 2.0**-9]
     np.testing.assert_array_equal(got, want)
 
 
@@ -160,13 +195,12 @@ def test_directed_modes_jit_equals_eager(rng):
 
 
 def test_directed_landmarks_fp16():
-    x = np.array([1 + 2.0 ** -11, -(1 + 2.0 ** -11), 65519, 70000, -70000, 2.0 ** -25, -(2.0 ** -26)],
-                 np.float32)
+    x = np.array([1 + 2.0**-11, -(1 + 2.0**-11), 65519, 70000, -70000, 2.0**-25, -(2.0**-26)], np.float32)
     want = {
         "toward_zero": [1, -1, 65504, 65504, -65504, 0, -0.0],
-        "up": [1 + 2.0 ** -10, -1, np.inf, np.inf, -65504, 2.0 ** -24, -0.0],
-        "down": [1, -(1 + 2.0 ** -10), 65504, 65504, -np.inf, 0, -(2.0 ** -24)],
-        "away": [1 + 2.0 ** -10, -(1 + 2.0 ** -10), 65504, np.inf, -np.inf, 2.0 ** -24, -0.0],
+        "up": [1 + 2.0**-10, -1, np.inf, np.inf, -65504, 2.0**-24, -0.0],
+        "down": [1, -(1 + 2.0**-10), 65504, 65504, -np.inf, 0, -(2.0**-24)],
+        "away": [1 + 2.0**-10, -(1 + 2.0**-10), 65504, np.inf, -np.inf, 2.0**-24, -0.0],
     }
     for mode, w in want.items():
         got = np.asarray(round_to(x, "fp16", mode)).astype(np.float64)
@@ -228,7 +262,7 @@ def test_directed_modes_between_16_bit_formats(rng, src, dst):
     """fp16 -> bf16 loses 3 mantissa bits, bf16 -> fp16 loses range: both round, so the mode
     must apply even though both formats are 2 bytes wide."""
     x = _no_fp32_subnormals(_grid_points(src, rng, 4000))
-    extra = [1 + 2.0 ** -10, -(1 + 2.0 ** -10)] if src == "fp16" else [70000.0, -70000.0, 1 + 2.0 ** -7]
+    extra = [1 + 2.0**-10, -(1 + 2.0**-10)] if src == "fp16" else [70000.0, -70000.0, 1 + 2.0**-7]
     x = np.concatenate([x, np.array(extra, NP[src])])
     for mode in DIRECTED:
         got = round_to(x, dst, mode)
@@ -237,7 +271,7 @@ def test_directed_modes_between_16_bit_formats(rng, src, dst):
 
 def test_float64_input_rounds_once():
     """A float64 input must be rounded to fp16 once, not via float32 (double rounding)."""
-    x = np.array([1 + 2.0 ** -11 + 2.0 ** -30, 65519.999, 1 - 2.0 ** -12 - 2.0 ** -40], np.float64)
+    x = np.array([1 + 2.0**-11 + 2.0**-30, 65519.999, 1 - 2.0**-12 - 2.0**-40], np.float64)
     _assert_same(round_to(x, "fp16"), x.astype(np.float16), "float64 -> fp16")
 
 
@@ -246,13 +280,19 @@ def test_fp32_subnormal_range():
     subnormals there: up of a tiny positive value is the smallest subnormal of the target, down of a
     tiny negative one its negative, and saturation leaves a bf16 subnormal alone."""
     x = np.array([1e-45, 1e-40, -1e-45, -1e-40], np.float32)
-    fp16_min = 2.0 ** -24
-    np.testing.assert_array_equal(np.asarray(round_to(x, "fp16", "up")).astype(np.float64),
-                                  [fp16_min, fp16_min, -0.0, -0.0], err_msg="fp16 up")
-    np.testing.assert_array_equal(np.asarray(round_to(x, "fp16", "down")).astype(np.float64),
-                                  [0.0, 0.0, -fp16_min, -fp16_min], err_msg="fp16 down")
+    fp16_min = 2.0**-24
+    np.testing.assert_array_equal(
+        np.asarray(round_to(x, "fp16", "up")).astype(np.float64),
+        [fp16_min, fp16_min, -0.0, -0.0],
+        err_msg="fp16 up",
+    )
+    np.testing.assert_array_equal(
+        np.asarray(round_to(x, "fp16", "down")).astype(np.float64),
+        [0.0, 0.0, -fp16_min, -fp16_min],
+        err_msg="fp16 down",
+    )
     # bf16 values down to 2^-126 and below; 1e-36 is normal in fp32, but its half-ulp in bf16 is not
-    xb = np.concatenate([x, np.array([1e-36, -1.0520e-36, 2.0 ** -120 * (1 + 2.0 ** -8)], np.float32)])
+    xb = np.concatenate([x, np.array([1e-36, -1.0520e-36, 2.0**-120 * (1 + 2.0**-8)], np.float32)])
     for mode in ("toward_zero", "up", "down", "away"):
         _assert_same(round_to(xb, "bf16", mode), _directed_ref(xb, "bf16", mode), f"bf16 {mode}")
     sub = np.array([1e-39, -3e-40, 9.2e-41], np.float32).astype(ml_dtypes.bfloat16)  # bf16 subnormals

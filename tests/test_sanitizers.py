@@ -35,25 +35,48 @@ from npu_jax.hw import presets
 RACE_SYNC = ("racecheck", "synccheck")
 _R = np.random.default_rng(20240607)  # fixed inputs: the mutation test is about flags, not values
 _A, _B = _R.standard_normal((64, 96)).astype(np.float16), _R.standard_normal((96, 48)).astype(np.float16)
-_X, _W = _R.standard_normal((1, 20, 9, 9)).astype(np.float32), _R.standard_normal((24, 20, 3, 3)).astype(np.float32)
+_X, _W = (
+    _R.standard_normal((1, 20, 9, 9)).astype(np.float32),
+    _R.standard_normal((24, 20, 3, 3)).astype(np.float32),
+)
 _GEMM_T = npu_jax.MatmulTiling(m=32, n=32, k_l1=64, k_l0=32)  # 2 K steps, ping-pong L1 and L0
 _SINGLE = dict(ho=4, wo=4, n=16, cin1=1, k_l0=16)
 
 
 def _conv(strategy, coupled=False, **tiling):
     t = npu_jax.ConvTiling(**{**_SINGLE, **tiling})
-    return lambda: npu_jax.conv2d(_X, _W, padding=1, strategy=strategy, hw=presets.tiny(coupled), tiling=t,
-                                  checks=RACE_SYNC, timing_only=True)[1]
+    return lambda: npu_jax.conv2d(
+        _X,
+        _W,
+        padding=1,
+        strategy=strategy,
+        hw=presets.tiny(coupled),
+        tiling=t,
+        checks=RACE_SYNC,
+        timing_only=True,
+    )[1]
 
 
 def _fused(steps, coupled=False, fused=True):
     import fusion
 
     t = npu_jax.ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=32, l1_stages=2, l0_stages=2)
-    extra = {"bias": _R.standard_normal(24).astype(np.float32) if "bias" in steps else None,
-             "residual": _R.standard_normal((1, 24, 9, 9)).astype(np.float32) if "residual" in steps else None}
-    return lambda: fusion.conv2d_fused(_X, _W, steps, padding=1, hw=presets.tiny(coupled), tiling=t, fused=fused,
-                                       checks=RACE_SYNC, timing_only=True, **extra)[1]
+    extra = {
+        "bias": _R.standard_normal(24).astype(np.float32) if "bias" in steps else None,
+        "residual": _R.standard_normal((1, 24, 9, 9)).astype(np.float32) if "residual" in steps else None,
+    }
+    return lambda: fusion.conv2d_fused(
+        _X,
+        _W,
+        steps,
+        padding=1,
+        hw=presets.tiny(coupled),
+        tiling=t,
+        fused=fused,
+        checks=RACE_SYNC,
+        timing_only=True,
+        **extra,
+    )[1]
 
 
 def _gemm(coupled=False):
@@ -71,8 +94,9 @@ MUTATION_KERNELS = {
     "conv2d img2col, ping-pong (910)": _conv("img2col", coupled=True, l1_stages=2, l0_stages=2),
     "conv+bias+relu fused (910B, Fixpipe)": _fused(["bias", "relu"], fused=True),
     "conv+bias+residual+relu fused (910, UB)": _fused(["bias", "residual", "relu"], coupled=True, fused=True),
-    "conv, then bias+residual+relu vector kernel (unfused, queues)": _fused(["bias", "residual", "relu"],
-                                                                          fused=False),
+    "conv, then bias+residual+relu vector kernel (unfused, queues)": _fused(
+        ["bias", "residual", "relu"], fused=False
+    ),
 }
 _RESULTS: dict[str, sanitize.MutationResult] = {}
 
@@ -94,9 +118,11 @@ def test_mutation_figure():
     caught = sum(r.caught for r in _RESULTS.values())
     total = sum(r.mutants for r in _RESULTS.values())
     by_race = sum(r.by_race for r in _RESULTS.values())
-    print(f"\nmutation test: {caught}/{total} single-WaitFlag mutants caught ({100 * caught / total:.0f}%) over "
-          f"{len(_RESULTS)} kernels; racecheck alone caught {by_race} (the rest leave only sync evidence: "
-          f"a flag set twice or left set)")
+    print(
+        f"\nmutation test: {caught}/{total} single-WaitFlag mutants caught ({100 * caught / total:.0f}%) over "
+        f"{len(_RESULTS)} kernels; racecheck alone caught {by_race} (the rest leave only sync evidence: "
+        f"a flag set twice or left set)"
+    )
     assert caught == total
 
 
@@ -106,8 +132,15 @@ def _launch(build, *, gm_specs=(), gm=None, n_cores=1, checks="all", coupled=Fal
     hw = presets.tiny(coupled)
     plan = Plan(hw)
     kernel = build(plan)
-    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=tuple(gm_specs), policy=Policy(), n_cores=n_cores,
-                  checks=Checks.parse(checks, action="warn"), move_data=move_data)
+    ctx = Context(
+        hw=hw,
+        allocs=tuple(plan.allocs),
+        gm=tuple(gm_specs),
+        policy=Policy(),
+        n_cores=n_cores,
+        checks=Checks.parse(checks, action="warn"),
+        move_data=move_data,
+    )
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         _, rep = launch(kernel, ctx, dict(gm or {}), name="seeded")
@@ -142,6 +175,7 @@ def test_uninitialised_read_names_the_mmad_and_the_allocation():
             core = core.load2d(dst=a0[0], src=x1[0])
             core = core.set_flag("MTE1_M", 0).wait_flag("MTE1_M", 0)
             return core.mmad(dst=c0[0], a=a0[0], b=b0[0], m=16, n=16, k=16, init=True)  # b_l0 never loaded
+
         return kernel
 
     rep, msgs = _launch(build, gm_specs=_x()[0], gm=_x()[1])
@@ -158,12 +192,19 @@ def test_missing_flag_is_a_raw_race_naming_both_instructions():
         def kernel(core, b):
             core = core.data_copy(dst=x1[0], src=core.gm_window("x", (0, 0), (16, 16)), layout="nz")
             return core.load2d(dst=a0[0], src=x1[0])  # no MTE2_MTE1 flag between the DMA and the load
+
         return kernel
 
     rep, _ = _launch(build, gm_specs=_x()[0], gm=_x()[1])
     f = _one(rep, "racecheck")
-    assert (f.kind, f.op, f.pipe, f.other_op, f.other_pipe, f.instr) == ("RAW", "LoadData2D", "MTE1", "DataCopy",
-                                                                         "MTE2", 1), f.message()
+    assert (f.kind, f.op, f.pipe, f.other_op, f.other_pipe, f.instr) == (
+        "RAW",
+        "LoadData2D",
+        "MTE1",
+        "DataCopy",
+        "MTE2",
+        1,
+    ), f.message()
     assert "'x_l1'" in f.alloc and "MTE2_MTE1" in f.fix, f.message()
 
 
@@ -177,12 +218,20 @@ def test_slot_reused_without_its_free_flag_is_a_war_race_with_tile_coordinates()
                 core = core.data_copy(dst=x1[0], src=core.gm_window("x", (16 * i, 0), (16, 16)), layout="nz")
                 core = core.set_flag("MTE2_MTE1", 0).wait_flag("MTE2_MTE1", 0)
                 return core.load2d(dst=a0[0], src=x1[0])  # MTE1 reads; nothing tells MTE2 it is done
+
             return jax.lax.fori_loop(0, 3, step, core)
+
         return kernel
 
     rep, _ = _launch(build, gm_specs=_x()[0], gm=_x()[1])
     f = _one(rep, "racecheck")
-    assert (f.kind, f.op, f.pipe, f.other_op, f.other_pipe) == ("WAR", "DataCopy", "MTE2", "LoadData2D", "MTE1")
+    assert (f.kind, f.op, f.pipe, f.other_op, f.other_pipe) == (
+        "WAR",
+        "DataCopy",
+        "MTE2",
+        "LoadData2D",
+        "MTE1",
+    )
     assert f.tile == {"step": 1} and f.stage == 0 and "MTE1_MTE2" in f.fix, f.message()
 
 
@@ -194,6 +243,7 @@ def test_pipe_barrier_all_orders_everything():
             core = core.data_copy(dst=x1[0], src=core.gm_window("x", (0, 0), (16, 16)), layout="nz")
             core = core.pipe_barrier("ALL")
             return core.load2d(dst=a0[0], src=x1[0])
+
         return kernel
 
     rep, msgs = _launch(build, gm_specs=_x()[0], gm=_x()[1])
@@ -207,6 +257,7 @@ def test_out_of_range_gm_window_with_a_traced_start():
         def kernel(core, b):
             r = 40 + 0 * b  # traced: the DMA would clamp it silently
             return core.data_copy(dst=x1[0], src=core.gm_window("x", (r, 0), (16, 16)), layout="nz")
+
         return kernel
 
     rep, _ = _launch(build, gm_specs=_x()[0], gm=_x()[1])
@@ -225,17 +276,21 @@ def test_out_of_range_allocation_window_stage_and_extent():
             core = core.set_flag("MTE2_MTE1", 0).wait_flag("MTE2_MTE1", 0)
             core = core.load2d(dst=a0[0], src=x1[0], start=(8 + 0 * b, 0))  # rows 8..23 of a 16-row tile
             return core
+
         return kernel
 
     rep, _ = _launch(build, gm_specs=_x()[0], gm=_x()[1])
     f = _one(rep, "memcheck")
-    assert (f.kind, f.op, f.instr) == ("window-out-of-range", "LoadData2D", 4) and "'x_l1'" in f.alloc, f.message()
+    assert (f.kind, f.op, f.instr) == ("window-out-of-range", "LoadData2D", 4) and "'x_l1'" in f.alloc, (
+        f.message()
+    )
 
     def build_stage(plan):
         x1, a0, b0, c0 = _cube(plan)
 
         def kernel(core, b):
             return core.data_copy(dst=x1[b + 2], src=core.gm_window("x", (0, 0), (16, 16)), layout="nz")
+
         return kernel
 
     f = _one(_launch(build_stage, gm_specs=_x()[0], gm=_x()[1])[0], "memcheck")
@@ -250,6 +305,7 @@ def test_out_of_range_allocation_window_stage_and_extent():
             core = core.load2d(dst=a0[0], src=x1[0]).load2d(dst=b0[0], src=x1[0])
             core = core.set_flag("MTE1_M", 0).wait_flag("MTE1_M", 0)
             return core.mmad(dst=c0[0], a=a0[0], b=b0[0], m=b + 32, n=16, k=16, init=True)
+
         return kernel
 
     f = _one(_launch(build_extent, gm_specs=_x()[0], gm=_x()[1])[0], "memcheck")
@@ -286,13 +342,17 @@ def test_synccheck_hang_set_twice_left_set_and_event_range():
                     return core.set_flag("M_FIX", 3)
                 core = core.set_flag("MTE2_MTE1", b + 8)  # traced id past the chip's 0..7
                 return core.wait_flag("MTE2_MTE1", b + 8)
+
             return kernel
+
         return b_
 
-    for kind, want, fix in [("hang", "wait-without-set", "set_flag('MTE2_MTE1', 1)"),
-                            ("twice", "set-twice", "wait_flag('MTE2_MTE1', 1)"),
-                            ("left", "left-set", "wait_flag('M_FIX', 3)"),
-                            ("range", "event-id-out-of-range", "num_event_ids")]:
+    for kind, want, fix in [
+        ("hang", "wait-without-set", "set_flag('MTE2_MTE1', 1)"),
+        ("twice", "set-twice", "wait_flag('MTE2_MTE1', 1)"),
+        ("left", "left-set", "wait_flag('M_FIX', 3)"),
+        ("range", "event-id-out-of-range", "num_event_ids"),
+    ]:
         rep, msgs = _launch(build(kind))
         f = _one(rep, "synccheck")
         assert f.kind == want and fix in f.fix and len(msgs) == 1, f.message()
@@ -309,6 +369,7 @@ def test_overlapping_multicore_writes_name_both_cores_and_the_instruction():
             core = core.set_flag("MTE2_MTE3", 0).wait_flag("MTE2_MTE3", 0)
             # both cores write rows 8..23: rows 8..15 overlap
             return core.data_copy(dst=core.gm_window("y", (8 * b, 0), (16, 16)), src=ub[0])
+
         return kernel
 
     specs = _x()[0] + (GmSpec("y", (32, 16), (32, 16), "fp16", output=True),)
@@ -319,8 +380,10 @@ def test_overlapping_multicore_writes_name_both_cores_and_the_instruction():
         assert "y[8, 0]" in m and "core 0 (DataCopy on MTE3" in m and "core 1 (DataCopy on MTE3" in m, m
         assert "test_sanitizers.py" in m, m
     hw = presets.tiny()
-    for checks, match in [("none", "written by more than one core"),  # counted even with checks off
-                          ("all", "racecheck \\[multi-core overlap\\].*y\\[8, 0\\]")]:
+    for checks, match in [
+        ("none", "written by more than one core"),  # counted even with checks off
+        ("all", "racecheck \\[multi-core overlap\\].*y\\[8, 0\\]"),
+    ]:
         plan = Plan(hw)
         kern = build(plan)
         ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=specs, policy=Policy(), n_cores=2, checks=checks)
@@ -345,9 +408,12 @@ def test_queue_deque_removed_is_caught():
                         core = q.deque(core, j)
                     core = core.data_copy(dst=core.gm_window("y", (16 * j, 0), (16, 16)), src=q.slot(j))
                     return q.free(core, j)
+
                 core = jax.lax.fori_loop(0, 3, item, core)
                 return q.drain(core)
+
             return kernel
+
         return b_
 
     specs = _x()[0] + (GmSpec("y", (48, 16), (48, 16), "fp16", output=True),)
@@ -387,6 +453,7 @@ def test_only_the_selected_checks_report():
             core = core.set_flag("M_FIX", 0)  # left set: synccheck
             core = core.data_copy(dst=x1[0], src=core.gm_window("x", (0, 0), (16, 16)), layout="nz")
             return core.load2d(dst=a0[0], src=x1[0])  # unordered: racecheck
+
         return kernel
 
     kw = dict(gm_specs=_x()[0], gm=_x()[1])
@@ -405,6 +472,7 @@ def test_inline_analysis_and_timing_only_agree():
             core = core.data_copy(dst=x1[0], src=core.gm_window("x", (0, 0), (16, 16)), layout="nz")
             core = core.load2d(dst=a0[0], src=x1[0])
             return core.wait_flag("FIX_M", 2)
+
         return kernel
 
     kw = dict(gm_specs=_x()[0], gm=_x()[1])
@@ -432,4 +500,6 @@ def test_under_jit_findings_travel_in_the_report_and_check_raises():
 
 def test_log_overflow_warns():
     with pytest.warns(SanitizerWarning, match="log holds 16"):
-        npu_jax.matmul(_A, _B, hw=presets.tiny(), tiling=_GEMM_T, checks=Checks(frozenset(RACE_SYNC), capacity=16))
+        npu_jax.matmul(
+            _A, _B, hw=presets.tiny(), tiling=_GEMM_T, checks=Checks(frozenset(RACE_SYNC), capacity=16)
+        )

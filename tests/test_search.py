@@ -25,7 +25,11 @@ from npu_jax.kernels.conv2d import ConvTiling, make_plan
 from npu_jax.kernels.conv_geometry import canonicalize
 from npu_jax.search import baselines, exact, optimise, relaxed, space
 
-HW = {"910b": npu_jax.presets.ascend910b(), "910": npu_jax.presets.ascend910(), "tiny": npu_jax.presets.tiny()}
+HW = {
+    "910b": npu_jax.presets.ascend910b(),
+    "910": npu_jax.presets.ascend910(),
+    "tiny": npu_jax.presets.tiny(),
+}
 LAYERS = [
     ((1, 64, 14, 14), (64, 64, 3, 3), 1, 1),
     ((1, 3, 32, 32), (32, 3, 7, 7), 2, 3),
@@ -41,11 +45,19 @@ def _random_tilings(g, rng, count):
     for _ in range(count):
         cin1 = int(rng.integers(1, c1 + 1))
         st = int(rng.integers(1, 3))
-        out.append(ConvTiling(ho=int(rng.integers(1, g.ho + 1)), wo=int(rng.integers(1, g.wo + 1)),
-                              n=16 * int(rng.integers(1, -(-g.k // 16) + 2)), cin1=cin1,
-                              k_l0=16 * int(rng.integers(1, cin1 * g.kh * g.kw + 2)),
-                              weights_resident=bool(rng.integers(0, 2)) and cin1 >= c1,
-                              l1_stages=st, l0_stages=st, cout_split=int(rng.choice([1, 2, 3, 4, 5]))))
+        out.append(
+            ConvTiling(
+                ho=int(rng.integers(1, g.ho + 1)),
+                wo=int(rng.integers(1, g.wo + 1)),
+                n=16 * int(rng.integers(1, -(-g.k // 16) + 2)),
+                cin1=cin1,
+                k_l0=16 * int(rng.integers(1, cin1 * g.kh * g.kw + 2)),
+                weights_resident=bool(rng.integers(0, 2)) and cin1 >= c1,
+                l1_stages=st,
+                l0_stages=st,
+                cout_split=int(rng.choice([1, 2, 3, 4, 5])),
+            )
+        )
     return out
 
 
@@ -60,7 +72,9 @@ def test_exact_model_and_legality_equal_predict_and_make_plan(preset, rng):
         g = canonicalize(*shapes)
         sp = space.build(g, hw)
         ts = _random_tilings(g, rng, 40)
-        ts += [exact.tiling_at(sp.tilings, int(i)) for i in rng.choice(sp.size, min(sp.size, 10), replace=False)]
+        ts += [
+            exact.tiling_at(sp.tilings, int(i)) for i in rng.choice(sp.size, min(sp.size, 10), replace=False)
+        ]
         T = exact.tilings_from(ts)
         L, H = exact.layer_of(g), exact.hw_of(hw)
         ok = np.asarray(space.legal_mask(g, hw, T))
@@ -122,7 +136,9 @@ def test_snap_rounds_into_the_space():
     rows = optimise._rows(t)
     inside = s.contains(rows)
     assert inside.sum() >= 3
-    assert all((tuple(r) in valid) == bool(o) for r, o in zip(rows.tolist(), inside))  # contains == membership
+    assert all(
+        (tuple(r) in valid) == bool(o) for r, o in zip(rows.tolist(), inside)
+    )  # contains == membership
     # the first row is the rounding: ho = ceil(14 / round(14 / 5.3)) = 5, wo = 14, the start's split
     first = rows[0].tolist()
     assert first[:2] == [5, 14] and first[5:] == [0, 2, 2]
@@ -203,7 +219,9 @@ def test_tile_search_finds_a_verified_tiling_near_the_optimum(fused, rng):
 def test_budget_and_any_optax_optimizer():
     hw = HW["910b"]
     g = canonicalize(*LAYERS[0])
-    m = optimise.search_model(g, hw, starts=8, steps=16, max_evals=100, optimizer=optax.sgd(0.05, momentum=0.9))
+    m = optimise.search_model(
+        g, hw, starts=8, steps=16, max_evals=100, optimizer=optax.sgd(0.05, momentum=0.9)
+    )
     assert m.evals <= 100 and m.exact_evals >= 1 and m.budget == 100
     assert np.all(np.diff(m.cycles) >= 0)  # ranked
     assert np.asarray(space.legal_mask(g, hw, optimise._tilings(m.rows))).all()
@@ -244,8 +262,9 @@ print(json.dumps(dict(one=one.start_cycles.tolist(), four=four.start_cycles.toli
 
 def test_sweep_is_identical_on_one_and_four_host_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", _SWEEP_SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _SWEEP_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["devices"] == 4
@@ -266,15 +285,49 @@ def test_sweep_is_identical_on_one_and_four_host_devices():
 def test_cli_search_one_layer(capsys):
     from npu_jax.cli import main
 
-    rc = main(["search", "--c", "32", "--h", "14", "--w", "14", "--k", "32", "--starts", "8", "--steps", "8",
-               "--no-verify", "--exhaustive", "--json"])  # the emulator check: the test above
+    rc = main(
+        [
+            "search",
+            "--c",
+            "32",
+            "--h",
+            "14",
+            "--w",
+            "14",
+            "--k",
+            "32",
+            "--starts",
+            "8",
+            "--steps",
+            "8",
+            "--no-verify",
+            "--exhaustive",
+            "--json",
+        ]
+    )  # the emulator check: the test above
     assert rc == 0
     r = json.loads(capsys.readouterr().out)
     assert r["emulated_cycles"] is None
     assert r["exhaustive_cycles"] <= r["model_cycles"]
     assert r["evals"] == r["relaxed_evals"] + r["exact_evals"] <= max(64, 0.01 * r["space"])
-    rc = main(["search", "--c", "32", "--h", "14", "--w", "14", "--k", "32", "--fused", "--budget", "0.02",
-               "--finalists", "1"])
+    rc = main(
+        [
+            "search",
+            "--c",
+            "32",
+            "--h",
+            "14",
+            "--w",
+            "14",
+            "--k",
+            "32",
+            "--fused",
+            "--budget",
+            "0.02",
+            "--finalists",
+            "1",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "model" in out and "emulated" in out and "% of" in out
@@ -310,7 +363,10 @@ def test_fused_exact_model_equals_predict_and_the_emulator(preset, rng):
     fused = optimise.exact_cycles(L, T, H, hw.num_cores, hw.coupled, fused=True)
     plain = optimise.exact_cycles(L, T, H, hw.num_cores, hw.coupled)
     for i, c in enumerate(fused):
-        assert c == predict(optimise.plan_of(g, exact.tiling_at(T, i), hw, fused=True)).cycles, (g.describe(), i)
+        assert c == predict(optimise.plan_of(g, exact.tiling_at(T, i), hw, fused=True)).cycles, (
+            g.describe(),
+            i,
+        )
     assert (fused > plain).all() if hw.coupled else (fused >= plain).all()  # bias load; UB vector steps
     # legality: the fused space's rows all make a fused plan; some plain points do not fit the fused kernel
     bad = _random_tilings(g, rng, 30)

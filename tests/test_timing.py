@@ -38,8 +38,10 @@ def _run(hw, k, stages, jit=False, rng=None):
     a = rng.standard_normal((32, k)).astype(np.float32)
     b = rng.standard_normal((k, 32)).astype(np.float32)
     til = MatmulTiling(m=32, n=32, k_l1=16, k_l0=16, l1_stages=stages, l0_stages=stages, cores=1)
+
     def f(a, b):
-        return (npu_jax.matmul(a, b, hw=hw, tiling=til))
+        return npu_jax.matmul(a, b, hw=hw, tiling=til)
+
     if jit:
         f = jax.jit(f)
     return f(a, b)
@@ -73,9 +75,11 @@ def test_steady_state_is_max_of_pipes():
 def test_cube_bound_steady_state():
     """With a fast GM the Cube becomes the slowest pipe, and the double-buffered steady state
     follows it instead."""
-    hw = npu_jax.presets.tiny().replace(gm_bytes_per_cycle=4096.0, chip_gm_bytes_per_cycle=None,
-                                        assumed=npu_jax.Assumed(mte2_startup=0, gm_burst_overhead=0,
-                                                                mmad_startup=40))
+    hw = npu_jax.presets.tiny().replace(
+        gm_bytes_per_cycle=4096.0,
+        chip_gm_bytes_per_cycle=None,
+        assumed=npu_jax.Assumed(mte2_startup=0, gm_burst_overhead=0, mmad_startup=40),
+    )
     s = hw.assumed
     t2 = 2 * (0 + 1)  # 1024 B at 4096 B/cycle, twice
     t1 = (s.mte1_startup + 2) + (s.mte1_startup + 4)
@@ -89,8 +93,9 @@ def test_flag_wait_moves_consumer_and_queue_drains():
     hw = npu_jax.presets.tiny()
     plan = Plan(hw)
     x = plan.alloc("UB", "x", (128,), "fp16", stages=2)
-    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=(GmSpec("g", (4, 128), (4, 128), "fp16"),),
-                  policy=Policy())
+    ctx = Context(
+        hw=hw, allocs=tuple(plan.allocs), gm=(GmSpec("g", (4, 128), (4, 128), "fp16"),), policy=Policy()
+    )
     core = init_core(ctx, {"g": np.ones((4, 128), np.float16)})
     q = Queue("MTE2", "V", x)
     core = q.init(core)

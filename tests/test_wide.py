@@ -13,8 +13,19 @@ from npu_jax.core import wide
 
 LIMIT = 1 << 61  # wide values hold 0 <= x < 2^61
 # Values that matter: around the int32 limit, the limb boundary 2^30, 2^40, and large ones.
-EDGES = [0, 1, (1 << 30) - 1, 1 << 30, (1 << 31) - 1, 1 << 31, (1 << 31) + 1, (1 << 40) - 1, 1 << 40,
-         (1 << 40) + 12345, (1 << 60) - 1]
+EDGES = [
+    0,
+    1,
+    (1 << 30) - 1,
+    1 << 30,
+    (1 << 31) - 1,
+    1 << 31,
+    (1 << 31) + 1,
+    (1 << 40) - 1,
+    1 << 40,
+    (1 << 40) + 12345,
+    (1 << 60) - 1,
+]
 vals = st.one_of(st.sampled_from(EDGES), st.integers(0, (1 << 60) - 1), st.integers(0, 1 << 33))
 int32s = st.integers(0, (1 << 31) - 1)
 
@@ -103,8 +114,13 @@ def test_max_over_and_sum_over(data):
     rows, cols = 3, 5
     # < 2^58 each so that a sum of 5 stays below 2^61
     small = [e for e in EDGES if e < (1 << 58)]
-    flat = data.draw(st.lists(st.one_of(st.sampled_from(small), st.integers(0, (1 << 58) - 1)),
-                              min_size=rows * cols, max_size=rows * cols))
+    flat = data.draw(
+        st.lists(
+            st.one_of(st.sampled_from(small), st.integers(0, (1 << 58) - 1)),
+            min_size=rows * cols,
+            max_size=rows * cols,
+        )
+    )
     x = np.array(flat, dtype=object).reshape(rows, cols)
     w = W(flat).reshape(rows, cols, 2)
     for axis in (0, 1, -1):

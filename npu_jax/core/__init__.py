@@ -8,5 +8,19 @@ from npu_jax.core.state import Context, Core, GmSpec, GmWindow, init_core
 from npu_jax.core.sync import Queue
 from npu_jax.core.timing import LANES, PIPES
 
-__all__ = ["Alloc", "Context", "Core", "GmSpec", "GmWindow", "LANES", "Load3DGeometry", "PIPES",
-           "Plan", "Policy", "Queue", "Ref", "init_core", "launch"]
+__all__ = [
+    "Alloc",
+    "Context",
+    "Core",
+    "GmSpec",
+    "GmWindow",
+    "LANES",
+    "Load3DGeometry",
+    "PIPES",
+    "Plan",
+    "Policy",
+    "Queue",
+    "Ref",
+    "init_core",
+    "launch",
+]

@@ -94,8 +94,17 @@ class Plan:
     def free(self, buffer: str) -> int:
         return self.hw.buffer_bytes(buffer) - self._top[buffer]
 
-    def alloc(self, buffer: str, name: str, shape, dtype: str = "fp16", *, stages: int = 1,
-              fmt: str = "ND", offset: int | None = None) -> Alloc:
+    def alloc(
+        self,
+        buffer: str,
+        name: str,
+        shape,
+        dtype: str = "fp16",
+        *,
+        stages: int = 1,
+        fmt: str = "ND",
+        offset: int | None = None,
+    ) -> Alloc:
         if buffer not in BUFFERS:
             raise ValueError(f"buffer must be one of {BUFFERS}, got {buffer!r}.")
         if dtype not in DTYPES:
@@ -106,8 +115,9 @@ class Plan:
             raise ValueError(f"an allocation named {name!r} already exists; names must be unique.")
         shape = tuple(int(s) for s in shape)
         if not shape or any(s <= 0 for s in shape):
-            raise CapacityError(f"allocation {name!r} in {buffer} needs a shape of positive sizes, "
-                                f"got {shape}.")
+            raise CapacityError(
+                f"allocation {name!r} in {buffer} needs a shape of positive sizes, got {shape}."
+            )
         if not isinstance(stages, int) or stages < 1:
             raise ValueError(f"stages must be an int >= 1, got {stages!r}.")
         align = self.hw.alignment(buffer)
@@ -151,9 +161,11 @@ def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
     """L0 tiles are whole 512-B fractals (1024-B for fp32 in L0C): (M, K) for L0A with M % 16 and
     K % K0 == 0, (K, N) for L0B, (M, N) fp32 for L0C."""
     k0 = hw.k0(itemsize(dtype))
-    want = {"L0A": ("ZZ", "(M, K) with M % 16 == 0 and K % K0 == 0"),
-            "L0B": ("ZN", "(K, N) with K % K0 == 0 and N % 16 == 0"),
-            "L0C": ("NZ", "(M, N) fp32 with M % 16 == 0 and N % 16 == 0")}[buffer]
+    want = {
+        "L0A": ("ZZ", "(M, K) with M % 16 == 0 and K % K0 == 0"),
+        "L0B": ("ZN", "(K, N) with K % K0 == 0 and N % 16 == 0"),
+        "L0C": ("NZ", "(M, N) fp32 with M % 16 == 0 and N % 16 == 0"),
+    }[buffer]
     if buffer == "L0A":
         ok = len(shape) == 2 and shape[0] % 16 == 0 and shape[1] % k0 == 0
     elif buffer == "L0B":

@@ -91,8 +91,10 @@ class MutationResult:
     @property
     def figure(self) -> str:
         pct = 100.0 * self.caught / max(1, self.mutants)
-        return (f"{self.name}: {self.caught}/{self.mutants} WaitFlag mutants caught ({pct:.0f}%), "
-                f"{self.by_race} of them by racecheck")
+        return (
+            f"{self.name}: {self.caught}/{self.mutants} WaitFlag mutants caught ({pct:.0f}%), "
+            f"{self.by_race} of them by racecheck"
+        )
 
 
 def sweep_waits(run, name: str = "kernel") -> MutationResult:
@@ -117,8 +119,10 @@ def sweep_waits(run, name: str = "kernel") -> MutationResult:
     base = f(jnp.int32(-1))
     found = all_findings(base)
     if found:
-        raise SanitizerError(f"{name}: the unmutated kernel already reports findings:\n"
-                             + "\n".join(x.message() for x in found))
+        raise SanitizerError(
+            f"{name}: the unmutated kernel already reports findings:\n"
+            + "\n".join(x.message() for x in found)
+        )
     n = counts[0]
     caught = by_race = 0
     escaped = []
@@ -176,7 +180,7 @@ def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int,
         kind = jnp.where(row[L_WHEN] != 0, t[0], K_NOP)  # a predicated-off call does nothing
         refs = t[4:].reshape(MAX_REFS, 4)
         aid, base, nst, mode = refs[:, 0], refs[:, 1], refs[:, 2], refs[:, 3]
-        st = row[L_ST:L_ST + MAX_REFS]
+        st = row[L_ST : L_ST + MAX_REFS]
         is_instr = kind == K_INSTR
         valid = is_instr & (mode > 0) & (st != SKIP)
         oob = valid & ((st < 0) | (st >= nst))
@@ -187,13 +191,17 @@ def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int,
             mc = row[L_MCID]
             cand = cands[jnp.maximum(mc, 0)]
             bads = jnp.concatenate([(is_instr & (mc >= 0))[None], oob])
-            fields = jnp.concatenate([
-                _cols(cand[0], q, cand[1], 0, -1, -1, row[L_MDIM], row[L_MVAL]),
-                _cols(STAGE_OOB, q, aid, st, -1, -1, st, nst)])
+            fields = jnp.concatenate(
+                [
+                    _cols(cand[0], q, cand[1], 0, -1, -1, row[L_MDIM], row[L_MVAL]),
+                    _cols(STAGE_OOB, q, aid, st, -1, -1, st, nst),
+                ]
+            )
             find = _first(find, MEM, bads, fields, instr, site, tile)
         if checks.init:
-            find = _first(find, INIT, rd & ~init[idx], _cols(UNINIT, q, aid, st, -1, -1, 0, 0),
-                          instr, site, tile)
+            find = _first(
+                find, INIT, rd & ~init[idx], _cols(UNINIT, q, aid, st, -1, -1, 0, 0), instr, site, tile
+            )
         if checks.race:
             vc = vc + ((pipes == q)[:, None] & (pipes == q)[None, :] & is_instr).astype(_i32)
             ep, mine = vc[q, q], vc[q]
@@ -204,14 +212,19 @@ def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int,
             other = jnp.argmax(pend, axis=1).astype(_i32)
             osite = jnp.take_along_axis(rrec[:, :, 1], other[:, None], axis=1)[:, 0]
             bads = jnp.concatenate([rd & unordered, wr & unordered, wr & jnp.any(pend, axis=1)])
-            fields = jnp.concatenate([_cols(RAW, q, aid, st, wrec[:, 0], wrec[:, 2], 0, 0),
-                                      _cols(WAW, q, aid, st, wrec[:, 0], wrec[:, 2], 0, 0),
-                                      _cols(WAR, q, aid, st, other, osite, 0, 0)])
+            fields = jnp.concatenate(
+                [
+                    _cols(RAW, q, aid, st, wrec[:, 0], wrec[:, 2], 0, 0),
+                    _cols(WAW, q, aid, st, wrec[:, 0], wrec[:, 2], 0, 0),
+                    _cols(WAR, q, aid, st, other, osite, 0, 0),
+                ]
+            )
             find = _first(find, RACE, bads, fields, instr, site, tile)
             read_hit = jnp.any((stages[:, None] == idx[None, :]) & rd[None, :], axis=1)  # (S,)
             write_hit = jnp.any((stages[:, None] == idx[None, :]) & wr[None, :], axis=1)
-            r = jnp.where(read_hit[:, None, None] & (pipes == q)[None, :, None],
-                          jnp.stack([ep, site])[None, None, :], r)
+            r = jnp.where(
+                read_hit[:, None, None] & (pipes == q)[None, :, None], jnp.stack([ep, site])[None, None, :], r
+            )
             w = jnp.where(write_hit[:, None], jnp.stack([q, ep, site])[None, :], w)
             r = jnp.where(write_hit[:, None, None], 0, r)
         if checks.init:
@@ -224,10 +237,19 @@ def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int,
         pending = fset[s, d, e]
         if checks.sync:
             fx = s * 16 + d
-            bads = jnp.stack([(is_set | is_wait) & ((raw_e < 0) | (raw_e >= E)), is_set & pending,
-                              is_wait & ~pending])
-            fields = _cols(jnp.asarray([EVENT_ID, TWICE, HANG]), jnp.stack([jnp.where(is_set, s, d), s, d]),
-                           -1, 0, -1, -1, jnp.stack([raw_e, e, e]), fx)
+            bads = jnp.stack(
+                [(is_set | is_wait) & ((raw_e < 0) | (raw_e >= E)), is_set & pending, is_wait & ~pending]
+            )
+            fields = _cols(
+                jnp.asarray([EVENT_ID, TWICE, HANG]),
+                jnp.stack([jnp.where(is_set, s, d), s, d]),
+                -1,
+                0,
+                -1,
+                -1,
+                jnp.stack([raw_e, e, e]),
+                fx,
+            )
             find = _first(find, SYNC, bads, fields, instr, site, tile)
         fset = jnp.where(hitf & is_set, True, jnp.where(hitf & is_wait, False, fset))
         if checks.race:
@@ -237,20 +259,46 @@ def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int,
             vc = jnp.where(kind == K_BARRIER_ALL, jnp.max(vc, axis=0)[None, :], vc)
         is_tile = kind == K_TILE
         tile = jnp.where(is_tile, jnp.concatenate([site[None] + 1, st]), tile)
-        return (i + 1, instr + ((kind != K_TILE) & (kind != K_NOP)).astype(_i32), vc, fvc, w, r, init, fset,
-                tile, find)
+        return (
+            i + 1,
+            instr + ((kind != K_TILE) & (kind != K_NOP)).astype(_i32),
+            vc,
+            fvc,
+            w,
+            r,
+            init,
+            fset,
+            tile,
+            find,
+        )
 
-    carry = (jnp.int32(0), jnp.int32(0), jnp.zeros((P, P), _i32), jnp.zeros((P, P, E, P), _i32),
-             jnp.zeros((S, 3), _i32), jnp.zeros((S, P, 2), _i32), jnp.zeros((S,), jnp.bool_),
-             jnp.zeros((P, P, E), jnp.bool_), jnp.zeros((1 + N_COORDS,), _i32), jnp.zeros((4, NF), _i32))
+    carry = (
+        jnp.int32(0),
+        jnp.int32(0),
+        jnp.zeros((P, P), _i32),
+        jnp.zeros((P, P, E, P), _i32),
+        jnp.zeros((S, 3), _i32),
+        jnp.zeros((S, P, 2), _i32),
+        jnp.zeros((S,), jnp.bool_),
+        jnp.zeros((P, P, E), jnp.bool_),
+        jnp.zeros((1 + N_COORDS,), _i32),
+        jnp.zeros((4, NF), _i32),
+    )
     out = lax.while_loop(lambda c: c[0] < n, body, carry)
     instr, tile, find = out[1], out[8], out[9]
     if checks.sync:  # flags still set at the end: a SetFlag never waited (from the real final state)
         flat = flag_set.reshape(-1)
         k = jnp.argmax(flat).astype(_i32)
         fs, fd, fe = k // (P * E), (k // E) % P, k % E
-        find = _first(find, SYNC, jnp.any(flat)[None], _cols(LEFT, fs, -1, 0, -1, -1, fe, fs * 16 + fd),
-                      instr, jnp.int32(-1), tile)
+        find = _first(
+            find,
+            SYNC,
+            jnp.any(flat)[None],
+            _cols(LEFT, fs, -1, 0, -1, -1, fe, fs * 16 + fd),
+            instr,
+            jnp.int32(-1),
+            tile,
+        )
     return find
 
 
@@ -260,8 +308,11 @@ _On = collections.namedtuple("_On", "race mem init sync")
 @functools.partial(jax.jit, static_argnames=("n_stages", "n_events", "checks"))
 def analyze_cores(logs, counts, flags, sites, cands, *, n_stages: int, n_events: int, checks: tuple):
     """:func:`analyze` over a leading core axis, compiled once per shape (the tables are arguments)."""
-    return jax.vmap(lambda lg, n, fs: analyze(lg, n, fs, sites, cands, n_stages=n_stages,
-                                              n_events=n_events, checks=checks))(logs, counts, flags)
+    return jax.vmap(
+        lambda lg, n, fs: analyze(
+            lg, n, fs, sites, cands, n_stages=n_stages, n_events=n_events, checks=checks
+        )
+    )(logs, counts, flags)
 
 
 def run_analysis(ctx, logs, counts, flags, table: SiteTable):
@@ -269,9 +320,16 @@ def run_analysis(ctx, logs, counts, flags, table: SiteTable):
     sites, cands = table.arrays()
     _, S = stage_base(ctx.allocs)
     ch = ctx.checks
-    return analyze_cores(logs, counts, flags, jnp.asarray(sites), jnp.asarray(cands), n_stages=S,
-                         n_events=ctx.hw.num_event_ids,
-                         checks=(ch.race, ch.mem, ch.init, ch.sync))
+    return analyze_cores(
+        logs,
+        counts,
+        flags,
+        jnp.asarray(sites),
+        jnp.asarray(cands),
+        n_stages=S,
+        n_events=ctx.hw.num_event_ids,
+        checks=(ch.race, ch.mem, ch.init, ch.sync),
+    )
 
 
 # ---- after the run: findings as messages ------------------------------------------------------
@@ -299,8 +357,10 @@ class Finding:
     def message(self) -> str:
         tile = ", ".join(f"{k}={v}" for k, v in self.tile.items())
         loc = f"core {self.core}, instruction #{self.instr}" + (f", tile ({tile})" if tile else "")
-        return (f"{self.check} [{self.kind}] in {self.kernel} ({loc}): {self.op} on pipe {self.pipe} at "
-                f"{self.where}: {self.detail} Fix: {self.fix}")
+        return (
+            f"{self.check} [{self.kind}] in {self.kernel} ({loc}): {self.op} on pipe {self.pipe} at "
+            f"{self.where}: {self.detail} Fix: {self.fix}"
+        )
 
     def __str__(self) -> str:
         return self.message()
@@ -333,35 +393,49 @@ def decode(row, table: SiteTable, core: int) -> Finding:
     alloc, obj = _alloc_name(ctx, row[F_ALLOC])
     stage = row[F_STAGE]
     opipe = PIPES[row[F_OPIPE]] if 0 <= row[F_OPIPE] < len(PIPES) else "-"
-    oop, _, owhere = table.site(row[F_OSITE]) if (table is not None and row[F_OSITE] >= 0) else ("-", "-", "-")
+    oop, _, owhere = (
+        table.site(row[F_OSITE]) if (table is not None and row[F_OSITE] >= 0) else ("-", "-", "-")
+    )
     tile = {}
     if table is not None and row[F_TAG] > 0:
-        tile = dict(zip(table.tag_names(row[F_TAG] - 1), row[F_T0:F_T0 + N_COORDS]))
+        tile = dict(zip(table.tag_names(row[F_TAG] - 1), row[F_T0 : F_T0 + N_COORDS]))
     if row[F_SITE] < 0:
         op, pipe, where = "end of kernel", "-", "the kernel's last instruction"
     x0, x1 = row[F_X0], row[F_X1]
     st = f"{alloc} stage {stage}"
     if code == RAW:
-        detail = (f"reads {st}, last written by {oop} on pipe {opipe} at {owhere}, and nothing orders "
-                  f"that write before this read (no SetFlag/WaitFlag chain from {opipe} to {pipe}).")
-        fix = (f"after the write, set_flag('{opipe}_{pipe}', id); before this read, "
-               f"wait_flag('{opipe}_{pipe}', id) (or EnQue/DeQue through a Queue).")
+        detail = (
+            f"reads {st}, last written by {oop} on pipe {opipe} at {owhere}, and nothing orders "
+            f"that write before this read (no SetFlag/WaitFlag chain from {opipe} to {pipe})."
+        )
+        fix = (
+            f"after the write, set_flag('{opipe}_{pipe}', id); before this read, "
+            f"wait_flag('{opipe}_{pipe}', id) (or EnQue/DeQue through a Queue)."
+        )
     elif code == WAR:
-        detail = (f"overwrites {st} while {oop} on pipe {opipe} at {owhere} may still be reading it "
-                  f"(no flag orders that read before this write).")
-        fix = (f"after the read, set_flag('{opipe}_{pipe}', id) (the 'slot free' flag; FreeTensor); before "
-               f"this write, wait_flag('{opipe}_{pipe}', id) (AllocTensor), with a prologue set for the "
-               f"first use of each slot.")
+        detail = (
+            f"overwrites {st} while {oop} on pipe {opipe} at {owhere} may still be reading it "
+            f"(no flag orders that read before this write)."
+        )
+        fix = (
+            f"after the read, set_flag('{opipe}_{pipe}', id) (the 'slot free' flag; FreeTensor); before "
+            f"this write, wait_flag('{opipe}_{pipe}', id) (AllocTensor), with a prologue set for the "
+            f"first use of each slot."
+        )
     elif code == WAW:
-        detail = (f"writes {st}, last written by {oop} on pipe {opipe} at {owhere}, with no flag "
-                  f"ordering the two writes: the final contents depend on timing.")
+        detail = (
+            f"writes {st}, last written by {oop} on pipe {opipe} at {owhere}, with no flag "
+            f"ordering the two writes: the final contents depend on timing."
+        )
         fix = f"order them: set_flag('{opipe}_{pipe}', id) after the first, wait_flag before the second."
     elif code == GM_OOB:
         size = padded = "?"
         if obj is not None:
             padded = obj.padded[x0] if 0 <= x0 < len(obj.padded) else "?"
-        detail = (f"its window of {alloc} starts at {x1} on dim {x0} and leaves the stored extent "
-                  f"{padded} (the DMA would clamp or touch memory outside the tensor){size and ''}.")
+        detail = (
+            f"its window of {alloc} starts at {x1} on dim {x0} and leaves the stored extent "
+            f"{padded} (the DMA would clamp or touch memory outside the tensor){size and ''}."
+        )
         fix = "correct the tile index arithmetic, or predicate the instruction off (when=) for tiles past the edge."
     elif code == BUF_OOB:
         detail = f"its window of {alloc} starts at {x1} on dim {x0} and runs past the allocation."
@@ -381,23 +455,49 @@ def decode(row, table: SiteTable, core: int) -> Finding:
     else:
         ev, e = _event(row)
         if code == HANG:
-            detail = (f"WaitFlag<{ev}>({e}) has no pending SetFlag<{ev}>({e}): on hardware pipe "
-                      f"{ev.split('_')[-1]} would wait forever.")
-            fix = (f"set_flag('{ev}', {e}) before it (for a ping-pong slot: in the prologue), or drop the wait "
-                   f"(a missing set is often the sign of a wait whose set was predicated off).")
+            detail = (
+                f"WaitFlag<{ev}>({e}) has no pending SetFlag<{ev}>({e}): on hardware pipe "
+                f"{ev.split('_')[-1]} would wait forever."
+            )
+            fix = (
+                f"set_flag('{ev}', {e}) before it (for a ping-pong slot: in the prologue), or drop the wait "
+                f"(a missing set is often the sign of a wait whose set was predicated off)."
+            )
         elif code == TWICE:
-            detail = (f"SetFlag<{ev}>({e}) while the flag is still set: it was never waited since the "
-                      f"previous set (undefined on hardware; the second set is lost).")
+            detail = (
+                f"SetFlag<{ev}>({e}) while the flag is still set: it was never waited since the "
+                f"previous set (undefined on hardware; the second set is lost)."
+            )
             fix = f"wait_flag('{ev}', {e}) on the consumer between the two sets (the missing WaitFlag)."
         elif code == LEFT:
             detail = f"flag {ev}({e}) is still set at the end of the kernel: a SetFlag nobody waited."
-            fix = (f"wait_flag('{ev}', {e}) in the epilogue (drain the prologue's 'slot free' flags), "
-                   f"or remove the set.")
+            fix = (
+                f"wait_flag('{ev}', {e}) in the epilogue (drain the prologue's 'slot free' flags), "
+                f"or remove the set."
+            )
         else:
-            detail = f"event id {e} of {ev} is outside the chip's 0..{ctx.hw.num_event_ids - 1 if ctx else '?'}."
+            detail = (
+                f"event id {e} of {ev} is outside the chip's 0..{ctx.hw.num_event_ids - 1 if ctx else '?'}."
+            )
             fix = "use event ids below hw.num_event_ids (ping-pong ids: base + i % stages)."
-    return Finding(CHECK_NAMES[check], kind, table.name if table is not None else "kernel", core, row[F_INSTR],
-                   op, pipe, where, alloc, stage, oop, opipe, owhere, tile, detail, fix)
+    return Finding(
+        CHECK_NAMES[check],
+        kind,
+        table.name if table is not None else "kernel",
+        core,
+        row[F_INSTR],
+        op,
+        pipe,
+        where,
+        alloc,
+        stage,
+        oop,
+        opipe,
+        owhere,
+        tile,
+        detail,
+        fix,
+    )
 
 
 def findings_of(report) -> list[Finding]:
@@ -420,8 +520,10 @@ def findings_of(report) -> list[Finding]:
 
 def overlap_message(overlap_at, table: SiteTable, kernel: str, count: int) -> str:
     """The message for output elements written by two cores, naming both instructions."""
-    base = (f"racecheck [multi-core overlap] in {kernel}: {count} output elements were written by more "
-            f"than one core; the kernel's split over block_idx overlaps.")
+    base = (
+        f"racecheck [multi-core overlap] in {kernel}: {count} output elements were written by more "
+        f"than one core; the kernel's split over block_idx overlaps."
+    )
     if overlap_at is None or table is None or table.ctx is None:
         return base
     gid, flat, ca, sa, cb, sb = (int(v) for v in np.asarray(overlap_at))
@@ -431,9 +533,11 @@ def overlap_message(overlap_at, table: SiteTable, kernel: str, count: int) -> st
     idx = tuple(int(i) for i in np.unravel_index(flat, g.shape))
     oa, pa, wa = table.site(sa)
     ob, pb, wb = table.site(sb)
-    return (f"{base} First: {g.name}{list(idx)} written by core {ca} ({oa} on {pa} at {wa}) and core {cb} "
-            f"({ob} on {pb} at {wb}). Fix: give each core disjoint output tiles (check the block_idx "
-            f"arithmetic and the when= predicates of the edge tiles).")
+    return (
+        f"{base} First: {g.name}{list(idx)} written by core {ca} ({oa} on {pa} at {wa}) and core {cb} "
+        f"({ob} on {pb} at {wb}). Fix: give each core disjoint output tiles (check the block_idx "
+        f"arithmetic and the when= predicates of the edge tiles)."
+    )
 
 
 def all_findings(report) -> list[Finding]:
@@ -457,9 +561,13 @@ def raise_or_warn(report) -> None:
     ctx = table.ctx if table is not None else None
     logged = getattr(report, "san_logged", None)
     if logged is not None and ctx is not None and int(np.max(np.asarray(logged))) > ctx.checks.capacity:
-        warnings.warn(f"{report.name}: the kernel made {int(np.max(np.asarray(logged)))} instruction calls but "
-                      f"the sanitizers' log holds {ctx.checks.capacity}; only the first were checked. Pass "
-                      f"checks=Checks(..., capacity=N) with a larger N.", SanitizerWarning, stacklevel=3)
+        warnings.warn(
+            f"{report.name}: the kernel made {int(np.max(np.asarray(logged)))} instruction calls but "
+            f"the sanitizers' log holds {ctx.checks.capacity}; only the first were checked. Pass "
+            f"checks=Checks(..., capacity=N) with a larger N.",
+            SanitizerWarning,
+            stacklevel=3,
+        )
     ov = report.overlapping_writes
     msgs = [f.message() for f in found]
     if ov is not None and int(np.asarray(ov)):

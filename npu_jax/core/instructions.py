@@ -75,13 +75,15 @@ def issue(core: Core, pipe: str, cost, op: str, when=True, *, reads=(), writes=(
         cap = t["pipe"].shape[0]
         i = jnp.minimum(t["n"], cap - 1)
         keep = when & (t["n"] < cap)
-        core = core.replace(trace={
-            "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
-            "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
-            "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
-            "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
-            "n": t["n"] + when.astype(_i32),
-        })
+        core = core.replace(
+            trace={
+                "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
+                "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
+                "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
+                "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
+                "n": t["n"] + when.astype(_i32),
+            }
+        )
     return core
 
 
@@ -107,8 +109,10 @@ def _write_ref(core: Core, ref: Ref, block, when) -> Core:
     if len(block.shape) != len(a.shape) or any(
         isinstance(o, int) and o + s > t for o, s, t in zip(off, block.shape, a.shape)
     ):
-        raise WindowError(f"memcheck: block {tuple(block.shape)} at {tuple(off)} does not fit allocation "
-                          f"{a.name!r} of shape {a.shape}; shrink the block or move its offset.")
+        raise WindowError(
+            f"memcheck: block {tuple(block.shape)} at {tuple(off)} does not fit allocation "
+            f"{a.name!r} of shape {a.shape}; shrink the block or move its offset."
+        )
     idx = (jnp.asarray(ref.stage, _i32),) + tuple(jnp.asarray(o, _i32) for o in off)
     full = core.buf[a.name]
     block = block.astype(a.jdtype)[None]
@@ -120,11 +124,15 @@ def _write_ref(core: Core, ref: Ref, block, when) -> Core:
 def _valid_extents(core: Core, win: GmWindow):
     """Per dim, how much of the window lies inside the tensor (and inside ``win.limit``)."""
     shape = core.gm_shape[win.name]
-    ext = [jnp.clip(shape[d] - jnp.asarray(st, _i32), 0, size)
-           for d, (st, size) in enumerate(zip(win.starts, win.sizes))]
+    ext = [
+        jnp.clip(shape[d] - jnp.asarray(st, _i32), 0, size)
+        for d, (st, size) in enumerate(zip(win.starts, win.sizes))
+    ]
     if win.limit is not None:
-        ext = [e if lim is None else jnp.clip(jnp.minimum(e, jnp.asarray(lim, _i32)), 0, None)
-               for e, lim in zip(ext, win.limit)]
+        ext = [
+            e if lim is None else jnp.clip(jnp.minimum(e, jnp.asarray(lim, _i32)), 0, None)
+            for e, lim in zip(ext, win.limit)
+        ]
     return tuple(ext)
 
 
@@ -156,8 +164,9 @@ def gm_bursts(core: Core, win: GmWindow, valid):
 
 
 # ---- DataCopy (MTE2 / MTE3) --------------------------------------------------------------------
-def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, block_n=None,
-              when=True) -> Core:
+def data_copy(
+    core: Core, *, dst, src, layout: str | None = None, kernel=None, block_n=None, when=True
+) -> Core:
     """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
 
     ``src``/``dst`` are a :class:`GmWindow` (``core.gm_window(...)``) and an allocation
@@ -171,12 +180,16 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, b
     hw = core.hw
     if isinstance(src, GmWindow) and isinstance(dst, Ref):
         if dst.buffer not in ("L1", "UB"):
-            raise ValueError(f"DataCopy from GM goes to L1 or UB, not {dst.buffer}; use "
-                             f"load2d/load3d to fill L0A/L0B from L1.")
+            raise ValueError(
+                f"DataCopy from GM goes to L1 or UB, not {dst.buffer}; use "
+                f"load2d/load3d to fill L0A/L0B from L1."
+            )
         spec = core.ctx.gm_spec(src.name)
         if spec.dtype != dst.alloc.dtype:
-            raise TypeError(f"DataCopy does not convert: GM {src.name!r} is {spec.dtype} but "
-                            f"{dst.alloc.name!r} is {dst.alloc.dtype}; cast on the vector unit.")
+            raise TypeError(
+                f"DataCopy does not convert: GM {src.name!r} is {spec.dtype} but "
+                f"{dst.alloc.name!r} is {dst.alloc.dtype}; cast on the vector unit."
+            )
         valid = _valid_extents(core, src)
         starts = tuple(jnp.asarray(s, _i32) for s in src.starts)
         tile = lax.dynamic_slice(core.gm[src.name], starts, src.sizes)
@@ -184,8 +197,9 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, b
         c0 = formats.c0_of(tile.dtype)
         if layout == "nz":
             if tile.ndim != 2 or tile.shape[1] % c0:
-                raise ValueError(f"layout='nz' needs a 2-D window with cols a multiple of {c0}, "
-                                 f"got {tile.shape}.")
+                raise ValueError(
+                    f"layout='nz' needs a 2-D window with cols a multiple of {c0}, got {tile.shape}."
+                )
             tile = formats.nd_to_nz(tile, c0)
         elif layout == "nc1hwc0":
             tile = tile.reshape(tile.shape[-3:]) if tile.ndim == 4 and tile.shape[0] == 1 else tile
@@ -207,8 +221,10 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, b
         return issue(core, "MTE2", cost, "DataCopy", when, writes=(dst,), oob=sanitize.gm_oob(core, src))
     if isinstance(src, Ref) and isinstance(dst, GmWindow):
         if src.buffer != "UB":
-            raise ValueError(f"DataCopy to GM comes from UB (MTE3), not {src.buffer}; L0C leaves "
-                             f"through fixpipe (910B) or l0c_to_ub (910/310P).")
+            raise ValueError(
+                f"DataCopy to GM comes from UB (MTE3), not {src.buffer}; L0C leaves "
+                f"through fixpipe (910B) or l0c_to_ub (910/310P)."
+            )
         spec = core.ctx.gm_spec(dst.name)
         if not spec.output:
             raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
@@ -227,8 +243,9 @@ def data_copy(core: Core, *, dst, src, layout: str | None = None, kernel=None, b
         core = write_gm(core, dst, block, valid, when)
         core = count(core, "UB->GM", nbytes, when)
         return issue(core, "MTE3", cost, "DataCopy", when, reads=(src,), oob=oob)
-    raise ValueError(f"DataCopy supports GM->L1, GM->UB and UB->GM; got "
-                     f"{type(src).__name__} -> {type(dst).__name__}.")
+    raise ValueError(
+        f"DataCopy supports GM->L1, GM->UB and UB->GM; got {type(src).__name__} -> {type(dst).__name__}."
+    )
 
 
 def rows_to_window(x, sizes):
@@ -277,14 +294,22 @@ def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
     starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
     m = _mask(dst.sizes, valid) & jnp.asarray(when)
     wold = lax.dynamic_slice(core.gm_written[dst.name], starts, dst.sizes)
-    core = core.replace(gm_written={**core.gm_written, spec.name: lax.dynamic_update_slice(
-        core.gm_written[spec.name], wold | m, starts)})
+    core = core.replace(
+        gm_written={
+            **core.gm_written,
+            spec.name: lax.dynamic_update_slice(core.gm_written[spec.name], wold | m, starts),
+        }
+    )
     if race:
         sites = core.san["gm_site"]
         sold = lax.dynamic_slice(sites[dst.name], starts, dst.sizes)
         snew = jnp.where(m, jnp.int32(sanitize.current_table().next_id() + 1), sold)
-        core = core.replace(san={**core.san, "gm_site": {
-            **sites, dst.name: lax.dynamic_update_slice(sites[dst.name], snew, starts)}})
+        core = core.replace(
+            san={
+                **core.san,
+                "gm_site": {**sites, dst.name: lax.dynamic_update_slice(sites[dst.name], snew, starts)},
+            }
+        )
     if not core.ctx.move_data:
         return core
     old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
@@ -313,8 +338,9 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
     if a.buffer != "L1":
         raise ValueError(f"LoadData 2D reads L1, not {a.buffer}.")
     if a.dtype != dst.alloc.dtype:
-        raise TypeError(f"LoadData does not convert: {a.name!r} is {a.dtype}, "
-                        f"{dst.alloc.name!r} is {dst.alloc.dtype}.")
+        raise TypeError(
+            f"LoadData does not convert: {a.name!r} is {a.dtype}, {dst.alloc.name!r} is {dst.alloc.dtype}."
+        )
     rows, cols = _l0_window_shape(dst)
     k0 = core.hw.k0(itemsize(a.dtype))
     r0, c0 = (jnp.asarray(s, _i32) for s in start)
@@ -325,8 +351,15 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
     elif a.fmt == "NZ":
         cz = a.shape[2]
         # (col, row) of the ND matrix: columns in whole C0 blocks
-        oob = sanitize.window_oob(core, a, (start[1], start[0]), (cols, rows), (a.shape[0] * cz, a.shape[1]),
-                                  "LoadData2D", align=(cz, None))
+        oob = sanitize.window_oob(
+            core,
+            a,
+            (start[1], start[0]),
+            (cols, rows),
+            (a.shape[0] * cz, a.shape[1]),
+            "LoadData2D",
+            align=(cz, None),
+        )
         nd = formats.nz_to_nd(lax.dynamic_slice(full, (c0 // cz, r0, 0), (cols // cz, rows, cz)))
     else:
         raise ValueError(f"LoadData 2D reads an ND or NZ matrix, {a.name!r} is {a.fmt}.")
@@ -373,8 +406,20 @@ class Load3DGeometry:
             raise ValueError(f"Load3D out_w must be >= 1, got {self.out_w}.")
 
 
-def img2col_tile(x, geom: Load3DGeometry, *, k_start, m_start, m_ext: int, k_ext: int,
-                 pad_top, pad_left, h_valid, w_valid, m_valid):
+def img2col_tile(
+    x,
+    geom: Load3DGeometry,
+    *,
+    k_start,
+    m_start,
+    m_ext: int,
+    k_ext: int,
+    pad_top,
+    pad_left,
+    h_valid,
+    w_valid,
+    m_valid,
+):
     """The (m_ext, k_ext) window of the virtual img2col matrix of an NC1HWC0 tile (C1, H, W, C0).
 
     Row m is output position (m // out_w, m % out_w); column k = ((c1 * kh + i) * kw + j) * C0 + c0.
@@ -391,14 +436,33 @@ def img2col_tile(x, geom: Load3DGeometry, *, k_start, m_start, m_ext: int, k_ext
     oh, ow = m // geom.out_w, m % geom.out_w
     ih = oh[:, None] * geom.stride[0] + i[None, :] * geom.dilation[0] - jnp.asarray(pad_top, _i32)
     iw = ow[:, None] * geom.stride[1] + j[None, :] * geom.dilation[1] - jnp.asarray(pad_left, _i32)
-    ok = ((ih >= 0) & (ih < h_valid) & (iw >= 0) & (iw < w_valid) & (c1 < c1n)[None, :]
-          & ((m - jnp.asarray(m_start, _i32)) < m_valid)[:, None])
+    ok = (
+        (ih >= 0)
+        & (ih < h_valid)
+        & (iw >= 0)
+        & (iw < w_valid)
+        & (c1 < c1n)[None, :]
+        & ((m - jnp.asarray(m_start, _i32)) < m_valid)[:, None]
+    )
     g = x[jnp.clip(c1, 0, c1n - 1)[None, :], jnp.clip(ih, 0, h - 1), jnp.clip(iw, 0, w - 1)]
     return jnp.where(ok[..., None], g, jnp.zeros((), x.dtype)).reshape(m_ext, k_ext)
 
 
-def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m_start=0,
-           pad_top=0, pad_left=0, h_valid=None, w_valid=None, m_valid=None, when=True) -> Core:
+def load3d(
+    core: Core,
+    *,
+    dst: Ref,
+    src: Ref,
+    geom: Load3DGeometry,
+    k_start=0,
+    m_start=0,
+    pad_top=0,
+    pad_left=0,
+    h_valid=None,
+    w_valid=None,
+    m_valid=None,
+    when=True,
+) -> Core:
     """Load3D: img2col of an NC1HWC0 feature-map tile in L1 straight into L0A fractals (ZZ).
 
     Fills ``dst`` (an (M, K) tile, ZZ fractals on the hardware) with the (M, K) window at (``m_start``, ``k_start``) of the
@@ -412,19 +476,28 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
     if dst.buffer != "L0A":
         raise ValueError(f"Load3D writes L0A, not {dst.buffer}.")
     if a.dtype != dst.alloc.dtype:
-        raise TypeError(f"Load3D does not convert: {a.name!r} is {a.dtype}, {dst.alloc.name!r} "
-                        f"is {dst.alloc.dtype}.")
+        raise TypeError(
+            f"Load3D does not convert: {a.name!r} is {a.dtype}, {dst.alloc.name!r} is {dst.alloc.dtype}."
+        )
     m_ext, k_ext = _l0_window_shape(dst)
     c1n, h, w, c0 = a.shape
     if k_ext % c0:
         raise ValueError(f"Load3D: L0A tile K ({k_ext}) must be a multiple of the tile's C0 ({c0}).")
     x = core.read(a, src.stage)
     m_valid = m_ext if m_valid is None else m_valid
-    nd = img2col_tile(x, geom, k_start=k_start, m_start=m_start, m_ext=m_ext, k_ext=k_ext,
-                      pad_top=pad_top, pad_left=pad_left,
-                      h_valid=h if h_valid is None else h_valid,
-                      w_valid=w if w_valid is None else w_valid,
-                      m_valid=m_valid)
+    nd = img2col_tile(
+        x,
+        geom,
+        k_start=k_start,
+        m_start=m_start,
+        m_ext=m_ext,
+        k_ext=k_ext,
+        pad_top=pad_top,
+        pad_left=pad_left,
+        h_valid=h if h_valid is None else h_valid,
+        w_valid=w if w_valid is None else w_valid,
+        m_valid=m_valid,
+    )
     tile = nd
     nbytes = ceil_div(jnp.minimum(jnp.asarray(m_valid, _i32), m_ext), 16) * 16 * k_ext * itemsize(a.dtype)
     cost = onchip_cycles(nbytes, core.hw.l1_to_l0a_bytes_per_cycle, core.hw.assumed.mte1_startup)
@@ -435,8 +508,10 @@ def load3d(core: Core, *, dst: Ref, src: Ref, geom: Load3DGeometry, k_start=0, m
         oob = sanitize.window_oob(core, a, (k_start,), (1,), (k_tile,), "Load3D k_start", align=(c0,))
     elif core.ctx.checks.mem:
         ks = jnp.asarray(k_start, _i32)
-        oob = (((ks < 0) | (ks >= k_tile), sanitize.BUF_OOB, a.name, 0, ks),
-               (ks % c0 != 0, sanitize.MISALIGNED, a.name, 0, ks))
+        oob = (
+            ((ks < 0) | (ks >= k_tile), sanitize.BUF_OOB, a.name, 0, ks),
+            (ks % c0 != 0, sanitize.MISALIGNED, a.name, 0, ks),
+        )
     else:
         oob = ()
     return issue(core, "MTE1", cost, "Load3D", when, reads=(src,), writes=(dst,), oob=oob)
@@ -452,8 +527,9 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
     multiply-add (products exact in fp32; each sum rounded to fp32, then to fp16).
     """
     if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
-        raise ValueError(f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> "
-                         f"{dst.buffer}.")
+        raise ValueError(
+            f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> {dst.buffer}."
+        )
     A = core.read(a.alloc, a.stage)  # (M, K)
     B = core.read(b.alloc, b.stage)  # (K, N)
     if A.shape[1] != B.shape[0]:
@@ -461,8 +537,9 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
     M, K = A.shape
     N = B.shape[1]
     if dst.alloc.shape != (M, N) or dst.alloc.dtype != "fp32":
-        raise ValueError(f"Mmad destination must be an fp32 ({M}, {N}) L0C tile, got "
-                         f"{dst.alloc.dtype} {dst.alloc.shape}.")
+        raise ValueError(
+            f"Mmad destination must be an fp32 ({M}, {N}) L0C tile, got {dst.alloc.dtype} {dst.alloc.shape}."
+        )
     m_, n_, k_ = (jnp.asarray(v, _i32) for v in (m, n, k))
     rows = jnp.arange(M, dtype=_i32) < m_
     cols = jnp.arange(N, dtype=_i32) < n_
@@ -501,8 +578,16 @@ def mmad(core: Core, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False, when=True
     issued = 2 * (ceil_div(m_, 16) * 16) * (ceil_div(n_, 16) * 16) * (ceil_div(k_, kq) * kq)
     core = count(core, "flops_issued", issued, when)
     oob = sanitize.extent_oob(core, dst.alloc, {"m": m, "n": n, "k": k}, {"m": M, "n": N, "k": K}, "Mmad")
-    return issue(core, "M", mmad_cycles(m_, n_, k_, kq, core.hw), "Mmad", when,
-                 reads=(a, b, (dst, ~jnp.asarray(init, jnp.bool_))), writes=(dst,), oob=oob)
+    return issue(
+        core,
+        "M",
+        mmad_cycles(m_, n_, k_, kq, core.hw),
+        "Mmad",
+        when,
+        reads=(a, b, (dst, ~jnp.asarray(init, jnp.bool_))),
+        writes=(dst,),
+        oob=oob,
+    )
 
 
 # ---- leaving L0C: Fixpipe (910B) and L0C->UB (910/310P) ----------------------------------------
@@ -524,8 +609,20 @@ def _activation(x, act: str | None, alpha: float, clip: float | None):
     return x
 
 
-def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: str | None = None,
-            alpha: float = 0.0, clip: float | None = None, bias: Ref | None = None, when=True) -> Core:
+def fixpipe(
+    core: Core,
+    *,
+    dst,
+    src: Ref,
+    m,
+    n,
+    relu: bool = False,
+    activation: str | None = None,
+    alpha: float = 0.0,
+    clip: float | None = None,
+    bias: Ref | None = None,
+    when=True,
+) -> Core:
     """Fixpipe (910B): L0C (fp32; NZ fractals on chip) -> GM window or L1 (ND), converted to the
     policy's output format and rounding (nearest-even by default), optional bias add (fp32, before the
     activation), ReLU / leaky ReLU / clipped ReLU. ``bias`` is a (1, N') fp32 row in L1, read from
@@ -537,8 +634,10 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
     """
     hw = core.hw
     if hw.coupled:
-        raise ValueError(f"{hw.name} has no Fixpipe (coupled data path): move L0C with "
-                         f"l0c_to_ub and finish the epilogue on the vector unit.")
+        raise ValueError(
+            f"{hw.name} has no Fixpipe (coupled data path): move L0C with "
+            f"l0c_to_ub and finish the epilogue on the vector unit."
+        )
     if relu and activation not in (None, "relu"):
         raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
     act = "relu" if relu else activation
@@ -549,8 +648,9 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
     nd = _activation(nd, act, alpha, clip)
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     l0c_bytes = ceil_div(m_, 16) * 16 * ceil_div(n_, 16) * 16 * 4
-    oob = sanitize.extent_oob(core, src.alloc, {"m": m, "n": n},
-                              {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe")
+    oob = sanitize.extent_oob(
+        core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"
+    )
     writes = ()
     if isinstance(dst, GmWindow):
         spec = core.ctx.gm_spec(dst.name)
@@ -562,8 +662,8 @@ def fixpipe(core: Core, *, dst, src: Ref, m, n, relu: bool = False, activation: 
         nbytes, bursts = gm_bursts(core, dst, valid)
         gaps = jnp.maximum(bursts - 1, 0) * hw.assumed.gm_burst_overhead
         cyc = hw.assumed.fixpipe_startup + jnp.maximum(
-            ceil_div(l0c_bytes, hw.assumed.fixpipe_bytes_per_cycle),
-            ceil_div(nbytes, core.ctx.gm_rate) + gaps)
+            ceil_div(l0c_bytes, hw.assumed.fixpipe_bytes_per_cycle), ceil_div(nbytes, core.ctx.gm_rate) + gaps
+        )
         cost = jnp.where(nbytes > 0, cyc, 0)
         oob = oob + sanitize.gm_oob(core, dst)
         core = write_gm(core, dst, block, valid, when)
@@ -594,8 +694,9 @@ def _row(core: Core, ref: Ref, cols: int) -> jax.Array:
         raise ValueError(f"a broadcast row must be a (1, >= {cols}) allocation, got {a.name!r} {a.shape}.")
     col = 0 if ref.offset is None else ref.offset[1]
     full = core.buf[a.name]
-    return lax.dynamic_slice(full, (jnp.asarray(ref.stage, _i32), jnp.asarray(0, _i32),
-                                    jnp.asarray(col, _i32)), (1, 1, cols))[0]
+    return lax.dynamic_slice(
+        full, (jnp.asarray(ref.stage, _i32), jnp.asarray(0, _i32), jnp.asarray(col, _i32)), (1, 1, cols)
+    )[0]
 
 
 def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
@@ -636,13 +737,27 @@ def _pairwise_sum(flat, fmt: str):
     return v[0]
 
 
-_BINARY = {"VAdd": jnp.add, "VSub": jnp.subtract, "VMul": jnp.multiply, "VMax": jnp.maximum,
-           "VMin": jnp.minimum}
+_BINARY = {
+    "VAdd": jnp.add,
+    "VSub": jnp.subtract,
+    "VMul": jnp.multiply,
+    "VMax": jnp.maximum,
+    "VMin": jnp.minimum,
+}
 _SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum, "VMins": jnp.minimum}
 
 
-def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float = 0.0,
-           mode: str = "nearest_even", count_elems=None, when=True) -> Core:
+def vector(
+    core: Core,
+    op: str,
+    dst: Ref,
+    *srcs: Ref,
+    scalar=None,
+    alpha: float = 0.0,
+    mode: str = "nearest_even",
+    count_elems=None,
+    when=True,
+) -> Core:
     """One vector instruction over whole UB allocation stages (same shape), computed in fp32 and
     rounded once to ``dst``'s format (exact for one fp16 op: fp32 has p >= 2 * 11 + 2).
 
@@ -657,10 +772,17 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
         if r.buffer != "UB":
             raise ValueError(f"vector ops work on UB, {r.alloc.name!r} is in {r.buffer}.")
     shape = dst.alloc.shape
+
     def operand(i, s):
         a = s.alloc
-        if (i == 1 and op in _BINARY and len(shape) == 2 and len(a.shape) == 2 and a.shape[0] == 1
-                and shape[0] > 1):
+        if (
+            i == 1
+            and op in _BINARY
+            and len(shape) == 2
+            and len(a.shape) == 2
+            and a.shape[0] == 1
+            and shape[0] > 1
+        ):
             return jnp.broadcast_to(_row(core, s, shape[1]), shape)
         return _stage_block(core, s, a.shape)
 
@@ -668,8 +790,16 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
     for s, x in zip(srcs, xs):
         if op != "VReduceSum" and x.shape != shape:
             raise ValueError(f"{op}: source {s.alloc.name!r} {x.shape} != destination {shape}.")
-    nsrc = {**{k: 2 for k in _BINARY}, **{k: 1 for k in _SCALAR},
-            "VRelu": 1, "VLeakyRelu": 1, "VExp": 1, "VCopy": 1, "VCast": 1, "VReduceSum": 1}
+    nsrc = {
+        **{k: 2 for k in _BINARY},
+        **{k: 1 for k in _SCALAR},
+        "VRelu": 1,
+        "VLeakyRelu": 1,
+        "VExp": 1,
+        "VCopy": 1,
+        "VCast": 1,
+        "VReduceSum": 1,
+    }
     if op not in nsrc:
         raise ValueError(f"unknown vector op {op!r}; known: {sorted(nsrc)}.")
     if len(srcs) != nsrc[op]:
@@ -709,9 +839,17 @@ def vector(core: Core, op: str, dst: Ref, *srcs: Ref, scalar=None, alpha: float 
     nbytes = jnp.asarray(n_el, _i32) * width
     core = _write_ref(core, dst, out, when)
     core = count(core, "vector_bytes", nbytes, when)
-    oob = () if count_elems is None else sanitize.extent_oob(
-        core, (srcs[0] if op == "VReduceSum" else dst).alloc, {"count_elems": count_elems},
-        {"count_elems": math.prod((srcs[0] if op == "VReduceSum" else dst).alloc.shape)}, op)
+    oob = (
+        ()
+        if count_elems is None
+        else sanitize.extent_oob(
+            core,
+            (srcs[0] if op == "VReduceSum" else dst).alloc,
+            {"count_elems": count_elems},
+            {"count_elems": math.prod((srcs[0] if op == "VReduceSum" else dst).alloc.shape)},
+            op,
+        )
+    )
     return issue(core, "V", vector_cycles(nbytes, core.hw), op, when, reads=srcs, writes=(dst,), oob=oob)
 
 

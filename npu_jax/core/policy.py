@@ -62,8 +62,13 @@ class Policy:
     seed: int = 0
 
     def __post_init__(self):
-        for name, allowed in (("operand", OPERANDS), ("output", OPERANDS), ("vector", OPERANDS),
-                              ("accumulate", ACCUMULATE), ("rounding", ROUNDING)):
+        for name, allowed in (
+            ("operand", OPERANDS),
+            ("output", OPERANDS),
+            ("vector", OPERANDS),
+            ("accumulate", ACCUMULATE),
+            ("rounding", ROUNDING),
+        ):
             v = getattr(self, name)
             if v not in allowed:
                 raise ValueError(f"Policy.{name} must be one of {allowed}, got {v!r}.")
@@ -89,12 +94,14 @@ class Policy:
         """Round ``x`` to ``fmt`` as the output conversion does: ``rounding``, ``subnormals`` and
         the overflow mode (``salt`` seeds stochastic rounding)."""
         key = self.key(*salt) if self.rounding == "stochastic" else None
-        return round_to(x, fmt, self.rounding, subnormals=self.subnormals,
-                        overflow=self.overflow_mode(hw), key=key)
+        return round_to(
+            x, fmt, self.rounding, subnormals=self.subnormals, overflow=self.overflow_mode(hw), key=key
+        )
 
 
-def convert(x, fmt: str, overflow: str = "inf", mode: str = "nearest_even", subnormals: bool = True,
-            key=None):
+def convert(
+    x, fmt: str, overflow: str = "inf", mode: str = "nearest_even", subnormals: bool = True, key=None
+):
     """Round ``x`` (any float) to ``fmt``; ``saturate`` clamps +-inf to +-max and maps NaN to 0 as
     the 910/310P conversion units do. See :func:`npu_jax.core.rounding.round_to`."""
     return round_to(jnp.asarray(x), fmt, mode, subnormals=subnormals, overflow=overflow, key=key)

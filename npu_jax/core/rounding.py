@@ -64,12 +64,12 @@ class FloatFormat:
     @property
     def u(self) -> float:
         """Unit roundoff of round-to-nearest, 2^-p."""
-        return 2.0 ** -self.p
+        return 2.0**-self.p
 
     @property
     def eps(self) -> float:
         """Machine epsilon, the spacing just above 1: 2^(1-p)."""
-        return 2.0 ** -self.man_bits
+        return 2.0**-self.man_bits
 
     @property
     def emin(self) -> int:
@@ -92,11 +92,11 @@ class FloatFormat:
     @property
     def max(self) -> float:
         mant = self.max_bits & ((1 << self.man_bits) - 1)
-        return float((1 + mant / 2.0 ** self.man_bits) * 2.0 ** self.emax)
+        return float((1 + mant / 2.0**self.man_bits) * 2.0**self.emax)
 
     @property
     def min_normal(self) -> float:
-        return 2.0 ** self.emin
+        return 2.0**self.emin
 
     @property
     def min_subnormal(self) -> float:
@@ -136,10 +136,20 @@ FORMATS = {
     "fp8_e4m3fn": FloatFormat("fp8_e4m3fn", 8, 4, 3, 7, ieee=False),
     "fp8_e5m2": FloatFormat("fp8_e5m2", 8, 5, 2, 15),
 }
-_JNP = {"fp32": jnp.float32, "fp16": jnp.float16, "bf16": jnp.bfloat16,
-        "fp8_e4m3fn": jnp.float8_e4m3fn, "fp8_e5m2": jnp.float8_e5m2}
-_NP = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16,
-       "fp8_e4m3fn": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}
+_JNP = {
+    "fp32": jnp.float32,
+    "fp16": jnp.float16,
+    "bf16": jnp.bfloat16,
+    "fp8_e4m3fn": jnp.float8_e4m3fn,
+    "fp8_e5m2": jnp.float8_e5m2,
+}
+_NP = {
+    "fp32": np.float32,
+    "fp16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
+    "fp8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "fp8_e5m2": ml_dtypes.float8_e5m2,
+}
 _UINT = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32}
 
 
@@ -266,13 +276,14 @@ def _check_args(fmt, mode, overflow, key):
     if overflow not in OVERFLOW:
         raise ValueError(f"overflow must be 'inf' or 'saturate', got {overflow!r}.")
     if mode == "stochastic" and key is None:
-        raise ValueError("mode='stochastic' needs key=jax.random.key(seed) (the random bits of the "
-                         "rounding); pass one, or use a deterministic mode.")
+        raise ValueError(
+            "mode='stochastic' needs key=jax.random.key(seed) (the random bits of the "
+            "rounding); pass one, or use a deterministic mode."
+        )
     return f
 
 
-def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overflow: str = "inf",
-             key=None):
+def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overflow: str = "inf", key=None):
     """Round ``x`` to ``fmt``; returns an array of ``fmt``'s dtype.
 
     Args:
@@ -348,7 +359,7 @@ def _f64_to_fp32(x64, mode, subnormals, overflow, key):
         hi = np.where(r64 < x64, np.nextafter(r, np.float32(np.inf)), r)
         lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
         # past float32's max the grid continues (for deciding) with one more step, 2^128
-        big = 2.0 ** 128
+        big = 2.0**128
         g_lo = np.where(np.isinf(lo64), -big, lo64)
         g_hi = np.where(np.isinf(hi64), big, hi64)
         if mode == "nearest_even":
@@ -364,7 +375,7 @@ def _f64_to_fp32(x64, mode, subnormals, overflow, key):
             out = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(x64 >= 0, hi, lo)))
         else:
             p = (x64 - g_lo) / (g_hi - g_lo)
-            rnd = np.asarray(jax.random.bits(key, x64.shape, jnp.uint32)).astype(np.float64) / 2.0 ** 32
+            rnd = np.asarray(jax.random.bits(key, x64.shape, jnp.uint32)).astype(np.float64) / 2.0**32
             out = np.where(rnd < p, hi, lo)
         out = np.where(np.isnan(x64) | (lo64 == hi64), r, out).astype(np.float32)
         if overflow == "saturate":

@@ -44,7 +44,9 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False):
         outs[spec.name] = jnp.where(writers > 0, val, jnp.zeros((), val.dtype))
         inside = jnp.ones(spec.shape, jnp.bool_)
         for d in range(len(spec.shape)):
-            inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < cores.gm_shape[spec.name][0, d])
+            inside = inside & (
+                jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < cores.gm_shape[spec.name][0, d]
+            )
         overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
         unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
         if with_site:
@@ -88,9 +90,16 @@ def release_compiled_if_near_limit(fraction: float = 0.6) -> bool:
     return False
 
 
-def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *, name: str,
-           workload: str = "", operand: str = "fp16", extents: dict | None = None
-           ) -> tuple[dict, Report]:
+def launch(
+    kernel: Callable[[Core, jax.Array], Core],
+    ctx: Context,
+    gm: dict,
+    *,
+    name: str,
+    workload: str = "",
+    operand: str = "fp16",
+    extents: dict | None = None,
+) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
@@ -99,6 +108,7 @@ def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *,
     becomes part of the caller's program. Sanitizer findings (``ctx.checks``) are raised or warned
     here when the run is concrete; under ``jax.jit`` call ``report.check()`` on the result.
     """
+
     def run(gm):
         return _launch(kernel, ctx, gm, name=name, workload=workload, operand=operand, extents=extents)
 
@@ -112,7 +122,9 @@ def launch(kernel: Callable[[Core, jax.Array], Core], ctx: Context, gm: dict, *,
     return outs, report
 
 
-def _launch(kernel, ctx: Context, gm: dict, *, name: str, workload: str, operand: str, extents) -> tuple[dict, Report]:
+def _launch(
+    kernel, ctx: Context, gm: dict, *, name: str, workload: str, operand: str, extents
+) -> tuple[dict, Report]:
     """:func:`launch`'s body, traced (or run op by op)."""
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
@@ -124,13 +136,15 @@ def _launch(kernel, ctx: Context, gm: dict, *, name: str, workload: str, operand
     race = bool(cores.san) and ctx.checks.race
     merged = merge_outputs(ctx, cores, with_site=race)
     outs, overlap, unwritten = merged[:3]
-    report = Report.from_cores(cores, name=name, workload=workload, operand=operand,
-                               overlapping_writes=overlap, unwritten=unwritten)
+    report = Report.from_cores(
+        cores, name=name, workload=workload, operand=operand, overlapping_writes=overlap, unwritten=unwritten
+    )
     if cores.san:  # each core's event log; its analysis runs here (inline) or when checked
         log, n = cores.san["log"], cores.san["n"]
         if ctx.checks.inline:
-            report = dataclasses.replace(report, san_logged=n, san_findings=sanitize.run_analysis(
-                ctx, log, n, cores.flag_set, table))
+            report = dataclasses.replace(
+                report, san_logged=n, san_findings=sanitize.run_analysis(ctx, log, n, cores.flag_set, table)
+            )
         else:
             report = dataclasses.replace(report, san_log=log, san_logged=n, san_flags=cores.flag_set)
     report = dataclasses.replace(report, overlap_at=merged[3] if race else None, sanitizer=table)

@@ -61,16 +61,42 @@ RACE, MEM, INIT, SYNC = range(4)
 ACTIONS = ("raise", "warn")
 
 # finding codes: code -> (check index, short name)
-RAW, WAR, WAW, GM_OOB, BUF_OOB, STAGE_OOB, MISALIGNED, EXTENT, UNINIT, HANG, TWICE, LEFT, EVENT_ID = \
-    range(1, 14)
-KINDS = {RAW: (RACE, "RAW"), WAR: (RACE, "WAR"), WAW: (RACE, "WAW"), GM_OOB: (MEM, "gm-out-of-range"),
-         BUF_OOB: (MEM, "window-out-of-range"), STAGE_OOB: (MEM, "stage-out-of-range"),
-         MISALIGNED: (MEM, "misaligned"), EXTENT: (MEM, "extent-out-of-range"),
-         UNINIT: (INIT, "uninitialised-read"), HANG: (SYNC, "wait-without-set"),
-         TWICE: (SYNC, "set-twice"), LEFT: (SYNC, "left-set"), EVENT_ID: (SYNC, "event-id-out-of-range")}
+RAW, WAR, WAW, GM_OOB, BUF_OOB, STAGE_OOB, MISALIGNED, EXTENT, UNINIT, HANG, TWICE, LEFT, EVENT_ID = range(
+    1, 14
+)
+KINDS = {
+    RAW: (RACE, "RAW"),
+    WAR: (RACE, "WAR"),
+    WAW: (RACE, "WAW"),
+    GM_OOB: (MEM, "gm-out-of-range"),
+    BUF_OOB: (MEM, "window-out-of-range"),
+    STAGE_OOB: (MEM, "stage-out-of-range"),
+    MISALIGNED: (MEM, "misaligned"),
+    EXTENT: (MEM, "extent-out-of-range"),
+    UNINIT: (INIT, "uninitialised-read"),
+    HANG: (SYNC, "wait-without-set"),
+    TWICE: (SYNC, "set-twice"),
+    LEFT: (SYNC, "left-set"),
+    EVENT_ID: (SYNC, "event-id-out-of-range"),
+}
 # columns of one finding record
-(F_CODE, F_INSTR, F_SITE, F_PIPE, F_ALLOC, F_STAGE, F_OPIPE, F_OSITE, F_TAG, F_T0, F_T1, F_T2, F_T3,
- F_X0, F_X1) = range(15)
+(
+    F_CODE,
+    F_INSTR,
+    F_SITE,
+    F_PIPE,
+    F_ALLOC,
+    F_STAGE,
+    F_OPIPE,
+    F_OSITE,
+    F_TAG,
+    F_T0,
+    F_T1,
+    F_T2,
+    F_T3,
+    F_X0,
+    F_X1,
+) = range(15)
 NF = 15
 N_COORDS = 4
 # site kinds, and the columns of one log row
@@ -119,7 +145,9 @@ class Checks:
         if self.action not in ACTIONS:
             raise ValueError(f"checks: action must be one of {ACTIONS}, got {self.action!r}.")
         if not isinstance(self.capacity, int) or isinstance(self.capacity, bool) or self.capacity < 16:
-            raise ValueError(f"checks: capacity (log rows per core) must be an int >= 16, got {self.capacity!r}.")
+            raise ValueError(
+                f"checks: capacity (log rows per core) must be an int >= 16, got {self.capacity!r}."
+            )
         object.__setattr__(self, "enabled", frozenset(self.enabled))
 
     @classmethod
@@ -137,8 +165,10 @@ class Checks:
             try:
                 names = [str(v).strip().lower() for v in value]
             except TypeError:
-                raise TypeError(f"checks must be None, 'all', 'none', a check name or a tuple of "
-                                f"names from {CHECK_NAMES}; got {value!r}.") from None
+                raise TypeError(
+                    f"checks must be None, 'all', 'none', a check name or a tuple of "
+                    f"names from {CHECK_NAMES}; got {value!r}."
+                ) from None
         if names in (["all"], ["on"], ["true"]):
             names = list(CHECK_NAMES)
         elif names in (["none"], ["off"], ["false"], []):
@@ -204,9 +234,11 @@ def default_checks(value):
 
 
 # ---- instruction sites: where in the kernel's source each traced instruction is -----------------
-_SKIP_DIRS = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
-              os.path.dirname(os.path.abspath(jax.__file__)) + os.sep,
-              os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep + "contextlib")
+_SKIP_DIRS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(jax.__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep + "contextlib",
+)
 
 
 def _short(path: str) -> str:
@@ -278,7 +310,7 @@ class SiteTable:
         for i, (kind, p, s, d, refs, _) in enumerate(self.meta):
             t[i, :4] = (kind, p, s, d)
             for j, ref in enumerate(refs):
-                t[i, 4 + 4 * j: 8 + 4 * j] = ref
+                t[i, 4 + 4 * j : 8 + 4 * j] = ref
         m = 1 << max(4, (len(self.cands) - 1).bit_length())
         c = np.zeros((m, 2), np.int32)
         c[: len(self.cands)] = self.cands or np.zeros((0, 2), np.int32)
@@ -415,7 +447,7 @@ def flush(san: dict, pending: tuple) -> dict:
     keeps counting so that the overflow is reported."""
     log, n = san["log"], san["n"]
     for i in range(0, len(pending), SLACK):
-        block = jnp.stack([jnp.asarray(r, _i32) for r in pending[i:i + SLACK]])
+        block = jnp.stack([jnp.asarray(r, _i32) for r in pending[i : i + SLACK]])
         log = lax.dynamic_update_slice(log, block, (n, jnp.int32(0)), allow_negative_indices=False)
         n = n + block.shape[0]
     return {**san, "log": log, "n": n}
@@ -425,14 +457,18 @@ def check_ref_static(ref, op: str) -> None:
     """Static stage / offset of a Ref out of range: raise at trace time (memcheck, static part)."""
     a = ref.alloc
     if _static_int(ref.stage) and not 0 <= int(ref.stage) < a.stages:
-        raise WindowError(f"memcheck: {op} uses stage {int(ref.stage)} of allocation {a.name!r} in {a.buffer}, "
-                          f"which has {a.stages} stage(s) (0..{a.stages - 1}); index it as "
-                          f"alloc[i % {a.stages}].")
+        raise WindowError(
+            f"memcheck: {op} uses stage {int(ref.stage)} of allocation {a.name!r} in {a.buffer}, "
+            f"which has {a.stages} stage(s) (0..{a.stages - 1}); index it as "
+            f"alloc[i % {a.stages}]."
+        )
     if ref.offset is not None:
         for d, (o, s) in enumerate(zip(ref.offset, a.shape)):
             if _static_int(o) and not 0 <= int(o) < s:
-                raise WindowError(f"memcheck: {op}: offset {tuple(ref.offset)} of {a.name!r} {a.shape} is "
-                                  f"out of range on dim {d}; offsets must lie inside the allocation.")
+                raise WindowError(
+                    f"memcheck: {op}: offset {tuple(ref.offset)} of {a.name!r} {a.shape} is "
+                    f"out of range on dim {d}; offsets must lie inside the allocation."
+                )
 
 
 # ---- the hooks: called by issue() and sync.py when checks are on ----------------------------------
@@ -452,7 +488,9 @@ def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=()):
         refs.append((alloc_id(ctx, ref.alloc.name), base[ref.alloc.name], ref.alloc.stages, 2))
         vals.append(ref.stage)
     if len(refs) > MAX_REFS:
-        raise ValueError(f"sanitize: {op} touches {len(refs)} allocation slots; at most {MAX_REFS} are logged.")
+        raise ValueError(
+            f"sanitize: {op} touches {len(refs)} allocation slots; at most {MAX_REFS} are logged."
+        )
     if not (ctx.checks.race or ctx.checks.init or ctx.checks.mem):
         refs, vals = [], []
     mem = None
@@ -461,8 +499,11 @@ def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=()):
         for bad, code, key, dim, val in reversed(oob):  # the first condition that holds wins
             cid = table.add_cand(code, alloc_id(ctx, key) if key is not None else -1)
             bad = jnp.asarray(bad, jnp.bool_)
-            mc, md, mv = (jnp.where(bad, cid, mc), jnp.where(bad, jnp.asarray(dim, _i32), md),
-                          jnp.where(bad, jnp.asarray(val, _i32), mv))
+            mc, md, mv = (
+                jnp.where(bad, cid, mc),
+                jnp.where(bad, jnp.asarray(dim, _i32), md),
+                jnp.where(bad, jnp.asarray(val, _i32), mv),
+            )
         mem = (mc, md, mv)
     site = table.add(op, pipe, refs)
     return _log(core, site, when, vals, mem=mem)
@@ -515,12 +556,16 @@ def window_oob(core, alloc, starts, sizes, limits, op: str, align=None):
         a = None if align is None else align[d]
         if _static_int(s):
             if not 0 <= int(s) <= lim - n:
-                raise WindowError(f"memcheck: {op} window of {alloc.name!r} {alloc.shape} starts at {int(s)} "
-                                  f"on dim {d} with size {n}, past the allocation's {lim}; keep "
-                                  f"start + size <= {lim}.")
+                raise WindowError(
+                    f"memcheck: {op} window of {alloc.name!r} {alloc.shape} starts at {int(s)} "
+                    f"on dim {d} with size {n}, past the allocation's {lim}; keep "
+                    f"start + size <= {lim}."
+                )
             if a and int(s) % a:
-                raise WindowError(f"memcheck: {op} window of {alloc.name!r} starts at {int(s)} on dim {d}, "
-                                  f"off the {a}-element fractal boundary; round it to a multiple of {a}.")
+                raise WindowError(
+                    f"memcheck: {op} window of {alloc.name!r} starts at {int(s)} on dim {d}, "
+                    f"off the {a}-element fractal boundary; round it to a multiple of {a}."
+                )
         elif core.san and core.ctx.checks.mem:
             st = jnp.asarray(s, _i32)
             out.append(((st < 0) | (st > lim - n), BUF_OOB, alloc.name, d, st))
@@ -538,8 +583,10 @@ def extent_oob(core, alloc, values: dict, limits: dict, op: str):
             continue
         if _static_int(v):
             if not 0 <= int(v) <= lim:
-                raise WindowError(f"memcheck: {op} {name}={int(v)} is outside 0..{lim}, the extent of "
-                                  f"{alloc.name!r} {alloc.shape}; clip it to the tile.")
+                raise WindowError(
+                    f"memcheck: {op} {name}={int(v)} is outside 0..{lim}, the extent of "
+                    f"{alloc.name!r} {alloc.shape}; clip it to the tile."
+                )
         elif core.san and core.ctx.checks.mem:
             x = jnp.asarray(v, _i32)
             out.append(((x < 0) | (x > lim), EXTENT, alloc.name, d, x))
@@ -558,6 +605,20 @@ from npu_jax.core.findings import (  # noqa: E402  (findings.py imports the name
     sweep_waits,
 )
 
-__all__ = ["CHECK_NAMES", "Checks", "Finding", "MutationResult", "SiteTable", "all_findings", "analyze",
-           "default_checks", "findings_of", "get_default_checks", "mutate", "raise_or_warn", "run_analysis",
-           "set_default_checks", "sweep_waits"]
+__all__ = [
+    "CHECK_NAMES",
+    "Checks",
+    "Finding",
+    "MutationResult",
+    "SiteTable",
+    "all_findings",
+    "analyze",
+    "default_checks",
+    "findings_of",
+    "get_default_checks",
+    "mutate",
+    "raise_or_warn",
+    "run_analysis",
+    "set_default_checks",
+    "sweep_waits",
+]

@@ -82,8 +82,20 @@ class Context:
         return self.hw.gm_rate(self.n_cores)
 
 
-_DATA_FIELDS = ("gm", "gm_shape", "gm_written", "buf", "pipe_free", "pipe_busy", "n_instr", "flag_time",
-                "flag_set", "counters", "trace", "san")
+_DATA_FIELDS = (
+    "gm",
+    "gm_shape",
+    "gm_written",
+    "buf",
+    "pipe_free",
+    "pipe_busy",
+    "n_instr",
+    "flag_time",
+    "flag_set",
+    "counters",
+    "trace",
+    "san",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +136,10 @@ class Core:
     def gm_window(self, name: str, starts, sizes, limit=None) -> GmWindow:
         spec = self.ctx.gm_spec(name)
         if len(starts) != len(spec.shape) or len(sizes) != len(spec.shape):
-            raise ValueError(f"window of {name!r} needs {len(spec.shape)} starts and sizes, got "
-                             f"{len(starts)} and {len(sizes)}.")
+            raise ValueError(
+                f"window of {name!r} needs {len(spec.shape)} starts and sizes, got "
+                f"{len(starts)} and {len(sizes)}."
+            )
         for d, (s, p) in enumerate(zip(sizes, spec.padded)):
             if not 0 < int(s) <= p:
                 raise ValueError(f"window size {s} on dim {d} of {name!r} must be in 1..{p}.")
@@ -133,17 +147,19 @@ class Core:
             if isinstance(st, int) and not 0 <= st <= p - int(s):
                 raise WindowError(
                     f"memcheck: window of {name!r} at {tuple(starts)} size {tuple(sizes)} leaves the tensor "
-                    f"on dim {d} (start {st} + size {s} > stored extent {p}); move or shrink the window.")
+                    f"on dim {d} (start {st} + size {s} > stored extent {p}); move or shrink the window."
+                )
         if limit is not None and len(limit) != len(sizes):
             raise ValueError(f"limit needs one entry (or None) per dim of {name!r}.")
-        return GmWindow(name, tuple(starts), tuple(int(s) for s in sizes),
-                        None if limit is None else tuple(limit))
-
+        return GmWindow(
+            name, tuple(starts), tuple(int(s) for s in sizes), None if limit is None else tuple(limit)
+        )
 
     # ---- the instruction set, as methods returning a new Core (see instructions.py, sync.py) ----
     def data_copy(self, *, dst, src, layout=None, kernel=None, block_n=None, when=True) -> Core:
-        return _ins().data_copy(self, dst=dst, src=src, layout=layout, kernel=kernel,
-                                block_n=block_n, when=when)
+        return _ins().data_copy(
+            self, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n, when=when
+        )
 
     def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:
         return _ins().load2d(self, dst=dst, src=src, start=start, valid=valid, when=when)
@@ -220,8 +236,9 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
         if spec.name in gm:
             x = jnp.asarray(gm[spec.name])
             if tuple(x.shape) != spec.shape:
-                raise ValueError(f"GM tensor {spec.name!r} has shape {tuple(x.shape)}, "
-                                 f"expected {spec.shape}.")
+                raise ValueError(
+                    f"GM tensor {spec.name!r} has shape {tuple(x.shape)}, expected {spec.shape}."
+                )
             x = x.astype(DTYPES[spec.dtype])
         elif spec.output:
             x = jnp.zeros(spec.shape, DTYPES[spec.dtype])
@@ -238,8 +255,13 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
     P, E, T = len(PIPES), ctx.hw.num_event_ids, ctx.trace_capacity
     trace = {}
     if T:
-        trace = {"pipe": jnp.zeros((T,), jnp.int32), "op": jnp.zeros((T,), jnp.int32),
-                 "start": wide.zeros((T,)), "end": wide.zeros((T,)), "n": jnp.zeros((), jnp.int32)}
+        trace = {
+            "pipe": jnp.zeros((T,), jnp.int32),
+            "op": jnp.zeros((T,), jnp.int32),
+            "start": wide.zeros((T,)),
+            "end": wide.zeros((T,)),
+            "n": jnp.zeros((), jnp.int32),
+        }
     return Core(
         gm=arrays,
         gm_shape=shapes,

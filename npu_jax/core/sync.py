@@ -32,8 +32,10 @@ def parse_event(event: str) -> tuple[int, int]:
 def _event_id(core: Core, event_id):
     n = core.hw.num_event_ids
     if isinstance(event_id, bool) or (isinstance(event_id, int) and not 0 <= event_id < n):
-        raise ValueError(f"event id must be in 0..{n - 1} on {core.hw.name}, got {event_id!r}; "
-                         f"ping-pong kernels use base + i % stages.")
+        raise ValueError(
+            f"event id must be in 0..{n - 1} on {core.hw.name}, got {event_id!r}; "
+            f"ping-pong kernels use base + i % stages."
+        )
     # a traced id outside the range is clipped here and reported by synccheck
     return jnp.clip(jnp.asarray(event_id, jnp.int32), 0, n - 1)
 
@@ -42,8 +44,7 @@ def _flag_mask(core: Core, s: int, d: int, e):
     """(P, P, E) one-hot of flag (s, d, e): selects fuse where scatters would not."""
     P, _, E = core.flag_set.shape
     ps = jnp.arange(P)
-    return ((ps == s)[:, None, None] & (ps == d)[None, :, None]
-            & (jnp.arange(E) == e)[None, None, :])
+    return (ps == s)[:, None, None] & (ps == d)[None, :, None] & (jnp.arange(E) == e)[None, None, :]
 
 
 def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:

@@ -16,19 +16,53 @@ from npu_jax.hw.config import HardwareConfig
 PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
 PIPE_INDEX = {p: i for i, p in enumerate(PIPES)}
 # Lane names of the vendor simulator's Chrome trace.
-LANES = {"MTE2": "MTE2", "MTE1": "MTE1", "M": "CUBE", "FIX": "FIXP", "V": "VECTOR", "MTE3": "MTE3",
-         "S": "SCALAR"}
+LANES = {
+    "MTE2": "MTE2",
+    "MTE1": "MTE1",
+    "M": "CUBE",
+    "FIX": "FIXP",
+    "V": "VECTOR",
+    "MTE3": "MTE3",
+    "S": "SCALAR",
+}
 # Busy-ratio names in the vendor profiler's vocabulary.
-RATIO_NAMES = {"M": "mac_ratio", "MTE1": "mte1_ratio", "MTE2": "mte2_ratio", "MTE3": "mte3_ratio",
-               "FIX": "fixpipe_ratio", "V": "vec_ratio", "S": "scalar_ratio"}
+RATIO_NAMES = {
+    "M": "mac_ratio",
+    "MTE1": "mte1_ratio",
+    "MTE2": "mte2_ratio",
+    "MTE3": "mte3_ratio",
+    "FIX": "fixpipe_ratio",
+    "V": "vec_ratio",
+    "S": "scalar_ratio",
+}
 
-OPS = ("DataCopy", "LoadData2D", "Load3D", "Mmad", "Fixpipe", "L0CToUB", "VAdd", "VSub", "VMul",
-       "VMax", "VMin", "VAdds", "VMuls", "VMaxs", "VMins", "VRelu", "VLeakyRelu", "VExp", "VCast",
-       "VReduceSum", "VCopy", "Scalar")
+OPS = (
+    "DataCopy",
+    "LoadData2D",
+    "Load3D",
+    "Mmad",
+    "Fixpipe",
+    "L0CToUB",
+    "VAdd",
+    "VSub",
+    "VMul",
+    "VMax",
+    "VMin",
+    "VAdds",
+    "VMuls",
+    "VMaxs",
+    "VMins",
+    "VRelu",
+    "VLeakyRelu",
+    "VExp",
+    "VCast",
+    "VReduceSum",
+    "VCopy",
+    "Scalar",
+)
 OP_INDEX = {o: i for i, o in enumerate(OPS)}
 
-PATHS = ("GM->L1", "GM->UB", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "L0C->UB", "UB->GM",
-         "UB->L1")
+PATHS = ("GM->L1", "GM->UB", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "L0C->UB", "UB->GM", "UB->L1")
 COUNTERS = PATHS + ("flops", "flops_issued", "vector_bytes")
 COUNTER_INDEX = {c: i for i, c in enumerate(COUNTERS)}
 

@@ -102,7 +102,9 @@ def item_costs(p, xp=np):
     rows_full = (r0 == 0) & (rows == g.h)
     chans = p.c1 * c0 if sp.nc1hwc0_source else g.c
     x_bytes = chans * rows * cols * isz * fetch
-    x_bursts = xp.where(cols_full, 1, rows) * xp.where(cols_full & rows_full, 1, p.c1 if sp.nc1hwc0_source else g.c)
+    x_bursts = xp.where(cols_full, 1, rows) * xp.where(
+        cols_full & rows_full, 1, p.c1 if sp.nc1hwc0_source else g.c
+    )
     cx = o.gm(x_bytes, x_bursts, gm_rate, a.mte2_startup)
 
     # weight parts: (cores, items, parts)
@@ -156,8 +158,9 @@ def item_costs(p, xp=np):
     z = 0 * live
     vpre, vres, vpost, cr, res_bytes, cbias, bias_bytes = z, z, z, z, z, 0, 0
     if e is not None and e.has("bias"):  # once per core, before the first item
-        bias_bytes = xp.clip(g.k - (xp.arange(cores) % t.cout_split) * cb_per * t.n, 0, p.cb_per_cap * t.n) * \
-            itemsize(e.bias_format)
+        bias_bytes = xp.clip(
+            g.k - (xp.arange(cores) % t.cout_split) * cb_per * t.n, 0, p.cb_per_cap * t.n
+        ) * itemsize(e.bias_format)
         cbias = o.gm(bias_bytes, xp.ones_like(bias_bytes), gm_rate, a.mte2_startup)
     if e is not None and e.where == "ub":
         vsz = itemsize(e.vector)
@@ -181,16 +184,48 @@ def item_costs(p, xp=np):
         fx = cv_
     else:
         gaps = xp.maximum(out_bursts - 1, 0) * a.gm_burst_overhead
-        fx = xp.where(out_bytes > 0, a.fixpipe_startup + xp.maximum(
-            o.ceil_div(l0c_bytes, a.fixpipe_bytes_per_cycle), o.ceil_div(out_bytes, gm_rate) + gaps), 0)
+        fx = xp.where(
+            out_bytes > 0,
+            a.fixpipe_startup
+            + xp.maximum(
+                o.ceil_div(l0c_bytes, a.fixpipe_bytes_per_cycle), o.ceil_div(out_bytes, gm_rate) + gaps
+            ),
+            0,
+        )
         c3 = 0 * fx
 
     release = live & (((cbl == cb_per - 1) | (cb == ncb - 1)) if sp.reuse_input else True)
-    return dict(live=live, fetch=fetch, release=release, cx=cx, cw=cw, cw_res=cw_res, wr_bytes=wr_bytes, S=S,
-                kv1=kv1, kvS=kvS, L=L, MM=MM, fx=fx, c3=c3, x_bytes=x_bytes, w_bytes=w_bytes,
-                out_bytes=out_bytes, m_eff=m_eff, nv=nv, nparts=nparts, L3=L3, vpre=vpre, vres=vres, vpost=vpost,
-                cr=cr, res_bytes=res_bytes, cbias=cbias, bias_bytes=bias_bytes,
-                has_res=e is not None and e.has("residual"))
+    return dict(
+        live=live,
+        fetch=fetch,
+        release=release,
+        cx=cx,
+        cw=cw,
+        cw_res=cw_res,
+        wr_bytes=wr_bytes,
+        S=S,
+        kv1=kv1,
+        kvS=kvS,
+        L=L,
+        MM=MM,
+        fx=fx,
+        c3=c3,
+        x_bytes=x_bytes,
+        w_bytes=w_bytes,
+        out_bytes=out_bytes,
+        m_eff=m_eff,
+        nv=nv,
+        nparts=nparts,
+        L3=L3,
+        vpre=vpre,
+        vres=vres,
+        vpost=vpost,
+        cr=cr,
+        res_bytes=res_bytes,
+        cbias=cbias,
+        bias_bytes=bias_bytes,
+        has_res=e is not None and e.has("residual"),
+    )
 
 
 def predict(p, xp=np) -> Prediction:
@@ -207,9 +242,12 @@ def predict(p, xp=np) -> Prediction:
         gm_ub = gm_ub + xp.sum(c["bias_bytes"])
     out = c["out_bytes"].sum()
     path_out = "UB->GM" if p.hw.coupled else "L0C->GM"
-    return Prediction(cycles=_to_int(cyc, xp), gm_bytes=_to_int(gm_l1 + gm_ub + out, xp),
-                      bytes={"GM->L1": _to_int(gm_l1, xp), "GM->UB": _to_int(gm_ub, xp), path_out: _to_int(out, xp)},
-                      flops=p.g.flops if isinstance(p.g.n, int) else None)
+    return Prediction(
+        cycles=_to_int(cyc, xp),
+        gm_bytes=_to_int(gm_l1 + gm_ub + out, xp),
+        bytes={"GM->L1": _to_int(gm_l1, xp), "GM->UB": _to_int(gm_ub, xp), path_out: _to_int(out, xp)},
+        flops=p.g.flops if isinstance(p.g.n, int) else None,
+    )
 
 
 def _schedule(p, c, xp):
@@ -314,8 +352,16 @@ def lower_bound(p, xp=np, serial: bool = False) -> int:
     return int(xp.maximum(xp.maximum(mte1, cube), xp.maximum(mte2, epi)).max())
 
 
-def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "fp16",
-                 output: str = "fp16", exact: int | None = 48, epi=None):
+def predict_many(
+    g,
+    strategy: str,
+    tilings,
+    hw: HardwareConfig,
+    operand: str = "fp16",
+    output: str = "fp16",
+    exact: int | None = 48,
+    epi=None,
+):
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
 
     Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
@@ -333,7 +379,9 @@ def predict_many(g, strategy: str, tilings, hw: HardwareConfig, operand: str = "
     if not plans[0].spec.double_buffer:
         # single-buffered work is mostly serial: also take the best by the serial sum
         ser = [lower_bound(p, serial=True) for p in plans]
-        pick = list(dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2]))
+        pick = list(
+            dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2])
+        )
     cyc, gmb = list(lbs), [None] * len(plans)
     for i in pick:
         q = predict(plans[i])

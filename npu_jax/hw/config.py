@@ -102,9 +102,22 @@ class HardwareConfig:
                 raise ValueError(f"HardwareConfig.{name} must be a positive int, got {v!r}.")
 
         for name in (
-            "num_cores", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes", "ub_bytes",
-            "l1_align", "l0a_align", "l0b_align", "l0c_align", "ub_align",
-            "cube_m", "cube_n", "cube_k_bytes", "vector_repeat_bytes", "num_event_ids",
+            "num_cores",
+            "l1_bytes",
+            "l0a_bytes",
+            "l0b_bytes",
+            "l0c_bytes",
+            "ub_bytes",
+            "l1_align",
+            "l0a_align",
+            "l0b_align",
+            "l0c_align",
+            "ub_align",
+            "cube_m",
+            "cube_n",
+            "cube_k_bytes",
+            "vector_repeat_bytes",
+            "num_event_ids",
         ):
             positive_int(name)
         if not isinstance(self.name, str):
@@ -113,13 +126,17 @@ class HardwareConfig:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"HardwareConfig.{name} must be True or False, got {getattr(self, name)!r}.")
         if self.num_event_ids > 16:
-            raise ValueError(f"HardwareConfig.num_event_ids must be <= 16 (the chips have 8, the 910 4), "
-                             f"got {self.num_event_ids}.")
+            raise ValueError(
+                f"HardwareConfig.num_event_ids must be <= 16 (the chips have 8, the 910 4), "
+                f"got {self.num_event_ids}."
+            )
         for buf in BUFFERS:
             size, align = self.buffer_bytes(buf), self.alignment(buf)
             if align & (align - 1):
-                raise ValueError(f"HardwareConfig.{buf.lower()}_align ({buf} alignment) must be a power of two, "
-                                 f"got {align}.")
+                raise ValueError(
+                    f"HardwareConfig.{buf.lower()}_align ({buf} alignment) must be a power of two, "
+                    f"got {align}."
+                )
             if size % align:
                 raise ValueError(
                     f"{buf} size {size} B is not a multiple of its alignment {align} B; "
@@ -131,35 +148,52 @@ class HardwareConfig:
                 f"{self.l0a_bytes} and {self.l0b_bytes}."
             )
         for name in (
-            "clock_ghz", "gm_bytes_per_cycle", "l1_to_l0a_bytes_per_cycle",
-            "l0c_to_ub_bytes_per_cycle", "l1_to_ub_bytes_per_cycle",
+            "clock_ghz",
+            "gm_bytes_per_cycle",
+            "l1_to_l0a_bytes_per_cycle",
+            "l0c_to_ub_bytes_per_cycle",
+            "l1_to_ub_bytes_per_cycle",
         ):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v):
                 raise ValueError(f"HardwareConfig.{name} must be a finite number > 0, got {v!r}.")
         for name in ("chip_gm_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0
-                                  or math.isinf(v)):
+            if v is not None and (
+                not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v)
+            ):
                 raise ValueError(f"HardwareConfig.{name} must be None or a finite number > 0, got {v!r}.")
-        if self.vector_cores is not None and (not isinstance(self.vector_cores, int)
-                                              or isinstance(self.vector_cores, bool) or self.vector_cores <= 0):
-            raise ValueError(f"HardwareConfig.vector_cores must be None or a positive int, got {self.vector_cores!r}.")
-        if self.overflow_mode not in OVERFLOW_MODES:
+        if self.vector_cores is not None and (
+            not isinstance(self.vector_cores, int)
+            or isinstance(self.vector_cores, bool)
+            or self.vector_cores <= 0
+        ):
             raise ValueError(
-                f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}."
+                f"HardwareConfig.vector_cores must be None or a positive int, got {self.vector_cores!r}."
             )
+        if self.overflow_mode not in OVERFLOW_MODES:
+            raise ValueError(f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}.")
         if not isinstance(self.assumed, Assumed):
             raise TypeError(f"assumed must be an Assumed, got {type(self.assumed).__name__}.")
 
     # ---- derived figures -------------------------------------------------------------------
     def buffer_bytes(self, buffer: str) -> int:
-        return {"L1": self.l1_bytes, "L0A": self.l0a_bytes, "L0B": self.l0b_bytes,
-                "L0C": self.l0c_bytes, "UB": self.ub_bytes}[_check_buffer(buffer)]
+        return {
+            "L1": self.l1_bytes,
+            "L0A": self.l0a_bytes,
+            "L0B": self.l0b_bytes,
+            "L0C": self.l0c_bytes,
+            "UB": self.ub_bytes,
+        }[_check_buffer(buffer)]
 
     def alignment(self, buffer: str) -> int:
-        return {"L1": self.l1_align, "L0A": self.l0a_align, "L0B": self.l0b_align,
-                "L0C": self.l0c_align, "UB": self.ub_align}[_check_buffer(buffer)]
+        return {
+            "L1": self.l1_align,
+            "L0A": self.l0a_align,
+            "L0B": self.l0b_align,
+            "L0C": self.l0c_align,
+            "UB": self.ub_align,
+        }[_check_buffer(buffer)]
 
     def k0(self, itemsize: int) -> int:
         """Fractal depth K0 for an operand of ``itemsize`` bytes (16 for fp16, 8 for fp32)."""

@@ -30,14 +30,42 @@ _KEYS = {
 }
 # Keys that vendor files carry and the model deliberately does not use.
 _IGNORED = {
-    "l2_rate", "l2_read_rate", "l2_write_rate", "l2_size", "l2_type", "l2_page_num", "smask_buffer",
-    "ub_block_size", "ub_bank_size", "ub_bank_num", "ub_bank_group_num", "bt_size", "fb_size",
-    "vector_core_cnt", "vector_freq", "ddr_read_rate", "ddr_write_rate", "l0_c_to_l1_rate",
-    "l1_to_l0_c_rate", "ub_to_l2_rate", "ub_to_ub_rate", "l1_to_l2_rate", "ai_cpu_cnt",
-    "memory_type", "memory_size", "ai_core_intrinsic_dtype_map",
+    "l2_rate",
+    "l2_read_rate",
+    "l2_write_rate",
+    "l2_size",
+    "l2_type",
+    "l2_page_num",
+    "smask_buffer",
+    "ub_block_size",
+    "ub_bank_size",
+    "ub_bank_num",
+    "ub_bank_group_num",
+    "bt_size",
+    "fb_size",
+    "vector_core_cnt",
+    "vector_freq",
+    "ddr_read_rate",
+    "ddr_write_rate",
+    "l0_c_to_l1_rate",
+    "l1_to_l0_c_rate",
+    "ub_to_l2_rate",
+    "ub_to_ub_rate",
+    "l1_to_l2_rate",
+    "ai_cpu_cnt",
+    "memory_type",
+    "memory_size",
+    "ai_core_intrinsic_dtype_map",
 }
-_SECTIONS = {"SoCInfo", "AICoreSpec", "AICoreMemoryRates", "VectorCoreSpec", "VectorCoreMemoryRates",
-             "CPUCache", "version"}
+_SECTIONS = {
+    "SoCInfo",
+    "AICoreSpec",
+    "AICoreMemoryRates",
+    "VectorCoreSpec",
+    "VectorCoreMemoryRates",
+    "CPUCache",
+    "version",
+}
 
 
 def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> HardwareConfig:
@@ -47,15 +75,19 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
     if not os.path.exists(path):
         raise FileNotFoundError(f"platform ini not found: {os.fspath(path)!r}")
     if base is not None and not isinstance(base, HardwareConfig):
-        raise TypeError(f"from_ini: base must be a HardwareConfig or None (e.g. presets.get('910b')), got "
-                        f"{type(base).__name__}.")
+        raise TypeError(
+            f"from_ini: base must be a HardwareConfig or None (e.g. presets.get('910b')), got "
+            f"{type(base).__name__}."
+        )
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str.lower  # keys are case-insensitive in vendor files
     try:
         parser.read(path)
     except configparser.Error as e:
-        raise ValueError(f"{os.fspath(path)}: not a platform ini file ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0]}); expected [SoCInfo] / [AICoreSpec] sections of key = value.") from None
+        raise ValueError(
+            f"{os.fspath(path)}: not a platform ini file ({type(e).__name__}: "
+            f"{str(e).splitlines()[0]}); expected [SoCInfo] / [AICoreSpec] sections of key = value."
+        ) from None
     changes, source = {}, {}
     for section in parser.sections():
         if section not in _SECTIONS:

@@ -131,8 +131,9 @@ PRESETS = {
 def get(name: str) -> HardwareConfig:
     """A preset by name (``ascend910b``, ``ascend910``, ``ascend310p``, ``tiny``; ``910b`` works)."""
     if not isinstance(name, str):
-        raise TypeError(f"preset name must be a string such as '910b' or 'tiny', got {name!r}; "
-                        f"known: {sorted(PRESETS)}.")
+        raise TypeError(
+            f"preset name must be a string such as '910b' or 'tiny', got {name!r}; known: {sorted(PRESETS)}."
+        )
     key = name.lower().replace("-", "").replace("_", "")
     if not key.startswith("ascend") and key != "tiny":
         key = "ascend" + key

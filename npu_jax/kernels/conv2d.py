@@ -260,52 +260,80 @@ class ConvPlan:
     def validate(self) -> None:
         t, sp, c0 = self.t, self.spec, self.c0
         if t.cores is not None and t.cores > self.hw.num_cores:
-            raise TilingError(f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
-                              f"cores; use cores <= {self.hw.num_cores} or None.")
+            raise TilingError(
+                f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
+                f"cores; use cores <= {self.hw.num_cores} or None."
+            )
         want = self.hw.num_cores if t.cores is None else t.cores
         if t.cout_split > want or t.cout_split > self.n_cb_cap:
-            raise TilingError(f"ConvTiling.cout_split={t.cout_split} needs at least that many cores "
-                              f"({want}) and Cout blocks ({self.n_cb_cap} of n={t.n}); lower it.")
+            raise TilingError(
+                f"ConvTiling.cout_split={t.cout_split} needs at least that many cores "
+                f"({want}) and Cout blocks ({self.n_cb_cap} of n={t.n}); lower it."
+            )
         if t.k_l0 % c0:
-            raise TilingError(f"ConvTiling.k_l0 must be a multiple of C0={c0} ({self.operand}), got {t.k_l0}.")
+            raise TilingError(
+                f"ConvTiling.k_l0 must be a multiple of C0={c0} ({self.operand}), got {t.k_l0}."
+            )
         if not sp.deep_k and t.k_l0 != c0:
-            raise TilingError(f"strategy {self.strategy!r} feeds the Cube one (c1, tap) fractal per Mmad: "
-                              f"k_l0 must be C0={c0}, got {t.k_l0}. Use strategy='img2col' for deep Mmads.")
+            raise TilingError(
+                f"strategy {self.strategy!r} feeds the Cube one (c1, tap) fractal per Mmad: "
+                f"k_l0 must be C0={c0}, got {t.k_l0}. Use strategy='img2col' for deep Mmads."
+            )
         if not sp.double_buffer and (t.l1_stages, t.l0_stages) != (1, 1):
-            raise TilingError(f"strategy {self.strategy!r} is single-buffered (l1_stages=l0_stages=1); "
-                              f"got {t.l1_stages}, {t.l0_stages}. Double buffering is img2col's step.")
+            raise TilingError(
+                f"strategy {self.strategy!r} is single-buffered (l1_stages=l0_stages=1); "
+                f"got {t.l1_stages}, {t.l0_stages}. Double buffering is img2col's step."
+            )
         if t.weights_resident and not sp.resident_weights_allowed:
-            raise TilingError(f"strategy {self.strategy!r} re-fetches weights per output tile; "
-                              f"weights_resident must be False.")
+            raise TilingError(
+                f"strategy {self.strategy!r} re-fetches weights per output tile; "
+                f"weights_resident must be False."
+            )
         if t.weights_resident and t.cin1 < self.c1_cap:
-            raise TilingError(f"weights_resident needs the whole reduction in L1: cin1 must be >= "
-                              f"C1={self.c1_cap}, got {t.cin1}.")
+            raise TilingError(
+                f"weights_resident needs the whole reduction in L1: cin1 must be >= "
+                f"C1={self.c1_cap}, got {t.cin1}."
+            )
         from npu_jax.errors import AlignmentError, CapacityError
         from npu_jax.kernels.conv_geometry import tiling_hint
 
         try:
             self.allocate()  # capacity and alignment, with the buffer named
         except (CapacityError, AlignmentError) as e:
-            raise tiling_hint(e, {"x_l1": ("ho", "wo", "l1_stages"), "w_l1": ("cin1", "n", "weights_resident"),
-                                  "a_l0": ("ho", "wo", "k_l0", "l0_stages"), "b_l0": ("k_l0", "n", "l0_stages"),
-                                  "c_l0c": ("ho", "wo", "n"), "y_ub": ("ho", "wo", "n"),
-                                  "res_ub": ("ho", "wo", "n"), "out_ub": ("ho", "wo", "n"),
-                                  "bias_l1": ("n", "cout_split"), "bias_ub": ("n", "cout_split")}, t) from None
+            raise tiling_hint(
+                e,
+                {
+                    "x_l1": ("ho", "wo", "l1_stages"),
+                    "w_l1": ("cin1", "n", "weights_resident"),
+                    "a_l0": ("ho", "wo", "k_l0", "l0_stages"),
+                    "b_l0": ("k_l0", "n", "l0_stages"),
+                    "c_l0c": ("ho", "wo", "n"),
+                    "y_ub": ("ho", "wo", "n"),
+                    "res_ub": ("ho", "wo", "n"),
+                    "out_ub": ("ho", "wo", "n"),
+                    "bias_l1": ("n", "cout_split"),
+                    "bias_ub": ("n", "cout_split"),
+                },
+                t,
+            ) from None
 
     def allocate(self) -> tuple[Plan, dict]:
         """Allocate every buffer; raises CapacityError naming the buffer that overflows."""
         hw, t, op = self.hw, self.t, self.operand
         plan = Plan(hw)
         a = {}
-        a["x"] = plan.alloc("L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op,
-                            stages=t.l1_stages, fmt="NC1HWC0")
+        a["x"] = plan.alloc(
+            "L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op, stages=t.l1_stages, fmt="NC1HWC0"
+        )
         # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
         if t.weights_resident:  # the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
-            a["w"] = plan.alloc("L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op,
-                                fmt="ND")
+            a["w"] = plan.alloc(
+                "L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op, fmt="ND"
+            )
         else:
-            a["w"] = plan.alloc("L1", "w_l1", (_r(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages,
-                                fmt="ND")
+            a["w"] = plan.alloc(
+                "L1", "w_l1", (_r(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages, fmt="ND"
+            )
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
         a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
@@ -316,9 +344,16 @@ class ConvPlan:
         return plan, a
 
 
-def make_plan(g: ConvGeometry, strategy: str, tiling: ConvTiling, hw: HardwareConfig,
-              operand: str = "fp16", output: str = "fp16", bound: ConvGeometry | None = None,
-              epi: EpiloguePlan | None = None) -> ConvPlan:
+def make_plan(
+    g: ConvGeometry,
+    strategy: str,
+    tiling: ConvTiling,
+    hw: HardwareConfig,
+    operand: str = "fp16",
+    output: str = "fp16",
+    bound: ConvGeometry | None = None,
+    epi: EpiloguePlan | None = None,
+) -> ConvPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
     if not isinstance(tiling, ConvTiling):
@@ -353,10 +388,15 @@ def build_kernel(p: ConvPlan):
 
     def input_window(core, n, r0, c0_, rows, cols):
         if sp.nc1hwc0_source:
-            return core.gm_window("x5", (n, 0, r0, c0_, 0), (1, p.c1_cap, p.h_in, p.w_in, p.c0),
-                                  limit=(None, None, rows, cols, None))
-        return core.gm_window("x", (n, 0, r0, c0_), (1, p.c1_cap * p.c0, p.h_in, p.w_in),
-                              limit=(None, None, rows, cols))
+            return core.gm_window(
+                "x5",
+                (n, 0, r0, c0_, 0),
+                (1, p.c1_cap, p.h_in, p.w_in, p.c0),
+                limit=(None, None, rows, cols, None),
+            )
+        return core.gm_window(
+            "x", (n, 0, r0, c0_), (1, p.c1_cap * p.c0, p.h_in, p.w_in), limit=(None, None, rows, cols)
+        )
 
     def copy_weights(core, dst, part, cb, when):
         """Weights for part ``part`` of Cout block ``cb`` (resident: all of the group starting at
@@ -367,13 +407,22 @@ def build_kernel(p: ConvPlan):
                 win = core.gm_window("wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n))
             else:
                 nv = jnp.minimum(t.n, g.k - cb * t.n)
-                win = core.gm_window("wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n),
-                                     limit=(None, None, nv))
+                win = core.gm_window(
+                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n), limit=(None, None, nv)
+                )
             return core.data_copy(dst=dst, src=win, when=when)
         cin = p.c1_cap if t.weights_resident else p.cin1_eff
-        win = core.gm_window("w", (cb * t.n, part * p.cin1_eff * p.c0, 0, 0), (w_cols, cin * p.c0, B.kh, B.kw))
-        return core.data_copy(dst=dst, src=win, layout="oihw_to_kn", kernel=(g.kh, g.kw),
-                              block_n=t.n if t.weights_resident else None, when=when)
+        win = core.gm_window(
+            "w", (cb * t.n, part * p.cin1_eff * p.c0, 0, 0), (w_cols, cin * p.c0, B.kh, B.kw)
+        )
+        return core.data_copy(
+            dst=dst,
+            src=win,
+            layout="oihw_to_kn",
+            kernel=(g.kh, g.kw),
+            block_n=t.n if t.weights_resident else None,
+            when=when,
+        )
 
     l1_ids = [IN + s for s in range(t.l1_stages)]
     if not t.weights_resident:
@@ -415,8 +464,12 @@ def build_kernel(p: ConvPlan):
             rows = jnp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
             cols = jnp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
             core = core.wait_flag("MTE1_MTE2", IN + xs, fetch)
-            core = core.data_copy(dst=x_l1[xs], src=input_window(core, n, r0, c0_, rows, cols),
-                                  layout=None if sp.nc1hwc0_source else "nc1hwc0", when=fetch)
+            core = core.data_copy(
+                dst=x_l1[xs],
+                src=input_window(core, n, r0, c0_, rows, cols),
+                layout=None if sp.nc1hwc0_source else "nc1hwc0",
+                when=fetch,
+            )
             core = core.set_flag("MTE2_MTE1", IN + xs, fetch)
             core = core.wait_flag("MTE2_MTE1", IN + xs, fetch)
 
@@ -440,15 +493,34 @@ def build_kernel(p: ConvPlan):
                     go = live & (kv > 0)
                     core = core.at_tile(item=j, tile=tile, cout_block=cb, k=ks)
                     core = core.wait_flag("M_MTE1", u, go)
-                    core = core.load3d(dst=a_l0[u], src=x_l1[xs], geom=geom, k_start=ks, m_start=0,
-                                       pad_top=r0 - ih0, pad_left=c0_ - iw0, h_valid=rows,
-                                       w_valid=cols, m_valid=m_eff, when=go)
+                    core = core.load3d(
+                        dst=a_l0[u],
+                        src=x_l1[xs],
+                        geom=geom,
+                        k_start=ks,
+                        m_start=0,
+                        pad_top=r0 - ih0,
+                        pad_left=c0_ - iw0,
+                        h_valid=rows,
+                        w_valid=cols,
+                        m_valid=m_eff,
+                        when=go,
+                    )
                     wrow = cbl * res_rows + ks if t.weights_resident else q * t.k_l0
-                    core = core.load2d(dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0),
-                                       valid=(kv, nv), when=go)
+                    core = core.load2d(
+                        dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0), valid=(kv, nv), when=go
+                    )
                     core = core.set_flag("MTE1_M", u, go).wait_flag("MTE1_M", u, go)
-                    core = core.mmad(dst=c_l0[0], a=a_l0[u], b=b_l0[u], m=m_eff, n=nv, k=kv,
-                                     init=(pi == 0) & (q == 0), when=go)
+                    core = core.mmad(
+                        dst=c_l0[0],
+                        a=a_l0[u],
+                        b=b_l0[u],
+                        m=m_eff,
+                        n=nv,
+                        k=kv,
+                        init=(pi == 0) & (q == 0),
+                        when=go,
+                    )
                     return core.set_flag("M_MTE1", u, go)
 
                 core = lax.fori_loop(0, spp, step, core)
@@ -464,8 +536,11 @@ def build_kernel(p: ConvPlan):
             # ---- epilogue: L0C -> GM (NHWC) ----
             y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
             if p.epi is not None:
-                res_win = (core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
-                           if p.epi.has("residual") else None)
+                res_win = (
+                    core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+                    if p.epi.has("residual")
+                    else None
+                )
                 return epi_mod.emit(core, p.epi, a, c_l0, y_win, res_win, cbl * t.n, m_eff, nv, t.n, live)
             return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
 
@@ -506,28 +581,49 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeo
             r0 = band * rows
             nr = jnp.minimum(rows, g.h - r0)
             core = q.alloc_tensor(core, j, live)
-            core = core.data_copy(dst=q.slot(j), src=core.gm_window(
-                "x", (n, ci * c0, r0, 0), (1, c0, rows, B.w), limit=(None, None, nr, None)),
-                layout="nc1hwc0", when=live)
+            core = core.data_copy(
+                dst=q.slot(j),
+                src=core.gm_window(
+                    "x", (n, ci * c0, r0, 0), (1, c0, rows, B.w), limit=(None, None, nr, None)
+                ),
+                layout="nc1hwc0",
+                when=live,
+            )
             core = q.enque(core, j, live)
             core = q.deque(core, j, live)
-            core = core.data_copy(dst=core.gm_window("x5", (n, ci, r0, 0, 0), (1, 1, rows, B.w, c0),
-                                                     limit=(None, None, nr, None, None)),
-                                  src=q.slot(j), when=live)
+            core = core.data_copy(
+                dst=core.gm_window(
+                    "x5", (n, ci, r0, 0, 0), (1, 1, rows, B.w, c0), limit=(None, None, nr, None, None)
+                ),
+                src=q.slot(j),
+                when=live,
+            )
             return q.free(core, j, live)
 
         core = lax.fori_loop(0, per_core, item, core)
         return q.drain(core)
 
-    gm = (GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, c1_cap * c0, _r(B.h, rows), B.w), op),
-          GmSpec("x5", (B.n, c1_cap, B.h, B.w, c0), (B.n, c1_cap, _r(B.h, rows), B.w, c0), op,
-                 output=True))
+    gm = (
+        GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, c1_cap * c0, _r(B.h, rows), B.w), op),
+        GmSpec("x5", (B.n, c1_cap, B.h, B.w, c0), (B.n, c1_cap, _r(B.h, rows), B.w, c0), op, output=True),
+    )
     return plan, gm, ncores, kernel
 
 
 # ---- running it ----------------------------------------------------------------------------------
-def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, *, bias=None, residual=None,
-             name: str | None = None, move_data: bool = True, checks=None):
+def run_plan(
+    p: ConvPlan,
+    x,
+    w,
+    policy: Policy,
+    trace_capacity: int = 0,
+    *,
+    bias=None,
+    residual=None,
+    name: str | None = None,
+    move_data: bool = True,
+    checks=None,
+):
     """Launch a ConvPlan on x (N, C, H, W) and w (K, C, kh, kw), both at the bound's shape and in
     the operand format. Returns (y NHWC at the bound's shape, report). ``move_data=False`` is the
     timing-only mode: the same program, every cost and counter, and no data work at all.
@@ -541,11 +637,25 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, *, bias
     ext_x = (g.n, g.c, g.h, g.w)
     if p.spec.nc1hwc0_source:
         rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, p.bound)
-        rctx = Context(hw=hw, allocs=tuple(rplan.allocs), gm=rgm, policy=policy, n_cores=rcores,
-                       trace_capacity=cap, move_data=move_data, checks=checks)
-        routs, rrep = launch(rkern, rctx, {"x": x}, name="relayout", operand=op,
-                             workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
-                             extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)})
+        rctx = Context(
+            hw=hw,
+            allocs=tuple(rplan.allocs),
+            gm=rgm,
+            policy=policy,
+            n_cores=rcores,
+            trace_capacity=cap,
+            move_data=move_data,
+            checks=checks,
+        )
+        routs, rrep = launch(
+            rkern,
+            rctx,
+            {"x": x},
+            name="relayout",
+            operand=op,
+            workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
+            extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)},
+        )
         extras["relayout"] = rrep
         from npu_jax.core.formats import oihw_to_kn
 
@@ -556,17 +666,21 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, *, bias
         wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
         gm_in = {"x5": routs["x5"], "wkn": wk}
         nb_pad = t.cout_split * p.cb_per_cap  # whole groups, so every window stays inside
-        gm = (GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0),
-                     (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op),
-              GmSpec("wkn", (p.n_cb_cap, p.k_total_cap, t.n),
-                     (nb_pad, p.k_total_cap + p.k_l1_cap, t.n), op))
+        gm = (
+            GmSpec(
+                "x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op
+            ),
+            GmSpec("wkn", (p.n_cb_cap, p.k_total_cap, t.n), (nb_pad, p.k_total_cap + p.k_l1_cap, t.n), op),
+        )
         extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.n_cb, p.k_total, t.n)}
     else:
         gm_in = {"x": x, "w": w}
         cpad = _r(p.c1_cap, p.cin1_eff) * p.c0
         kpad = t.cout_split * p.cb_per_cap * t.n
-        gm = (GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, cpad, B.h + p.h_in, B.w + p.w_in), op),
-              GmSpec("w", (B.k, B.c, B.kh, B.kw), (kpad, cpad, B.kh, B.kw), op))
+        gm = (
+            GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, cpad, B.h + p.h_in, B.w + p.w_in), op),
+            GmSpec("w", (B.k, B.c, B.kh, B.kw), (kpad, cpad, B.kh, B.kw), op),
+        )
         extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
     n_th_cap, n_tw_cap = -(-p.ho_cap // t.ho), -(-p.wo_cap // t.wo)
     y_pad = (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, t.cout_split * p.cb_per_cap * t.n)
@@ -583,19 +697,46 @@ def run_plan(p: ConvPlan, x, w, policy: Policy, trace_capacity: int = 0, *, bias
     gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
     extents["y"] = (g.n, g.ho, g.wo, g.k)
     plan, kern = build_kernel(p)
-    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
-                  trace_capacity=cap, move_data=move_data, checks=checks)
-    outs, report = launch(kern, ctx, gm_in, name=name or f"conv2d[{p.strategy}]",
-                          workload=B.describe() if p.bound is None else "", operand=op, extents=extents)
+    ctx = Context(
+        hw=hw,
+        allocs=tuple(plan.allocs),
+        gm=gm,
+        policy=policy,
+        n_cores=p.cores,
+        trace_capacity=cap,
+        move_data=move_data,
+        checks=checks,
+    )
+    outs, report = launch(
+        kern,
+        ctx,
+        gm_in,
+        name=name or f"conv2d[{p.strategy}]",
+        workload=B.describe() if p.bound is None else "",
+        operand=op,
+        extents=extents,
+    )
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))
     return outs["y"], report
 
 
-def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
-           hw: HardwareConfig | None = None, tiling: ConvTiling | None = None,
-           policy: Policy | None = None, *, groups: int = 1, trace: bool | int = False,
-           timing_only: bool = False, checks=None):
+def conv2d(
+    x,
+    w,
+    stride=1,
+    padding=0,
+    dilation=1,
+    strategy: str = "img2col",
+    hw: HardwareConfig | None = None,
+    tiling: ConvTiling | None = None,
+    policy: Policy | None = None,
+    *,
+    groups: int = 1,
+    trace: bool | int = False,
+    timing_only: bool = False,
+    checks=None,
+):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
     Args:
@@ -637,14 +778,25 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, strategy: str = "img2col",
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
     p = make_plan(g, strategy, tiling, hw, op, policy.output)
-    y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap,
-                         move_data=not timing_only, checks=checks)
+    y, report = run_plan(
+        p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, move_data=not timing_only, checks=checks
+    )
     return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
-def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str, tiling: ConvTiling,
-                   hw: HardwareConfig | None = None, policy: Policy | None = None,
-                   timing_only: bool = False, checks=None):
+def conv2d_bounded(
+    x,
+    w,
+    g: ConvGeometry,
+    *,
+    bound: ConvGeometry,
+    strategy: str,
+    tiling: ConvTiling,
+    hw: HardwareConfig | None = None,
+    policy: Policy | None = None,
+    timing_only: bool = False,
+    checks=None,
+):
     """Conv2D of layer ``g`` (fields may be traced) inside arrays shaped for ``bound`` (static).
 
     ``x`` is (B.n, B.c, B.h, B.w) with the layer's data in the leading corner, ``w`` likewise
@@ -657,13 +809,21 @@ def conv2d_bounded(x, w, g: ConvGeometry, *, bound: ConvGeometry, strategy: str,
     hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
     _check_flag("timing_only", timing_only)
     x, w = _check_arrays(x, w)
-    if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (bound.k, bound.c, bound.kh, bound.kw):
-        raise ValueError(f"x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
-                         f"{(bound.n, bound.c, bound.h, bound.w)} and {(bound.k, bound.c, bound.kh, bound.kw)}.")
+    if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (
+        bound.k,
+        bound.c,
+        bound.kh,
+        bound.kw,
+    ):
+        raise ValueError(
+            f"x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
+            f"{(bound.n, bound.c, bound.h, bound.w)} and {(bound.k, bound.c, bound.kh, bound.kw)}."
+        )
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
-    y, report = run_plan(p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only,
-                         checks=checks)
+    y, report = run_plan(
+        p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only, checks=checks
+    )
     return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
@@ -710,7 +870,9 @@ def _check_arrays(x, w):
 
 
 jax.tree_util.register_dataclass(
-    ConvGeometry, data_fields=["n", "c", "h", "w", "k", "kh", "kw", "stride", "dilation", "pads"],
-    meta_fields=[])
+    ConvGeometry,
+    data_fields=["n", "c", "h", "w", "k", "kh", "kw", "stride", "dilation", "pads"],
+    meta_fields=[],
+)
 
 __all__ = ["ConvPlan", "ConvTiling", "STRATEGIES", "conv2d", "conv2d_bounded", "make_plan", "run_plan"]

@@ -59,8 +59,10 @@ class ConvGeometry:
         return (out_tile - 1) * s + (k - 1) * d + 1
 
     def describe(self) -> str:
-        return (f"x({self.n},{self.c},{self.h},{self.w}) w({self.k},{self.c},{self.kh},{self.kw}) "
-                f"s{self.stride} d{self.dilation} p{self.pads} -> y({self.n},{self.k},{self.ho},{self.wo})")
+        return (
+            f"x({self.n},{self.c},{self.h},{self.w}) w({self.k},{self.c},{self.kh},{self.kw}) "
+            f"s{self.stride} d{self.dilation} p{self.pads} -> y({self.n},{self.k},{self.ho},{self.wo})"
+        )
 
 
 def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> ConvGeometry:
@@ -73,20 +75,26 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
     """
     x_shape, w_shape = tuple(x_shape), tuple(w_shape)
     if len(x_shape) != 4:
-        raise ValueError(f"x must be 4-D NCHW (N, C, H, W), got shape {x_shape}; add a batch axis "
-                         f"with x[None] for a single image.")
+        raise ValueError(
+            f"x must be 4-D NCHW (N, C, H, W), got shape {x_shape}; add a batch axis "
+            f"with x[None] for a single image."
+        )
     if len(w_shape) != 4:
         raise ValueError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
     if not isinstance(groups, int) or groups != 1:
-        raise ValueError(f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
-                         f"(groups=1). Split a grouped conv into per-group calls.")
+        raise ValueError(
+            f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
+            f"(groups=1). Split a grouped conv into per-group calls."
+        )
     n, c, h, w = x_shape
     k, cw, kh, kw = w_shape
     if min(x_shape) <= 0 or min(w_shape) <= 0:
         raise ValueError(f"x {x_shape} and w {w_shape} must have positive sizes.")
     if cw != c:
-        raise ValueError(f"channel mismatch: x has C={c} channels (x.shape[1]) but w expects "
-                         f"{cw} (w.shape[1]); w must be OIHW (K, C, kh, kw).")
+        raise ValueError(
+            f"channel mismatch: x has C={c} channels (x.shape[1]) but w expects "
+            f"{cw} (w.shape[1]); w must be OIHW (K, C, kh, kw)."
+        )
     sh, sw = _pair("stride", stride)
     if sh < 1 or sw < 1:
         raise ValueError(f"stride must be >= 1, got {(sh, sw)}.")
@@ -99,6 +107,7 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
         if mode == "VALID":
             pads = (0, 0, 0, 0)
         elif mode == "SAME":
+
             def same(size, s, eff):
                 out = -(-size // s)
                 total = max((out - 1) * s + eff - size, 0)
@@ -106,16 +115,18 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
 
             pads = same(h, sh, eff_h) + same(w, sw, eff_w)
         else:
-            raise ValueError(f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; "
-                             f"got {padding!r}.")
+            raise ValueError(
+                f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
+            )
     elif isinstance(padding, int) and not isinstance(padding, bool):
         pads = (padding,) * 4
     else:
         try:
             a, b = padding
         except (TypeError, ValueError):
-            raise TypeError(f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; "
-                            f"got {padding!r}.") from None
+            raise TypeError(
+                f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
+            ) from None
         if isinstance(a, int) and isinstance(b, int):
             pads = (a, a, b, b)
         else:
@@ -128,10 +139,13 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
     if h + pads[0] + pads[1] < eff_h or w + pads[2] + pads[3] < eff_w:
         raise ValueError(
             f"kernel {kh}x{kw} with dilation {(dh, dw)} spans {eff_h}x{eff_w}, larger than the padded "
-            f"input {h + pads[0] + pads[1]}x{w + pads[2] + pads[3]}; pad more or use a smaller kernel.")
+            f"input {h + pads[0] + pads[1]}x{w + pads[2] + pads[3]}; pad more or use a smaller kernel."
+        )
     if max(kh, kw) > 255 or max(dh, dw) > 255 or max(sh, sw) > 63:
-        raise ValueError(f"Load3D supports kernel <= 255, dilation <= 255, stride <= 63; got "
-                         f"kernel {(kh, kw)}, dilation {(dh, dw)}, stride {(sh, sw)}.")
+        raise ValueError(
+            f"Load3D supports kernel <= 255, dilation <= 255, stride <= 63; got "
+            f"kernel {(kh, kw)}, dilation {(dh, dw)}, stride {(sh, sw)}."
+        )
     return ConvGeometry(n, c, h, w, k, kh, kw, (sh, sw), (dh, dw), pads)
 
 
@@ -149,12 +163,16 @@ def check_common(hw, policy, checks, trace, fn: str):
 
     hw = presets.ascend910b() if hw is None else hw
     if not isinstance(hw, HardwareConfig):
-        raise TypeError(f"{fn}: hw must be a HardwareConfig (e.g. npu_jax.presets.get({hw!r}) for a preset "
-                        f"name), got {type(hw).__name__}.")
+        raise TypeError(
+            f"{fn}: hw must be a HardwareConfig (e.g. npu_jax.presets.get({hw!r}) for a preset "
+            f"name), got {type(hw).__name__}."
+        )
     policy = Policy() if policy is None else policy
     if not isinstance(policy, Policy):
-        raise TypeError(f"{fn}: policy must be an npu_jax.Policy or None, got {type(policy).__name__} "
-                        f"{policy!r}; e.g. Policy(operand='bf16').")
+        raise TypeError(
+            f"{fn}: policy must be an npu_jax.Policy or None, got {type(policy).__name__} "
+            f"{policy!r}; e.g. Policy(operand='bf16')."
+        )
     checks = Checks.parse(checks)
     if isinstance(trace, bool):
         cap = 4096 if trace else 0
@@ -172,6 +190,8 @@ def tiling_hint(err, sized_by: dict, tiling) -> Exception:
     for alloc, fields in sized_by.items():
         if f"'{alloc}'" in msg:
             vals = ", ".join(f"{f}={getattr(tiling, f)!r}" for f in fields)
-            return type(err)(f"{msg} The allocation is sized by {type(tiling).__name__}({vals}): lower "
-                             f"{' or '.join(fields)}.")
+            return type(err)(
+                f"{msg} The allocation is sized by {type(tiling).__name__}({vals}): lower "
+                f"{' or '.join(fields)}."
+            )
     return err

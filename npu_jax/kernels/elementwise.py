@@ -81,16 +81,21 @@ class EltwisePlan:
         return plan, a
 
 
-def make_eltwise_plan(steps, rows_cap: int, cols: int, in_fmt: str, out_fmt: str, vector: str, hw,
-                      rows=None) -> EltwisePlan:
+def make_eltwise_plan(
+    steps, rows_cap: int, cols: int, in_fmt: str, out_fmt: str, vector: str, hw, rows=None
+) -> EltwisePlan:
     """Tile a (rows, cols) tensor for UB: whole channel rows when they fit (one contiguous burst
     per tile), else channel blocks; rows per tile as many as the double-buffered queues allow, but
     no more than gives every vector core two tiles (so all cores move data, each overlapping its
     CopyIn, Compute and CopyOut)."""
     ct = _r(cols, 16)
     probe = EltwisePlan(tuple(steps), rows_cap, cols, in_fmt, out_fmt, vector, hw, 1, ct, rows)
-    per_row = (2 * itemsize(in_fmt) + 2 * itemsize(out_fmt) + probe.has_work_tile * itemsize(vector)
-               + 2 * probe.chain.has("residual") * itemsize(vector))
+    per_row = (
+        2 * itemsize(in_fmt)
+        + 2 * itemsize(out_fmt)
+        + probe.has_work_tile * itemsize(vector)
+        + 2 * probe.chain.has("residual") * itemsize(vector)
+    )
     bias = probe.chain.has("bias") * _r(cols, 16) * itemsize(vector)
     slack = 8 * hw.ub_align
     while ct > 16 and (hw.ub_bytes - bias - slack) // (per_row * ct) < 8:
@@ -147,8 +152,9 @@ def eltwise_kernel(p: EltwisePlan):
             core = q_in.enque(core, j, live)
             if q_res is not None:
                 core = q_res.alloc_tensor(core, j, live)
-                core = core.data_copy(dst=q_res.slot(j), src=core.gm_window("res", (r0, c0), (rt, ct)),
-                                      when=live)
+                core = core.data_copy(
+                    dst=q_res.slot(j), src=core.gm_window("res", (r0, c0), (rt, ct)), when=live
+                )
                 core = q_res.enque(core, j, live)
             # Compute
             cnt = nr * ct
@@ -170,10 +176,16 @@ def eltwise_kernel(p: EltwisePlan):
                 elif op == "VMins":
                     core = core.vector(op, cur, cur, scalar=clip[0], count_elems=cnt, when=live)
                 else:
-                    core = core.vector(op, cur, cur, alpha=alpha[0] if alpha else 0.0, count_elems=cnt,
-                                       when=live)
-            core = core.vector("VCast" if p.out_fmt != cur.alloc.dtype else "VCopy", q_out.slot(j), cur,
-                               count_elems=cnt, when=live)
+                    core = core.vector(
+                        op, cur, cur, alpha=alpha[0] if alpha else 0.0, count_elems=cnt, when=live
+                    )
+            core = core.vector(
+                "VCast" if p.out_fmt != cur.alloc.dtype else "VCopy",
+                q_out.slot(j),
+                cur,
+                count_elems=cnt,
+                when=live,
+            )
             core = q_in.free(core, j, live)
             core = q_out.enque(core, j, live)
             # CopyOut
@@ -196,8 +208,18 @@ def eltwise_kernel(p: EltwisePlan):
     return plan, tuple(gm), kernel
 
 
-def run_eltwise(p: EltwisePlan, y, policy, *, bias=None, residual=None, trace_capacity: int = 0,
-                move_data: bool = True, name: str = "eltwise", checks=None):
+def run_eltwise(
+    p: EltwisePlan,
+    y,
+    policy,
+    *,
+    bias=None,
+    residual=None,
+    trace_capacity: int = 0,
+    move_data: bool = True,
+    name: str = "eltwise",
+    checks=None,
+):
     """Launch the kernel on y (rows_cap, cols) in ``p.in_fmt``. Returns (z, report)."""
     from npu_jax.core.buffers import DTYPES
 
@@ -211,9 +233,23 @@ def run_eltwise(p: EltwisePlan, y, policy, *, bias=None, residual=None, trace_ca
     if p.chain.has("residual"):
         ins["res"] = jnp.asarray(residual).reshape(p.rows_cap, p.cols).astype(DTYPES[p.vector])
         extents["res"] = (rows, p.cols)
-    ctx = Context(hw=p.hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=p.cores,
-                  trace_capacity=trace_capacity, move_data=move_data, checks=checks)
-    outs, report = launch(kernel, ctx, ins, name=name, operand=p.in_fmt,
-                          workload=f"{' -> '.join(map(str, p.steps))} over ({p.rows_cap}, {p.cols})",
-                          extents=extents)
+    ctx = Context(
+        hw=p.hw,
+        allocs=tuple(plan.allocs),
+        gm=gm,
+        policy=policy,
+        n_cores=p.cores,
+        trace_capacity=trace_capacity,
+        move_data=move_data,
+        checks=checks,
+    )
+    outs, report = launch(
+        kernel,
+        ctx,
+        ins,
+        name=name,
+        operand=p.in_fmt,
+        workload=f"{' -> '.join(map(str, p.steps))} over ({p.rows_cap}, {p.cols})",
+        extents=extents,
+    )
     return outs["z"], report

@@ -55,13 +55,20 @@ class Step:
             object.__setattr__(self, "arg", float(self.arg))
         elif self.op == "cast":
             if self.arg not in FORMATS:
-                raise ValueError(f"cast needs a format in {FORMATS}, e.g. ('cast', 'bf16'); got {self.arg!r}.")
+                raise ValueError(
+                    f"cast needs a format in {FORMATS}, e.g. ('cast', 'bf16'); got {self.arg!r}."
+                )
         elif self.arg is not None:
             raise ValueError(f"epilogue step {self.op!r} takes no argument, got {self.arg!r}.")
 
     def __str__(self) -> str:
-        return self.op if self.arg is None else f"{self.op}({self.arg:g})" if not isinstance(self.arg, str) \
+        return (
+            self.op
+            if self.arg is None
+            else f"{self.op}({self.arg:g})"
+            if not isinstance(self.arg, str)
             else f"{self.op}({self.arg})"
+        )
 
 
 def canonical_steps(epilogue) -> tuple[Step, ...]:
@@ -70,9 +77,13 @@ def canonical_steps(epilogue) -> tuple[Step, ...]:
     cast must be last (it sets the format of what leaves the chip)."""
     if epilogue is None:
         return ()
-    if isinstance(epilogue, (str, Step)) or (isinstance(epilogue, tuple) and epilogue
-                                              and isinstance(epilogue[0], str) and len(epilogue) == 2
-                                              and not isinstance(epilogue[1], str | tuple | Step)):
+    if isinstance(epilogue, (str, Step)) or (
+        isinstance(epilogue, tuple)
+        and epilogue
+        and isinstance(epilogue[0], str)
+        and len(epilogue) == 2
+        and not isinstance(epilogue[1], str | tuple | Step)
+    ):
         epilogue = [epilogue]
     steps = []
     for s in epilogue:
@@ -83,8 +94,9 @@ def canonical_steps(epilogue) -> tuple[Step, ...]:
         elif isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[0], str):
             steps.append(Step(s[0], s[1]))
         else:
-            raise ValueError(f"epilogue steps are names like 'relu' or pairs like ('leaky_relu', 0.1); "
-                             f"got {s!r}.")
+            raise ValueError(
+                f"epilogue steps are names like 'relu' or pairs like ('leaky_relu', 0.1); got {s!r}."
+            )
     for op in ("bias", "residual", "cast"):
         if sum(s.op == op for s in steps) > 1:
             raise ValueError(f"epilogue has {op!r} more than once: {[str(s) for s in steps]}.")
@@ -241,8 +253,7 @@ def emit(core, e: EpiloguePlan, a: dict, c_l0, y_win, res_win, bias_col, m, n, t
     alpha = [s.arg for s in e.steps if s.op == "leaky_relu"]
     for op, role in e.vector_ops():
         if role == "bias":
-            core = core.vector(op, cur, cur, a["bias"].at(0, (0, bias_col)),
-                               count_elems=cnt, when=live)
+            core = core.vector(op, cur, cur, a["bias"].at(0, (0, bias_col)), count_elems=cnt, when=live)
         elif role == "residual":
             core = core.wait_flag("MTE2_V", 1, live)
             core = core.vector(op, cur, cur, a["res"][0], count_elems=cnt, when=live)

@@ -49,8 +49,10 @@ class MatmulTiling:
             if not isinstance(v, int) or v <= 0 or v % 16:
                 raise TilingError(f"MatmulTiling.{name} must be a positive multiple of 16, got {v!r}.")
         if self.k_l1 % self.k_l0:
-            raise TilingError(f"MatmulTiling.k_l1 ({self.k_l1}) must be a multiple of k_l0 "
-                              f"({self.k_l0}); try k_l1={self.k_l1 - self.k_l1 % self.k_l0 or self.k_l0}.")
+            raise TilingError(
+                f"MatmulTiling.k_l1 ({self.k_l1}) must be a multiple of k_l0 "
+                f"({self.k_l0}); try k_l1={self.k_l1 - self.k_l1 % self.k_l0 or self.k_l0}."
+            )
         for name in ("l1_stages", "l0_stages"):
             if getattr(self, name) not in (1, 2):
                 raise TilingError(f"MatmulTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
@@ -80,14 +82,25 @@ def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "f
             break
     k_l0 = min(k_l0, _r16(K))
     k_l1 = k_l0
-    while (k_l1 + k_l0 <= _r16(K) and k_l1 + k_l0 <= 1024
-           and 2 * (m + n) * (k_l1 + k_l0) * isz <= hw.l1_bytes // 2):
+    while (
+        k_l1 + k_l0 <= _r16(K)
+        and k_l1 + k_l0 <= 1024
+        and 2 * (m + n) * (k_l1 + k_l0) * isz <= hw.l1_bytes // 2
+    ):
         k_l1 += k_l0
     return MatmulTiling(m=m, n=n, k_l1=k_l1, k_l0=k_l0)
 
 
-def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | None = None,
-           policy: Policy | None = None, trace: bool | int = False, checks=None):
+def matmul(
+    a,
+    b,
+    *,
+    hw: HardwareConfig | None = None,
+    tiling: MatmulTiling | None = None,
+    policy: Policy | None = None,
+    trace: bool | int = False,
+    checks=None,
+):
     """C = A @ B on the emulated Cube. Returns ``(c, report)``.
 
     Args:
@@ -116,11 +129,14 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
             raise TypeError(f"matmul: {name} must be an array, got {type(arr).__name__}.")
     a, b = jnp.asarray(a), jnp.asarray(b)
     if a.ndim != 2 or b.ndim != 2:
-        raise ValueError(f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and "
-                         f"b{tuple(b.shape)}.")
+        raise ValueError(
+            f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and b{tuple(b.shape)}."
+        )
     if a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's K "
-                         f"({a.shape[1]}) must equal b's K ({b.shape[0]}).")
+        raise ValueError(
+            f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's K "
+            f"({a.shape[1]}) must equal b's K ({b.shape[0]})."
+        )
     for name, x in (("a", a), ("b", b)):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             raise TypeError(f"matmul: {name} must be a float array, got {x.dtype}.")
@@ -135,23 +151,49 @@ def matmul(a, b, *, hw: HardwareConfig | None = None, tiling: MatmulTiling | Non
     out = policy.output
     n_blocks = math.ceil(M / tiling.m) * math.ceil(N / tiling.n)
     if tiling.cores is not None and tiling.cores > hw.num_cores:
-        raise TilingError(f"MatmulTiling.cores={tiling.cores} exceeds {hw.name}'s {hw.num_cores} cores; "
-                          f"use cores <= {hw.num_cores} or None.")
+        raise TilingError(
+            f"MatmulTiling.cores={tiling.cores} exceeds {hw.name}'s {hw.num_cores} cores; "
+            f"use cores <= {hw.num_cores} or None."
+        )
     cores = min(hw.num_cores if tiling.cores is None else tiling.cores, n_blocks)
     try:
         plan, kern = _build(M, N, K, hw, tiling, op, out, cores)
     except (CapacityError, AlignmentError) as e:
-        raise tiling_hint(e, {"a_l1": ("m", "k_l1", "l1_stages"), "b_l1": ("n", "k_l1", "l1_stages"),
-                              "a_l0": ("m", "k_l0", "l0_stages"), "b_l0": ("n", "k_l0", "l0_stages"),
-                              "c_l0c": ("m", "n"), "c_ub": ("m", "n")}, tiling) from None
-    gm = (GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
-          GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
-          GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True))
-    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=policy, n_cores=cores,
-                  trace_capacity=cap, checks=checks)
+        raise tiling_hint(
+            e,
+            {
+                "a_l1": ("m", "k_l1", "l1_stages"),
+                "b_l1": ("n", "k_l1", "l1_stages"),
+                "a_l0": ("m", "k_l0", "l0_stages"),
+                "b_l0": ("n", "k_l0", "l0_stages"),
+                "c_l0c": ("m", "n"),
+                "c_ub": ("m", "n"),
+            },
+            tiling,
+        ) from None
+    gm = (
+        GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
+        GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
+        GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True),
+    )
+    ctx = Context(
+        hw=hw,
+        allocs=tuple(plan.allocs),
+        gm=gm,
+        policy=policy,
+        n_cores=cores,
+        trace_capacity=cap,
+        checks=checks,
+    )
     # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
-    outs, report = launch(kern, ctx, {"a": a.astype(DTYPES[op]), "b": b.astype(DTYPES[op])},
-                          name="matmul", workload=f"({M}x{K}) @ ({K}x{N}) {op}", operand=op)
+    outs, report = launch(
+        kern,
+        ctx,
+        {"a": a.astype(DTYPES[op]), "b": b.astype(DTYPES[op])},
+        name="matmul",
+        workload=f"({M}x{K}) @ ({K}x{N}) {op}",
+        operand=op,
+    )
     return outs["c"], report
 
 
@@ -191,10 +233,12 @@ def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
             nv = jnp.clip(N - bn * t.n, 0, t.n)
             # MTE2: A and B slices into the free L1 slot
             core = core.wait_flag("MTE1_MTE2", s, live)
-            core = core.data_copy(dst=a_l1[s], src=core.gm_window("a", (bm * t.m, kbase), (t.m, t.k_l1)),
-                                  layout="nz", when=live)
-            core = core.data_copy(dst=b_l1[s], src=core.gm_window("b", (kbase, bn * t.n), (t.k_l1, t.n)),
-                                  layout="nz", when=live)
+            core = core.data_copy(
+                dst=a_l1[s], src=core.gm_window("a", (bm * t.m, kbase), (t.m, t.k_l1)), layout="nz", when=live
+            )
+            core = core.data_copy(
+                dst=b_l1[s], src=core.gm_window("b", (kbase, bn * t.n), (t.k_l1, t.n)), layout="nz", when=live
+            )
             core = core.set_flag("MTE2_MTE1", s, live)
             core = core.wait_flag("MTE2_MTE1", s, live)
 
@@ -207,8 +251,9 @@ def _build(M, N, K, hw, t: MatmulTiling, op: str, out: str, cores: int):
                 core = core.load2d(dst=b_l0[u], src=b_l1[s], start=(kk * t.k_l0, 0), valid=(kvv, nv), when=go)
                 core = core.set_flag("MTE1_M", u, go)
                 core = core.wait_flag("MTE1_M", u, go)
-                core = core.mmad(dst=c_l0[0], a=a_l0[u], b=b_l0[u], m=mv, n=nv, k=kvv,
-                                 init=(kt == 0) & (kk == 0), when=go)
+                core = core.mmad(
+                    dst=c_l0[0], a=a_l0[u], b=b_l0[u], m=mv, n=nv, k=kvv, init=(kt == 0) & (kk == 0), when=go
+                )
                 return core.set_flag("M_MTE1", u, go)
 
             core = lax.fori_loop(0, nkk, inner, core)

@@ -51,8 +51,19 @@ class Report:
 
     @classmethod
     def from_cores(cls, cores, *, name, workload, operand, overlapping_writes, unwritten) -> Report:
-        return cls(cores.pipe_free, cores.pipe_busy, cores.n_instr, cores.counters, cores.trace,
-                   overlapping_writes, unwritten, cores.ctx.hw, name, workload, operand)
+        return cls(
+            cores.pipe_free,
+            cores.pipe_busy,
+            cores.n_instr,
+            cores.counters,
+            cores.trace,
+            overlapping_writes,
+            unwritten,
+            cores.ctx.hw,
+            name,
+            workload,
+            operand,
+        )
 
     # ---- raw figures ---------------------------------------------------------------------------
     @property
@@ -132,8 +143,11 @@ class Report:
     @property
     def pct_peak_launched(self) -> float:
         """% of the peak of the cores the kernel was launched on."""
-        return 100.0 * self.flops / max(1, self.cycles * self.hw.peak_flops_per_cycle(self.operand)
-                                        * self.n_cores)
+        return (
+            100.0
+            * self.flops
+            / max(1, self.cycles * self.hw.peak_flops_per_cycle(self.operand) * self.n_cores)
+        )
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -172,10 +186,20 @@ class Report:
 
     # ---- presentation --------------------------------------------------------------------------
     def as_dict(self) -> dict:
-        return {"name": self.name, "workload": self.workload, "hw": self.hw.name,
-                "cores": self.n_cores, "cycles": self.cycles, "time_us": self.time_us,
-                "pct_peak": self.pct_peak, "flops": self.flops, "gm_bytes": self.gm_bytes,
-                "bytes": self.bytes, "ratios": self.ratios, "bottleneck": self.bottleneck}
+        return {
+            "name": self.name,
+            "workload": self.workload,
+            "hw": self.hw.name,
+            "cores": self.n_cores,
+            "cycles": self.cycles,
+            "time_us": self.time_us,
+            "pct_peak": self.pct_peak,
+            "flops": self.flops,
+            "gm_bytes": self.gm_bytes,
+            "bytes": self.bytes,
+            "ratios": self.ratios,
+            "bottleneck": self.bottleneck,
+        }
 
     def summary(self) -> str:
         """A text table of the run."""
@@ -195,8 +219,10 @@ class Report:
         ninstr = np.asarray(self.n_instr).sum(axis=0)
         for i, p in enumerate(PIPES):
             if busy[p] or ninstr[i]:
-                lines.append(f"  {LANES[p]:<7}{busy[p]:>13,}   {RATIO_NAMES[p]:<13}{r[RATIO_NAMES[p]]:>5.2f}"
-                             f"{int(ninstr[i]):>10,}")
+                lines.append(
+                    f"  {LANES[p]:<7}{busy[p]:>13,}   {RATIO_NAMES[p]:<13}{r[RATIO_NAMES[p]]:>5.2f}"
+                    f"{int(ninstr[i]):>10,}"
+                )
         lines.append("  path          bytes")
         for p, b in self.bytes.items():
             if b:
@@ -213,9 +239,16 @@ class Report:
         t = {k: np.asarray(v)[core] for k, v in self.trace.items()}
         n = min(int(t["n"]), t["pipe"].shape[0])
         start, end = wide.to_numpy(t["start"][:n]), wide.to_numpy(t["end"][:n])
-        return [{"pipe": PIPES[int(p)], "lane": LANES[PIPES[int(p)]], "op": OPS[int(o)],
-                 "start": int(s) + self.offset, "end": int(e) + self.offset}
-                for p, o, s, e in zip(t["pipe"][:n], t["op"][:n], start, end)]
+        return [
+            {
+                "pipe": PIPES[int(p)],
+                "lane": LANES[PIPES[int(p)]],
+                "op": OPS[int(o)],
+                "start": int(s) + self.offset,
+                "end": int(e) + self.offset,
+            }
+            for p, o, s, e in zip(t["pipe"][:n], t["op"][:n], start, end)
+        ]
 
     @property
     def trace_dropped(self) -> int:
@@ -230,8 +263,9 @@ class Report:
         SCALAR, MTE1, MTE2, MTE3, FIXP), openable in Perfetto / chrome://tracing. Times are in us."""
         return write_chrome_trace(self, path, cores)
 
-    def plot_timeline(self, path: str | os.PathLike | None = None, core: int = 0, ax=None,
-                      max_cycles: int | None = None):
+    def plot_timeline(
+        self, path: str | os.PathLike | None = None, core: int = 0, ax=None, max_cycles: int | None = None
+    ):
         """A Gantt chart of one core's pipes (matplotlib); saved as PNG when ``path`` is given."""
         from npu_jax.report.plot import plot_timeline
 
@@ -240,9 +274,22 @@ class Report:
 
 jax.tree_util.register_dataclass(
     Report,
-    data_fields=["pipe_free", "busy", "n_instr", "counters", "trace", "overlapping_writes",
-                 "unwritten", "extras", "useful_flops", "san_findings", "overlap_at",
-                 "san_logged", "san_log", "san_flags"],
+    data_fields=[
+        "pipe_free",
+        "busy",
+        "n_instr",
+        "counters",
+        "trace",
+        "overlapping_writes",
+        "unwritten",
+        "extras",
+        "useful_flops",
+        "san_findings",
+        "overlap_at",
+        "san_logged",
+        "san_log",
+        "san_flags",
+    ],
     meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer"],
 )
 
@@ -255,19 +302,34 @@ def write_chrome_trace(rep, path: str | os.PathLike, cores: list[int] | None = N
     cyc_per_us = rep.hw.clock_ghz * 1e3
     out = []
     for c in cores if cores is not None else range(rep.n_cores):
-        out.append({"ph": "M", "name": "process_name", "pid": c, "tid": 0,
-                    "args": {"name": f"{rep.name} core {c}"}})
+        out.append(
+            {"ph": "M", "name": "process_name", "pid": c, "tid": 0, "args": {"name": f"{rep.name} core {c}"}}
+        )
         for lane in lanes:
             out.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid[lane], "args": {"name": lane}})
         for ev in rep.events(c):
             if ev["end"] <= ev["start"]:
                 continue
             part = {"part": ev["part"]} if "part" in ev else {}
-            out.append({"ph": "X", "name": ev["op"], "cat": "/".join([*part.values(), ev["pipe"]]), "pid": c,
-                        "tid": tid[ev["lane"]], "ts": ev["start"] / cyc_per_us,
-                        "dur": (ev["end"] - ev["start"]) / cyc_per_us,
-                        "args": {**part, "start_cycle": ev["start"], "end_cycle": ev["end"]}})
+            out.append(
+                {
+                    "ph": "X",
+                    "name": ev["op"],
+                    "cat": "/".join([*part.values(), ev["pipe"]]),
+                    "pid": c,
+                    "tid": tid[ev["lane"]],
+                    "ts": ev["start"] / cyc_per_us,
+                    "dur": (ev["end"] - ev["start"]) / cyc_per_us,
+                    "args": {**part, "start_cycle": ev["start"], "end_cycle": ev["end"]},
+                }
+            )
     with open(path, "w") as f:
-        json.dump({"traceEvents": out, "displayTimeUnit": "ns",
-                   "otherData": {"hw": rep.hw.name, "kernel": rep.name, "cycles": rep.cycles}}, f)
+        json.dump(
+            {
+                "traceEvents": out,
+                "displayTimeUnit": "ns",
+                "otherData": {"hw": rep.hw.name, "kernel": rep.name, "cycles": rep.cycles},
+            },
+            f,
+        )
     return os.fspath(path)

@@ -132,18 +132,29 @@ class SequenceReport:
         return self
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "hw": self.hw.name, "cycles": self.cycles, "time_us": self.time_us,
-                "pct_peak": self.pct_peak, "flops": self.flops, "gm_bytes": self.gm_bytes,
-                "bytes": self.bytes, "ratios": self.ratios, "bottleneck": self.bottleneck,
-                "parts": {lab: r.as_dict() for lab, r in self.parts}}
+        return {
+            "name": self.name,
+            "hw": self.hw.name,
+            "cycles": self.cycles,
+            "time_us": self.time_us,
+            "pct_peak": self.pct_peak,
+            "flops": self.flops,
+            "gm_bytes": self.gm_bytes,
+            "bytes": self.bytes,
+            "ratios": self.ratios,
+            "bottleneck": self.bottleneck,
+            "parts": {lab: r.as_dict() for lab, r in self.parts},
+        }
 
     def summary(self) -> str:
-        lines = [f"{self.name} on {self.hw.name}: {len(self.parts)} kernel"
-                 f"{'s' * (len(self.parts) > 1)} in sequence",
-                 f"  cycles            {self.cycles:>14,}   ({self.time_us:,.2f} us)",
-                 f"  % of peak         {self.pct_peak:>14.1f}",
-                 f"  GM bytes          {self.gm_bytes:>14,}",
-                 f"  bottleneck        {self.bottleneck:>14}"]
+        lines = [
+            f"{self.name} on {self.hw.name}: {len(self.parts)} kernel"
+            f"{'s' * (len(self.parts) > 1)} in sequence",
+            f"  cycles            {self.cycles:>14,}   ({self.time_us:,.2f} us)",
+            f"  % of peak         {self.pct_peak:>14.1f}",
+            f"  GM bytes          {self.gm_bytes:>14,}",
+            f"  bottleneck        {self.bottleneck:>14}",
+        ]
         for (lab, r), off in zip(self.parts, self.offsets):
             lines.append(f"-- [{lab}] from cycle {off:,} --")
             lines.append(r.summary())
@@ -158,8 +169,10 @@ class SequenceReport:
         out = []
         for (lab, r), off in zip(self.parts, self.offsets):
             if core < r.n_cores:
-                out += [{**ev, "start": ev["start"] + off, "end": ev["end"] + off, "part": lab}
-                        for ev in r.events(core)]
+                out += [
+                    {**ev, "start": ev["start"] + off, "end": ev["end"] + off, "part": lab}
+                    for ev in r.events(core)
+                ]
         return out
 
     def to_chrome_trace(self, path: str | os.PathLike, cores: list[int] | None = None) -> str:

@@ -44,12 +44,18 @@ def exhaustive(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Base
     """The best legal tiling of the space, by costing all of it (ties: the first in order)."""
     s = space.build(g, hw, fused)
     t0 = time.perf_counter()
-    cyc = optimise.exact_cycles(exact.layer_of(g), s.tilings, exact.hw_of(hw), hw.num_cores, hw.coupled, fused)
+    cyc = optimise.exact_cycles(
+        exact.layer_of(g), s.tilings, exact.hw_of(hw), hw.num_cores, hw.coupled, fused
+    )
     i = int(np.argmin(cyc))
-    return Baseline("exhaustive", exact.tiling_at(s.tilings, i), int(cyc[i]), s.size, time.perf_counter() - t0)
+    return Baseline(
+        "exhaustive", exact.tiling_at(s.tilings, i), int(cyc[i]), s.size, time.perf_counter() - t0
+    )
 
 
-def random_search(g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0, fused: bool = False) -> Baseline:
+def random_search(
+    g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0, fused: bool = False
+) -> Baseline:
     """The best of ``evals`` distinct tilings drawn uniformly from the space."""
     if evals < 1:
         raise ValueError(f"evals must be >= 1, got {evals}.")
@@ -76,6 +82,11 @@ def chooser(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baselin
     cyc = predict(optimise.plan_of(g, t, hw, fused)).cycles
     s = space.build(g, hw, fused)
     row = (t.ho, t.wo, t.n, t.cin1, t.k_l0, int(t.weights_resident), t.l1_stages, t.cout_split)
-    inside = t.l1_stages == t.l0_stages and t.cores is None and bool(
-        np.all(np.stack(s.tilings, 1) == np.asarray(row, np.int32), axis=1).any())
-    return Baseline("chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw, "fp16", mid, epi)), secs, inside)
+    inside = (
+        t.l1_stages == t.l0_stages
+        and t.cores is None
+        and bool(np.all(np.stack(s.tilings, 1) == np.asarray(row, np.int32), axis=1).any())
+    )
+    return Baseline(
+        "chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw, "fp16", mid, epi)), secs, inside
+    )

@@ -14,33 +14,65 @@ from __future__ import annotations
 import json
 import sys
 
-DEFAULTS = (("n", 1, "batch"), ("c", 64, "input channels"), ("h", 56, "input height"),
-            ("w", 56, "input width"), ("k", 64, "output channels"), ("kh", 3, "kernel height"),
-            ("kw", 3, "kernel width"))
+DEFAULTS = (
+    ("n", 1, "batch"),
+    ("c", 64, "input channels"),
+    ("h", 56, "input height"),
+    ("w", 56, "input width"),
+    ("k", 64, "output channels"),
+    ("kh", 3, "kernel height"),
+    ("kw", 3, "kernel width"),
+)
 
 
 def add_parser(subparsers) -> None:
     """Add the ``search`` command to the ``npu-jax`` parser."""
     from npu_jax.cli import _int_or_pair, _padding, _positive_int, _preset
 
-    s = subparsers.add_parser("search", help="find a Conv2D tiling by gradient descent on the cost model",
-                              description="Differentiable tile-size search (img2col kernel): optax over "
-                                          "the relaxed cost model, the winner checked on the emulator.")
+    s = subparsers.add_parser(
+        "search",
+        help="find a Conv2D tiling by gradient descent on the cost model",
+        description="Differentiable tile-size search (img2col kernel): optax over "
+        "the relaxed cost model, the winner checked on the emulator.",
+    )
     for dim, default, what in DEFAULTS:
-        s.add_argument(f"--{dim}", type=_positive_int, default=default, metavar=dim.upper(),
-                       help=f"{what} (default {default})")
+        s.add_argument(
+            f"--{dim}",
+            type=_positive_int,
+            default=default,
+            metavar=dim.upper(),
+            help=f"{what} (default {default})",
+        )
     s.add_argument("--stride", type=_int_or_pair(1), default=1, metavar="S", help="S or SH,SW (default 1)")
-    s.add_argument("--padding", type=_padding, default=1, metavar="P", help="P, PH,PW, SAME or VALID (default 1)")
+    s.add_argument(
+        "--padding", type=_padding, default=1, metavar="P", help="P, PH,PW, SAME or VALID (default 1)"
+    )
     s.add_argument("--dilation", type=_int_or_pair(1), default=1, metavar="D", help="D or DH,DW (default 1)")
     s.add_argument("--resnet50", action="store_true", help="search every ResNet-50 conv layer instead")
-    s.add_argument("--preset", type=_preset, default="ascend910b", metavar="NAME",
-                   help="hardware preset (default ascend910b)")
+    s.add_argument(
+        "--preset",
+        type=_preset,
+        default="ascend910b",
+        metavar="NAME",
+        help="hardware preset (default ascend910b)",
+    )
     s.add_argument("--fused", action="store_true", help="search the fused Conv + bias + ReLU kernel")
-    s.add_argument("--budget", type=_fraction, default=0.01, metavar="F",
-                   help="evaluations as a fraction of the layer's space (default 0.01)")
-    s.add_argument("--starts", type=_positive_int, default=None,
-                   help="starts descended at once (default: one per loop order x split)")
-    s.add_argument("--steps", type=_positive_int, default=16, help="optax steps per start, at most (default 16)")
+    s.add_argument(
+        "--budget",
+        type=_fraction,
+        default=0.01,
+        metavar="F",
+        help="evaluations as a fraction of the layer's space (default 0.01)",
+    )
+    s.add_argument(
+        "--starts",
+        type=_positive_int,
+        default=None,
+        help="starts descended at once (default: one per loop order x split)",
+    )
+    s.add_argument(
+        "--steps", type=_positive_int, default=16, help="optax steps per start, at most (default 16)"
+    )
     s.add_argument("--seed", type=int, default=0, help="PRNG seed of the starts (default 0)")
     s.add_argument("--finalists", type=int, default=2, help="candidates run on the emulator (default 2)")
     s.add_argument("--no-verify", action="store_true", help="skip the emulator runs")
@@ -60,8 +92,16 @@ def run(args) -> int:
     if args.resnet50:
         jobs = [(lay.name, lay.x_shape, lay.w_shape, lay.stride, lay.padding, 1) for lay in resnet50_convs()]
     else:
-        jobs = [("layer", (args.n, args.c, args.h, args.w), (args.k, args.c, args.kh, args.kw), args.stride,
-                 args.padding, args.dilation)]
+        jobs = [
+            (
+                "layer",
+                (args.n, args.c, args.h, args.w),
+                (args.k, args.c, args.kh, args.kw),
+                args.stride,
+                args.padding,
+                args.dilation,
+            )
+        ]
     for _name, xs, ws, st, pad, dil in jobs:  # bad geometry: one line, exit 2, before any work
         try:
             canonicalize(xs, ws, st, pad, dil)
@@ -70,17 +110,42 @@ def run(args) -> int:
             return 2
     out = []
     for name, xs, ws, st, pad, dil in jobs:
-        r = tile_search(xs, ws, st, pad, dil, hw=hw, fused=args.fused, starts=args.starts, steps=args.steps,
-                        seed=args.seed, finalists=max(args.finalists, 0), verify=not args.no_verify,
-                        budget=args.budget)
-        row = dict(layer=name, geometry=r.geometry.describe(), fused=args.fused, tiling=_tiling_dict(r.tiling),
-                   model_cycles=r.model_cycles, emulated_cycles=r.emulated_cycles, space=r.space_size,
-                   evals=r.evals, relaxed_evals=r.relaxed_evals, exact_evals=r.exact_evals,
-                   search_s=round(r.seconds, 3), verify_s=round(r.verify_seconds, 3))
+        r = tile_search(
+            xs,
+            ws,
+            st,
+            pad,
+            dil,
+            hw=hw,
+            fused=args.fused,
+            starts=args.starts,
+            steps=args.steps,
+            seed=args.seed,
+            finalists=max(args.finalists, 0),
+            verify=not args.no_verify,
+            budget=args.budget,
+        )
+        row = dict(
+            layer=name,
+            geometry=r.geometry.describe(),
+            fused=args.fused,
+            tiling=_tiling_dict(r.tiling),
+            model_cycles=r.model_cycles,
+            emulated_cycles=r.emulated_cycles,
+            space=r.space_size,
+            evals=r.evals,
+            relaxed_evals=r.relaxed_evals,
+            exact_evals=r.exact_evals,
+            search_s=round(r.seconds, 3),
+            verify_s=round(r.verify_seconds, 3),
+        )
         if args.exhaustive:
             ex = baselines.exhaustive(r.geometry, hw, args.fused)
-            row.update(exhaustive_cycles=ex.cycles, exhaustive_evals=ex.evals,
-                       ratio=round(r.model_cycles / ex.cycles, 4))
+            row.update(
+                exhaustive_cycles=ex.cycles,
+                exhaustive_evals=ex.evals,
+                ratio=round(r.model_cycles / ex.cycles, 4),
+            )
         out.append(row)
         if not args.json:
             print(_line(row), flush=True)
@@ -88,8 +153,10 @@ def run(args) -> int:
         print(json.dumps(out if args.resnet50 else out[0], indent=1))
     elif args.resnet50:
         tot = sum(r["model_cycles"] for r in out)
-        print(f"ResNet-50 ({len(out)} conv layers) on {hw.name}: {tot:,} cycles in total "
-              f"({sum(r['search_s'] for r in out):.1f} s of search)")
+        print(
+            f"ResNet-50 ({len(out)} conv layers) on {hw.name}: {tot:,} cycles in total "
+            f"({sum(r['search_s'] for r in out):.1f} s of search)"
+        )
     return 0
 
 
@@ -106,17 +173,27 @@ def _fraction(text: str) -> float:
 
 
 def _tiling_dict(t) -> dict:
-    return dict(ho=t.ho, wo=t.wo, n=t.n, cin1=t.cin1, k_l0=t.k_l0, weights_resident=t.weights_resident,
-                stages=t.l1_stages, cout_split=t.cout_split)
+    return dict(
+        ho=t.ho,
+        wo=t.wo,
+        n=t.n,
+        cin1=t.cin1,
+        k_l0=t.k_l0,
+        weights_resident=t.weights_resident,
+        stages=t.l1_stages,
+        cout_split=t.cout_split,
+    )
 
 
 def _line(r: dict) -> str:
     t = r["tiling"]
     emu = "-" if r["emulated_cycles"] is None else f"{r['emulated_cycles']:,}"
-    s = (f"{r['layer']}: ho={t['ho']} wo={t['wo']} n={t['n']} cin1={t['cin1']} k_l0={t['k_l0']} "
-         f"{'weights-stay' if t['weights_resident'] else 'input-stays'} stages={t['stages']} "
-         f"cout_split={t['cout_split']} | model {r['model_cycles']:,} emulated {emu} cycles | "
-         f"{r['evals']} evals ({100 * r['evals'] / r['space']:.2f}% of {r['space']:,}), {r['search_s']:.2f} s")
+    s = (
+        f"{r['layer']}: ho={t['ho']} wo={t['wo']} n={t['n']} cin1={t['cin1']} k_l0={t['k_l0']} "
+        f"{'weights-stay' if t['weights_resident'] else 'input-stays'} stages={t['stages']} "
+        f"cout_split={t['cout_split']} | model {r['model_cycles']:,} emulated {emu} cycles | "
+        f"{r['evals']} evals ({100 * r['evals'] / r['space']:.2f}% of {r['space']:,}), {r['search_s']:.2f} s"
+    )
     if "exhaustive_cycles" in r:
         s += f" | exhaustive {r['exhaustive_cycles']:,} ({r['exhaustive_evals']} evals), ratio {r['ratio']:.3f}"
     return s

@@ -30,8 +30,19 @@ from npu_jax.kernels.conv_geometry import ConvGeometry
 from npu_jax.search import exact, optimise, relaxed, sweep
 
 
-def l1_sweep(layers: list[ConvGeometry], hw: HardwareConfig, l1_kib, *, counts=None, method: str = "search",
-             starts: int = 8, steps: int = 24, seed: int = 0, budget: float | None = None, progress: bool = False):
+def l1_sweep(
+    layers: list[ConvGeometry],
+    hw: HardwareConfig,
+    l1_kib,
+    *,
+    counts=None,
+    method: str = "search",
+    starts: int = 8,
+    steps: int = 24,
+    seed: int = 0,
+    budget: float | None = None,
+    progress: bool = False,
+):
     """Total cycles of ``layers`` (each weighted by ``counts``, default 1) for each L1 size in KiB.
 
     ``method="search"`` runs :func:`optimise.search_model` (descent + exact coordinate search, 1%
@@ -53,7 +64,9 @@ def l1_sweep(layers: list[ConvGeometry], hw: HardwareConfig, l1_kib, *, counts=N
             for i, g in enumerate(layers):
                 if (g, j) not in found:
                     try:
-                        m = optimise.search_model(g, h, seed=seed, **({} if budget is None else {"budget": budget}))
+                        m = optimise.search_model(
+                            g, h, seed=seed, **({} if budget is None else {"budget": budget})
+                        )
                         found[g, j] = (int(m.cycles[0]), m.rows[0])
                     except RuntimeError:  # no legal tiling at this L1 size
                         found[g, j] = (int(sweep.BIG), np.zeros(8, np.int32))

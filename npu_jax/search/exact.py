@@ -115,8 +115,23 @@ class Hw(NamedTuple):
 
 def layer_of(g: ConvGeometry) -> Layer:
     """The :class:`Layer` arrays of a canonical :class:`ConvGeometry`."""
-    v = (g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.stride[0], g.stride[1], g.dilation[0], g.dilation[1],
-         g.pads[0], g.pads[2], g.ho, g.wo)
+    v = (
+        g.n,
+        g.c,
+        g.h,
+        g.w,
+        g.k,
+        g.kh,
+        g.kw,
+        g.stride[0],
+        g.stride[1],
+        g.dilation[0],
+        g.dilation[1],
+        g.pads[0],
+        g.pads[2],
+        g.ho,
+        g.wo,
+    )
     return Layer(*(jnp.int32(x) for x in v))
 
 
@@ -125,11 +140,28 @@ def hw_of(hw: HardwareConfig) -> Hw:
     a = hw.assumed
     chip = np.inf if hw.chip_gm_bytes_per_cycle is None else hw.chip_gm_bytes_per_cycle
     f, i = jnp.float32, jnp.int32
-    return Hw(f(hw.gm_bytes_per_cycle), f(chip), f(hw.l1_to_l0a_bytes_per_cycle), f(hw.l0b_rate),
-              f(a.fixpipe_bytes_per_cycle), f(hw.l0c_to_ub_bytes_per_cycle), f(hw.ub_to_gm_rate),
-              i(a.mte2_startup), i(a.mte3_startup), i(a.mte1_startup), i(a.mmad_startup),
-              i(a.fixpipe_startup), i(a.vector_startup), i(a.gm_burst_overhead), f(hw.vector_repeat_bytes),
-              f(hw.l1_bytes), f(hw.l0a_bytes), f(hw.l0b_bytes), f(hw.l0c_bytes), f(hw.ub_bytes))
+    return Hw(
+        f(hw.gm_bytes_per_cycle),
+        f(chip),
+        f(hw.l1_to_l0a_bytes_per_cycle),
+        f(hw.l0b_rate),
+        f(a.fixpipe_bytes_per_cycle),
+        f(hw.l0c_to_ub_bytes_per_cycle),
+        f(hw.ub_to_gm_rate),
+        i(a.mte2_startup),
+        i(a.mte3_startup),
+        i(a.mte1_startup),
+        i(a.mmad_startup),
+        i(a.fixpipe_startup),
+        i(a.vector_startup),
+        i(a.gm_burst_overhead),
+        f(hw.vector_repeat_bytes),
+        f(hw.l1_bytes),
+        f(hw.l0a_bytes),
+        f(hw.l0b_bytes),
+        f(hw.l0c_bytes),
+        f(hw.ub_bytes),
+    )
 
 
 def tilings_from(tilings) -> Tilings:
@@ -137,8 +169,10 @@ def tilings_from(tilings) -> Tilings:
     rows = []
     for t in tilings:
         if t.l1_stages != t.l0_stages or t.cores is not None:
-            raise ValueError(f"the search space ties l1_stages to l0_stages and uses every core "
-                             f"(cores=None); got {t}. Use l1_stages == l0_stages and cores=None.")
+            raise ValueError(
+                f"the search space ties l1_stages to l0_stages and uses every core "
+                f"(cores=None); got {t}. Use l1_stages == l0_stages and cores=None."
+            )
         rows.append((t.ho, t.wo, t.n, t.cin1, t.k_l0, int(t.weights_resident), t.l1_stages, t.cout_split))
     a = np.asarray(rows, np.int32).reshape(-1, 8)
     return Tilings(*(jnp.asarray(a[:, i]) for i in range(8)))
@@ -147,8 +181,17 @@ def tilings_from(tilings) -> Tilings:
 def tiling_at(t: Tilings, i: int = 0) -> ConvTiling:
     """Row ``i`` of a batch of :class:`Tilings` as a :class:`ConvTiling`."""
     v = [int(np.asarray(x).reshape(-1)[i]) for x in t]
-    return ConvTiling(ho=v[0], wo=v[1], n=v[2], cin1=v[3], k_l0=v[4], weights_resident=bool(v[5]),
-                      l1_stages=v[6], l0_stages=v[6], cout_split=v[7])
+    return ConvTiling(
+        ho=v[0],
+        wo=v[1],
+        n=v[2],
+        cin1=v[3],
+        k_l0=v[4],
+        weights_resident=bool(v[5]),
+        l1_stages=v[6],
+        l0_stages=v[6],
+        cout_split=v[7],
+    )
 
 
 # ---- shared arithmetic ---------------------------------------------------------------------------
@@ -188,8 +231,11 @@ def epilogue_costs(hw: Hw, coupled: bool, fused: bool, m_eff, nv, n, out_bytes, 
             c3 = c3 + 3 * _onchip(m_eff * n * VSZ * live, hw.vec_rate, hw.vec_su)
         return fx, c3
     gaps = jnp.maximum(out_bursts - 1, 0) * hw.burst
-    fx = jnp.where(out_bytes > 0, hw.fix_su + jnp.maximum(
-        _ceil_rate(l0c_bytes, hw.fix_rate), _ceil_rate(out_bytes, gm_rate) + gaps), 0)
+    fx = jnp.where(
+        out_bytes > 0,
+        hw.fix_su + jnp.maximum(_ceil_rate(l0c_bytes, hw.fix_rate), _ceil_rate(out_bytes, gm_rate) + gaps),
+        0,
+    )
     return fx, jnp.zeros_like(fx)
 
 
@@ -204,15 +250,34 @@ def derived(L: Layer, t: Tilings, num_cores: int, xp=jnp) -> dict:
     n_tiles = L.n * n_th * n_tw
     cores_sp = xp.maximum(1, xp.minimum(num_cores // t.cout_split, n_tiles))
     cb_per = _cdiv(ncb, t.cout_split)
-    return dict(c1=c1, k_total=c1 * L.kh * L.kw * C0, k_l1=xp.minimum(t.cin1, c1) * L.kh * L.kw * C0,
-                ncb=ncb, n_th=n_th, n_tw=n_tw, n_tiles=n_tiles, cores_sp=cores_sp, cb_per=cb_per,
-                cores=cores_sp * t.cout_split, tiles_per_core=_cdiv(n_tiles, cores_sp),
-                n_parts=_cdiv(c1, t.cin1), m_t=_r(t.ho * t.wo, 16),
-                h_in=(t.ho - 1) * L.sh + (L.kh - 1) * L.dh + 1, w_in=(t.wo - 1) * L.sw + (L.kw - 1) * L.dw + 1)
+    return dict(
+        c1=c1,
+        k_total=c1 * L.kh * L.kw * C0,
+        k_l1=xp.minimum(t.cin1, c1) * L.kh * L.kw * C0,
+        ncb=ncb,
+        n_th=n_th,
+        n_tw=n_tw,
+        n_tiles=n_tiles,
+        cores_sp=cores_sp,
+        cb_per=cb_per,
+        cores=cores_sp * t.cout_split,
+        tiles_per_core=_cdiv(n_tiles, cores_sp),
+        n_parts=_cdiv(c1, t.cin1),
+        m_t=_r(t.ho * t.wo, 16),
+        h_in=(t.ho - 1) * L.sh + (L.kh - 1) * L.dh + 1,
+        w_in=(t.wo - 1) * L.sw + (L.kw - 1) * L.dw + 1,
+    )
 
 
-def buffer_needs(L: Layer, t: Tilings, coupled: bool, num_cores: int, fused: bool = False,
-                 align=(32, 512, 512, 64, 32), xp=jnp) -> dict:
+def buffer_needs(
+    L: Layer,
+    t: Tilings,
+    coupled: bool,
+    num_cores: int,
+    fused: bool = False,
+    align=(32, 512, 512, 64, 32),
+    xp=jnp,
+) -> dict:
     """Bytes each buffer needs (allocation order and alignment as ``ConvPlan.allocate``; with
     ``fused``, the bias + ReLU epilogue's buffers as ``kernels.epilogue.allocate``)."""
     d = derived(L, t, num_cores, xp)
@@ -222,10 +287,12 @@ def buffer_needs(L: Layer, t: Tilings, coupled: bool, num_cores: int, fused: boo
     w_res = _r((d["cb_per"] * d["k_total"] + t.k_l0) * t.n * ISZ, a1)
     w_part = _r(_r(d["k_l1"], t.k_l0) * t.n * ISZ, a1) * st
     bias = _r(d["cb_per"] * t.n * BIAS_SZ, a1 if not coupled else aub)  # the core's Cout group's bias
-    need = dict(L1=x + xp.where(t.resident > 0, w_res, w_part),
-                L0A=_r(d["m_t"] * t.k_l0 * ISZ, a0a) * st,
-                L0B=_r(t.k_l0 * t.n * ISZ, a0b) * st,
-                L0C=_r(d["m_t"] * t.n * 4, a0c))
+    need = dict(
+        L1=x + xp.where(t.resident > 0, w_res, w_part),
+        L0A=_r(d["m_t"] * t.k_l0 * ISZ, a0a) * st,
+        L0B=_r(t.k_l0 * t.n * ISZ, a0b) * st,
+        L0C=_r(d["m_t"] * t.n * 4, a0c),
+    )
     zero = xp.zeros_like(need["L0C"])
     if fused and not coupled:  # Fixpipe: bias (fp32) in L1; the activation needs no buffer
         need["L1"] = need["L1"] + bias
@@ -341,8 +408,7 @@ def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: b
             cw = _gm(w_bytes, jnp.where(nv == t.n, 1, part_k), gm_rate, hw.mte2_su, hw.burst)
             we = jnp.maximum(mte2, jnp.where(st2, rw1, rw0)) + cw
             first = q == 0
-            ready = jnp.where(res, jnp.where(first, xready, 0),
-                              jnp.where(first, jnp.maximum(we, xready), we))
+            ready = jnp.where(res, jnp.where(first, xready, 0), jnp.where(first, jnp.maximum(we, xready), we))
             mte2 = jnp.where(res, mte2, jnp.where(live, we, mte2))
             mf = jnp.where(first, mfree, 0)
             l_, m1_, m2_ = step(l_, m1_, m2_, load(kv1), mmad(kv1), ready, mf, live & (S >= 1))
@@ -355,7 +421,8 @@ def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: b
             return mte2, l_, m1_, m2_, jnp.where(live, l_, rw0), jnp.where(live, rw0, rw1)
 
         mte2, l_, m1_, m2_, relw0, relw1 = lax.fori_loop(
-            0, d["n_parts"], part, (mte2, le, me1, me2, relw0, relw1))
+            0, d["n_parts"], part, (mte2, le, me1, me2, relw0, relw1)
+        )
         relx0, relx1 = jnp.where(release, l_, relx0), jnp.where(release, relx0, relx1)
         ep_end = jnp.maximum(m1_, ep_free) + fx
         le, me1, me2 = jnp.where(live, l_, le), jnp.where(live, m1_, me1), jnp.where(live, m2_, me2)

@@ -153,8 +153,15 @@ def _snap(num_cores: int):
     return jax.jit(jax.vmap(lambda x, d, L: space.snap(x, d, L, num_cores), in_axes=(0, 0, None)))
 
 
-def exact_cycles(L: exact.Layer, t: exact.Tilings, hw: exact.Hw, num_cores: int, coupled: bool,
-                 fused: bool = False, chunk: int = 8192) -> np.ndarray:
+def exact_cycles(
+    L: exact.Layer,
+    t: exact.Tilings,
+    hw: exact.Hw,
+    num_cores: int,
+    coupled: bool,
+    fused: bool = False,
+    chunk: int = 8192,
+) -> np.ndarray:
     """Exact cycles of a batch of tilings (numpy in, numpy out).
 
     The vectorised schedule runs its loops as long as the batch's longest row, so rows are
@@ -173,11 +180,11 @@ def exact_cycles(L: exact.Layer, t: exact.Tilings, hw: exact.Hw, num_cores: int,
     cuts = np.nonzero(np.diff(group))[0] + 1
     for idx in np.split(order, cuts):
         for s in range(0, len(idx), chunk):
-            part = rows[idx[s:s + chunk]].astype(np.int32)
+            part = rows[idx[s : s + chunk]].astype(np.int32)
             m = len(part)
             size = max(16, 1 << (m - 1).bit_length())
             part = np.concatenate([part, np.repeat(part[:1], size - m, 0)])
-            out[idx[s:s + m]] = np.asarray(exact.rows_cycles(L, part, hw, num_cores, coupled, fused))[:m]
+            out[idx[s : s + m]] = np.asarray(exact.rows_cycles(L, part, hw, num_cores, coupled, fused))[:m]
     return out
 
 
@@ -199,8 +206,9 @@ def default_configs(L: exact.Layer, num_cores: int) -> list[tuple[int, int, int]
     """Every discrete choice a layer allows, without enumerating its space: splits up to the
     layer's Cout blocks of 16."""
     ncb = int(-(-int(L.k) // 16))
-    return config_order([(r, st, cs) for r in (0, 1) for st in (1, 2)
-                         for cs in space.splits_of(num_cores) if cs <= ncb])
+    return config_order(
+        [(r, st, cs) for r in (0, 1) for st in (1, 2) for cs in space.splits_of(num_cores) if cs <= ncb]
+    )
 
 
 def init_points(key, L: exact.Layer, starts: int, num_cores: int, configs=None):
@@ -254,7 +262,9 @@ def repair(sp: space.Space, rows: np.ndarray) -> np.ndarray:
         grid[..., 4] = ks[None, None, :]
         ok = sp.contains(grid.reshape(-1, 8)).reshape(grid.shape[:3])
         ok &= (grid[..., 2] <= rows[idx, None, None, 2]) & (grid[..., 4] <= rows[idx, None, None, 4])
-        rank = np.where(ok, np.arange(len(ns))[None, :, None] * len(ks) + np.arange(len(ks))[None, None, :], -1)
+        rank = np.where(
+            ok, np.arange(len(ns))[None, :, None] * len(ks) + np.arange(len(ks))[None, None, :], -1
+        )
         best = rank.reshape(len(idx), -1).argmax(1)
         fixed = ok.reshape(len(idx), -1)[np.arange(len(idx)), best]
         rows[idx[fixed]] = grid.reshape(len(idx), -1, 8)[np.arange(len(idx)), best][fixed]
@@ -304,8 +314,9 @@ def lines(sp: space.Space, p: np.ndarray) -> list[np.ndarray]:
     ns = sp.axis_values("n")
     splits = np.asarray(space.splits(sp.hw))
     i_n, i_s = int(np.searchsorted(ns, p[2])), int(np.searchsorted(splits, p[7]))
-    pairs = sorted((abs(a - i_n) + abs(b - i_s), abs(b - i_s), a, b) for a in range(len(ns))
-                    for b in range(len(splits)))
+    pairs = sorted(
+        (abs(a - i_n) + abs(b - i_s), abs(b - i_s), a, b) for a in range(len(ns)) for b in range(len(splits))
+    )
     r = np.repeat(p[None], len(pairs), 0)
     r[:, 2] = [ns[a] for *_, a, _ in pairs]
     r[:, 7] = [splits[b] for *_, b in pairs]
@@ -370,8 +381,13 @@ def pattern(sp: space.Space, old: np.ndarray, new: np.ndarray, steps=(1, 2)) -> 
     each ``s`` in ``steps``; the discrete coordinates (cin1, loop order, stages) stay as in ``new``
     (k_l0 moves only when cin1 did not change). :func:`repair` ed; rows outside the space dropped."""
     cols = (0, 1, 2, 4, 7)  # ho, wo, n, k_l0, cout_split
-    axes = [sp.axis_values("ho"), sp.axis_values("wo"), sp.axis_values("n"),
-            sp.axis_values("k_l0", int(new[3])), np.asarray(space.splits(sp.hw))]
+    axes = [
+        sp.axis_values("ho"),
+        sp.axis_values("wo"),
+        sp.axis_values("n"),
+        sp.axis_values("k_l0", int(new[3])),
+        np.asarray(space.splits(sp.hw)),
+    ]
     a = np.asarray([np.searchsorted(ax, old[c]) for c, ax in zip(cols, axes)])
     b = np.asarray([np.searchsorted(ax, new[c]) for c, ax in zip(cols, axes)])
     if old[3] != new[3]:
@@ -420,8 +436,16 @@ def _by_config(ledger: _Ledger) -> list[np.ndarray]:
     return [np.asarray(r, np.int32) for r in by_config.values()]
 
 
-def race(sp: space.Space, ledger: _Ledger, share: float, history: list, relaxed_evals: int, step: int,
-         arms: int = 8, reach: int = 5) -> None:
+def race(
+    sp: space.Space,
+    ledger: _Ledger,
+    share: float,
+    history: list,
+    relaxed_evals: int,
+    step: int,
+    arms: int = 8,
+    reach: int = 5,
+) -> None:
     """Successive halving over the discrete choices (Jamieson and Talwalkar 2016): the best point
     of each of the ``arms`` best (loop order, split) choices climbs (:func:`_move`) on an equal
     slice of the round's evaluations; the better half go on to the next round, until one is left.
@@ -447,15 +471,30 @@ def race(sp: space.Space, ledger: _Ledger, share: float, history: list, relaxed_
                     arm["c"], arm["k"], arm["came"] = nxt
             ledger.left = left - (share_ - ledger.left)
             arm["best"] = ledger.seen.get(tuple(arm["c"]), np.inf)
-            history.append(dict(phase="exact", step=step, best=ledger.best()[0][1],
-                                evals=relaxed_evals + len(ledger.seen), objective=None))
+            history.append(
+                dict(
+                    phase="exact",
+                    step=step,
+                    best=ledger.best()[0][1],
+                    evals=relaxed_evals + len(ledger.seen),
+                    objective=None,
+                )
+            )
         active = sorted(active, key=lambda a: a["best"])[: max(1, len(active) // 2)]
         if len(active) == 1:
             break
 
 
-def coordinate_search(sp: space.Space, ledger: _Ledger, width: int, rng: np.random.Generator,
-                      history: list, relaxed_evals: int, step: int, reach: int = 5) -> None:
+def coordinate_search(
+    sp: space.Space,
+    ledger: _Ledger,
+    width: int,
+    rng: np.random.Generator,
+    history: list,
+    relaxed_evals: int,
+    step: int,
+    reach: int = 5,
+) -> None:
     """Step 4 of the module docstring, until the ledger's budget is spent or nothing is left.
 
     A centre moves as :func:`_move` says (pattern move, then ``reach`` values along each line,
@@ -485,8 +524,15 @@ def coordinate_search(sp: space.Space, ledger: _Ledger, width: int, rng: np.rand
             used.add(tuple(c))
         centres = moved
         stalls = stalls + 1 if len(ledger.seen) == before else 0
-        history.append(dict(phase="exact", step=step, best=ledger.best()[0][1],
-                            evals=relaxed_evals + len(ledger.seen), objective=None))
+        history.append(
+            dict(
+                phase="exact",
+                step=step,
+                best=ledger.best()[0][1],
+                evals=relaxed_evals + len(ledger.seen),
+                objective=None,
+            )
+        )
 
 
 def _kick(sp: space.Space, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -503,24 +549,39 @@ def _kick(sp: space.Space, p: np.ndarray, rng: np.random.Generator) -> np.ndarra
     return p
 
 
-def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, starts: int | None = None,
-                 steps: int = 16, round_every: int = 8, seed: int = 0, learning_rate: float = 0.1,
-                 optimizer: optax.GradientTransformation | None = None, max_evals: int | None = None,
-                 budget: float = BUDGET, width: int = 1) -> ModelSearch:
+def search_model(
+    g: ConvGeometry,
+    hw: HardwareConfig,
+    *,
+    fused: bool = False,
+    starts: int | None = None,
+    steps: int = 16,
+    round_every: int = 8,
+    seed: int = 0,
+    learning_rate: float = 0.1,
+    optimizer: optax.GradientTransformation | None = None,
+    max_evals: int | None = None,
+    budget: float = BUDGET,
+    width: int = 1,
+) -> ModelSearch:
     """The model side of :func:`tile_search` (steps 1-4 of the module docstring).
 
     ``max_evals`` caps the evaluations; by default it is ``budget`` x the space's size (at least
     :data:`MIN_EVALS`). ``starts`` defaults to one per discrete choice of the space; descent steps
     are cut so that relaxed evaluations take at most :data:`DESCENT_SHARE` of the cap."""
     if (starts is not None and starts < 1) or steps < 1 or round_every < 1 or width < 1:
-        raise ValueError(f"starts, steps, round_every and width must be >= 1, got {starts}, {steps}, "
-                         f"{round_every}, {width}.")
+        raise ValueError(
+            f"starts, steps, round_every and width must be >= 1, got {starts}, {steps}, "
+            f"{round_every}, {width}."
+        )
     if not 0 < budget <= 1:
         raise ValueError(f"budget is a fraction of the space in (0, 1], got {budget}.")
     sp = space.build(g, hw, fused)
     if sp.size == 0:
-        raise RuntimeError(f"{g.describe()} has no legal img2col tiling on {hw.name}"
-                           f"{' (fused)' if fused else ''}: every tile overflows a buffer.")
+        raise RuntimeError(
+            f"{g.describe()} has no legal img2col tiling on {hw.name}"
+            f"{' (fused)' if fused else ''}: every tile overflows a buffer."
+        )
     cap = max_evals if max_evals is not None else max(MIN_EVALS, int(budget * sp.size))
     L, H = exact.layer_of(g), exact.hw_of(hw)
     nc, cp = hw.num_cores, hw.coupled
@@ -548,8 +609,10 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
         relaxed_evals += n_starts * n
         near = _rows(_snap(nc)(x, disc, L)).reshape(n_starts, space.NEAR, 8)
         inside = sp.contains(near.reshape(-1, 8)).reshape(n_starts, space.NEAR)
-        ledger.evaluate(_interleave([r[o] for r, o in zip(near, inside)] or [np.zeros((0, 8), np.int32)]),
-                        limit=int(ROUNDING_SHARE * cap) // rounds)
+        ledger.evaluate(
+            _interleave([r[o] for r, o in zip(near, inside)] or [np.zeros((0, 8), np.int32)]),
+            limit=int(ROUNDING_SHARE * cap) // rounds,
+        )
         moved = np.asarray(x).copy()
         for i, (r, o) in enumerate(zip(near, inside)):
             _, best = _best_of(ledger, r[o])
@@ -557,17 +620,29 @@ def search_model(g: ConvGeometry, hw: HardwareConfig, *, fused: bool = False, st
                 moved[i] = _log_params(np.asarray([best], np.int32))[0]
         x = jnp.asarray(moved)
         state = opt.init(x)
-        history.append(dict(phase="descent", step=done, best=ledger.best()[0][1] if ledger.seen else None,
-                            evals=relaxed_evals + len(ledger.seen), objective=float(vals[-1])))
+        history.append(
+            dict(
+                phase="descent",
+                step=done,
+                best=ledger.best()[0][1] if ledger.seen else None,
+                evals=relaxed_evals + len(ledger.seen),
+                objective=float(vals[-1]),
+            )
+        )
     if not ledger.seen:  # every rounding fell outside the space: start from its first point
         ledger.evaluate(np.stack(sp.tilings, 1)[:1])
     race(sp, ledger, RACE_SHARE, history, relaxed_evals, done)
     coordinate_search(sp, ledger, width, np.random.default_rng(seed), history, relaxed_evals, done)
     ranked = ledger.best(len(ledger.seen))
-    return ModelSearch(rows=np.asarray([r for r, _ in ranked], np.int32),
-                       cycles=np.asarray([c for _, c in ranked], np.int64), history=history,
-                       relaxed_evals=relaxed_evals, exact_evals=len(ledger.seen), budget=cap,
-                       space_size=sp.size)
+    return ModelSearch(
+        rows=np.asarray([r for r, _ in ranked], np.int32),
+        cycles=np.asarray([c for _, c in ranked], np.int64),
+        history=history,
+        relaxed_evals=relaxed_evals,
+        exact_evals=len(ledger.seen),
+        budget=cap,
+        space_size=sp.size,
+    )
 
 
 def fused_epilogue(hw: HardwareConfig):
@@ -606,11 +681,28 @@ def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = Fa
     return int(rep.cycles)
 
 
-def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareConfig | None = None, *,
-                fused: bool = False, objective: str = "cycles", starts: int | None = None, steps: int = 16,
-                seed: int = 0, round_every: int = 8, finalists: int = 2, verify: bool = True,
-                budget: float = BUDGET, max_evals: int | None = None, width: int = 1,
-                learning_rate: float = 0.1, optimizer: optax.GradientTransformation | None = None) -> SearchResult:
+def tile_search(
+    x_shape,
+    w_shape,
+    stride=1,
+    padding=0,
+    dilation=1,
+    hw: HardwareConfig | None = None,
+    *,
+    fused: bool = False,
+    objective: str = "cycles",
+    starts: int | None = None,
+    steps: int = 16,
+    seed: int = 0,
+    round_every: int = 8,
+    finalists: int = 2,
+    verify: bool = True,
+    budget: float = BUDGET,
+    max_evals: int | None = None,
+    width: int = 1,
+    learning_rate: float = 0.1,
+    optimizer: optax.GradientTransformation | None = None,
+) -> SearchResult:
     """Find the img2col tiling of a Conv2D: gradient descent on the relaxed cost model, a race
     of the discrete choices and exact coordinate search, the emulator's verdict (the module
     docstring has the steps).
@@ -660,9 +752,20 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
         raise ValueError(f"finalists must be >= 0, got {finalists}.")
     g = canonicalize(x_shape, w_shape, stride, padding, dilation)
     t0 = time.perf_counter()
-    m = search_model(g, hw, fused=fused, starts=starts, steps=steps, round_every=round_every, seed=seed,
-                     learning_rate=learning_rate, optimizer=optimizer, max_evals=max_evals, budget=budget,
-                     width=width)
+    m = search_model(
+        g,
+        hw,
+        fused=fused,
+        starts=starts,
+        steps=steps,
+        round_every=round_every,
+        seed=seed,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        max_evals=max_evals,
+        budget=budget,
+        width=width,
+    )
     t1 = time.perf_counter()
     fins = []
     if verify and finalists:
@@ -673,7 +776,19 @@ def tile_search(x_shape, w_shape, stride=1, padding=0, dilation=1, hw: HardwareC
         tiling, model, emu = fins[win]
     else:
         tiling, model, emu = exact.tiling_at(_tilings(m.rows[:1])), int(m.cycles[0]), None
-    return SearchResult(tiling=tiling, model_cycles=model, emulated_cycles=emu, finalists=tuple(fins),
-                        history=tuple(m.history), relaxed_evals=m.relaxed_evals, exact_evals=m.exact_evals,
-                        budget=m.budget, space_size=m.space_size, seconds=t1 - t0,
-                        verify_seconds=time.perf_counter() - t1, geometry=g, hw_name=hw.name, fused=fused)
+    return SearchResult(
+        tiling=tiling,
+        model_cycles=model,
+        emulated_cycles=emu,
+        finalists=tuple(fins),
+        history=tuple(m.history),
+        relaxed_evals=m.relaxed_evals,
+        exact_evals=m.exact_evals,
+        budget=m.budget,
+        space_size=m.space_size,
+        seconds=t1 - t0,
+        verify_seconds=time.perf_counter() - t1,
+        geometry=g,
+        hw_name=hw.name,
+        fused=fused,
+    )

@@ -68,8 +68,18 @@ def bounds(L: exact.Layer, num_cores: int, resident=None):
     f = jnp.float32
     c1 = exact._cdiv(L.c, exact.C0)
     lo = jnp.log(jnp.array([1.0, 1.0, 16.0, 1.0, exact.C0, 1.0], f))
-    hi = jnp.log(jnp.stack([L.ho, L.wo, exact._cdiv(L.k, 16) * 16, c1, c1 * L.kh * L.kw * exact.C0,
-                            jnp.minimum(num_cores, exact._cdiv(L.k, 16))]).astype(f))
+    hi = jnp.log(
+        jnp.stack(
+            [
+                L.ho,
+                L.wo,
+                exact._cdiv(L.k, 16) * 16,
+                c1,
+                c1 * L.kh * L.kw * exact.C0,
+                jnp.minimum(num_cores, exact._cdiv(L.k, 16)),
+            ]
+        ).astype(f)
+    )
     return lo, hi
 
 
@@ -126,8 +136,11 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
     m = ho_e * wo_e
     m16, n16, k16 = soft_ceil(m / 16), soft_ceil(nv / 16), soft_ceil(k_l0 / exact.C0)
     # one K step: Load3D (L0A) + LoadData (L0B), and the Mmad
-    load = 2 * hw.mte1_su + m16 * 16 * k_l0 * exact.ISZ / hw.l0a_rate + \
-        k16 * exact.C0 * n16 * 16 * exact.ISZ / hw.l0b_rate
+    load = (
+        2 * hw.mte1_su
+        + m16 * 16 * k_l0 * exact.ISZ / hw.l0a_rate
+        + k16 * exact.C0 * n16 * 16 * exact.ISZ / hw.l0b_rate
+    )
     mmad = hw.mmad_su + m16 * n16 * k16
     # input tile (halo included) and weight parts; bursts: one per row and channel block unless
     # the tile spans whole rows (whole planes)
@@ -149,7 +162,9 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
         if fused:  # VAdd (bias), VRelu, VCast over the fp32 tile
             c3 = c3 + 3 * (hw.vec_su + m * n * exact.VSZ / hw.vec_rate)
     else:
-        fx = hw.fix_su + jnp.maximum(l0c_bytes / hw.fix_rate, out_bytes / gm_rate + (out_bursts - 1) * hw.burst)
+        fx = hw.fix_su + jnp.maximum(
+            l0c_bytes / hw.fix_rate, out_bytes / gm_rate + (out_bursts - 1) * hw.burst
+        )
         c3 = jnp.zeros_like(fx)
     # per item, on each chain: MTE2 (input once per spatial tile, weight parts), MTE1 (loads),
     # Cube + Fixpipe (they share the one L0C tile), and the epilogue's own queue
@@ -158,9 +173,22 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
     c = steps * mmad + fx
     e = fx + c3
     # one item's latency: its first fetches, then loads and Mmads overlapped step by step
-    lat = cx + jnp.where(res, cw_res, cw) + steps * jnp.maximum(load, mmad) + jnp.minimum(load, mmad) + fx + c3
-    return dict(a=a, b=b, c=c, e=e, lat=lat, st=st, load=load, mmad=mmad, items=items, steps=steps,
-                mte2_once=jnp.where(res, cw_res, 0.0))
+    lat = (
+        cx + jnp.where(res, cw_res, cw) + steps * jnp.maximum(load, mmad) + jnp.minimum(load, mmad) + fx + c3
+    )
+    return dict(
+        a=a,
+        b=b,
+        c=c,
+        e=e,
+        lat=lat,
+        st=st,
+        load=load,
+        mmad=mmad,
+        items=items,
+        steps=steps,
+        mte2_once=jnp.where(res, cw_res, 0.0),
+    )
 
 
 def surrogate(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False):
@@ -193,10 +221,17 @@ def needs(x, disc, L: exact.Layer, coupled: bool, fused: bool = False):
     k_l1 = jnp.minimum(cin1, c1) * taps * exact.C0
     cb_per = ste_ceil(ste_ceil(Lf.k / n) / cs)
     x_l1 = ste_round_up(c1 * h_in * w_in * exact.C0 * exact.ISZ, 32) * st
-    w_l1 = jnp.where(res, ste_round_up((cb_per * k_total + k_l0) * n * exact.ISZ, 32),
-                     ste_round_up(ste_round_up(k_l1, k_l0) * n * exact.ISZ, 32) * st)
-    out = dict(L1=x_l1 + w_l1, L0A=ste_round_up(m_t * k_l0 * exact.ISZ, 512) * st,
-               L0B=ste_round_up(k_l0 * n * exact.ISZ, 512) * st, L0C=ste_round_up(m_t * n * 4, 64))
+    w_l1 = jnp.where(
+        res,
+        ste_round_up((cb_per * k_total + k_l0) * n * exact.ISZ, 32),
+        ste_round_up(ste_round_up(k_l1, k_l0) * n * exact.ISZ, 32) * st,
+    )
+    out = dict(
+        L1=x_l1 + w_l1,
+        L0A=ste_round_up(m_t * k_l0 * exact.ISZ, 512) * st,
+        L0B=ste_round_up(k_l0 * n * exact.ISZ, 512) * st,
+        L0C=ste_round_up(m_t * n * 4, 64),
+    )
     bias = ste_round_up(cb_per * n * exact.BIAS_SZ, 32)
     out["UB"] = ste_round_up(m_t * n * exact.ISZ, 32) if coupled else jnp.zeros_like(out["L0C"])
     if fused and coupled:  # fp32 tile, bias, fp16 output tile
@@ -220,11 +255,20 @@ def penalty(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool
     return pen
 
 
-def objective(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False,
-              weight: float = 30.0):
+def objective(
+    x,
+    disc,
+    L: exact.Layer,
+    hw: exact.Hw,
+    num_cores: int,
+    coupled: bool,
+    fused: bool = False,
+    weight: float = 30.0,
+):
     """What the optimiser descends: log surrogate cycles + weight x penalty."""
     return jnp.log(surrogate(x, disc, L, hw, num_cores, coupled, fused)) + weight * penalty(
-        x, disc, L, hw, num_cores, coupled, fused)
+        x, disc, L, hw, num_cores, coupled, fused
+    )
 
 
 def integer_point(x, disc) -> exact.Tilings:
@@ -234,7 +278,9 @@ def integer_point(x, disc) -> exact.Tilings:
     n = jnp.maximum(16, jnp.round(s[2] / 16).astype(jnp.int32) * 16)
     k = jnp.maximum(exact.C0, jnp.round(s[4] / exact.C0).astype(jnp.int32) * exact.C0)
     i32 = jnp.int32
-    return exact.Tilings(r[0], r[1], n, r[3], k, disc[0].astype(i32), disc[1].astype(i32), disc[2].astype(i32))
+    return exact.Tilings(
+        r[0], r[1], n, r[3], k, disc[0].astype(i32), disc[1].astype(i32), disc[2].astype(i32)
+    )
 
 
 def relaxed_cycles(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool, fused: bool = False):

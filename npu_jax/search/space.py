@@ -139,7 +139,7 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
     rows = []
     for cin1 in balanced(c1):
         for k_l0 in exact.C0 * balanced(int(cin1) * g.kh * g.kw):
-            for res in ((0, 1) if cin1 == c1 else (0,)):
+            for res in (0, 1) if cin1 == c1 else (0,):
                 for n in ns:
                     ncb = -(-g.k // int(n))
                     for cs in splits(hw):
@@ -235,8 +235,15 @@ def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
         rows.append(row(*b[:4], _bal_at(Xk, tk - step)))
     for dh, dw in ((-1, -1), (-1, 1), (1, -1), (1, 1)):  # the tile's shape and area together
         rows.append(row(_bal_at(X["ho"], trip["ho"] - dh), _bal_at(X["wo"], trip["wo"] - dw), *b[2:]))
-    rows.append(row(_bal_at(X["ho"], trip["ho"] + 1), _bal_at(X["wo"], trip["wo"] + 1),
-                    _bal_at(X["n"], trip["n"] + 1), b[3], _bal_at(Xk, tk + 1)))
+    rows.append(
+        row(
+            _bal_at(X["ho"], trip["ho"] + 1),
+            _bal_at(X["wo"], trip["wo"] + 1),
+            _bal_at(X["n"], trip["n"] + 1),
+            b[3],
+            _bal_at(Xk, tk + 1),
+        )
+    )
     a = jnp.stack(rows)
     return exact.Tilings(*(a[:, i] for i in range(8)))
 

@@ -76,6 +76,7 @@ def _program(num_cores: int, coupled: bool, steps: int, rounds: int, learning_ra
         state = opt.init(x)
         best_c, best_t = BIG, exact.Tilings(*([jnp.int32(0)] * 8))
         for _ in range(rounds):
+
             def body(carry, _):
                 x, state = carry
                 g = jax.grad(obj)(x, disc, L, hw)
@@ -97,8 +98,19 @@ def _program(num_cores: int, coupled: bool, steps: int, rounds: int, learning_ra
     return jax.vmap(one)
 
 
-def search_rows(x, disc, L, H, *, num_cores: int, coupled: bool, steps: int = 24, rounds: int = 3,
-                learning_rate: float = 0.1, devices=None):
+def search_rows(
+    x,
+    disc,
+    L,
+    H,
+    *,
+    num_cores: int,
+    coupled: bool,
+    steps: int = 24,
+    rounds: int = 3,
+    learning_rate: float = 0.1,
+    devices=None,
+):
     """Run the on-device search on a flat batch of rows, sharded over ``devices`` (default: all).
 
     Args:
@@ -112,7 +124,9 @@ def search_rows(x, disc, L, H, *, num_cores: int, coupled: bool, steps: int = 24
     b = x.shape[0]
     pad = (-b) % nd
     fn = _program(num_cores, coupled, steps, rounds, learning_rate)
-    args = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[:1], pad, 0)]) if pad else a, (x, disc, L, H))
+    args = jax.tree.map(
+        lambda a: jnp.concatenate([a, jnp.repeat(a[:1], pad, 0)]) if pad else a, (x, disc, L, H)
+    )
     mesh = Mesh(np.asarray(devices), ("rows",))
     shard = NamedSharding(mesh, PartitionSpec("rows"))
     args = jax.device_put(args, shard)
@@ -120,9 +134,19 @@ def search_rows(x, disc, L, H, *, num_cores: int, coupled: bool, steps: int = 24
     return np.asarray(c)[:b], np.asarray(t)[:b]
 
 
-def sweep(layers: list[ConvGeometry], hws: list[HardwareConfig], *, starts: int = 8, steps: int = 24,
-          rounds: int = 3, seed: int = 0, learning_rate: float = 0.1, devices=None, chunk_layers: int = 8,
-          progress: bool = False) -> SweepResult:
+def sweep(
+    layers: list[ConvGeometry],
+    hws: list[HardwareConfig],
+    *,
+    starts: int = 8,
+    steps: int = 24,
+    rounds: int = 3,
+    seed: int = 0,
+    learning_rate: float = 0.1,
+    devices=None,
+    chunk_layers: int = 8,
+    progress: bool = False,
+) -> SweepResult:
     """Search every layer on every hardware variant, ``starts`` starts each, sharded over devices.
 
     The hardware variants must share ``num_cores`` and ``coupled``. ``progress=True`` shows a tqdm
@@ -133,8 +157,10 @@ def sweep(layers: list[ConvGeometry], hws: list[HardwareConfig], *, starts: int 
         raise ValueError("sweep needs at least one layer and one hardware config.")
     nc, cp = hws[0].num_cores, hws[0].coupled
     if any(h.num_cores != nc or h.coupled != cp for h in hws):
-        raise ValueError("sweep: every hardware config must have the same num_cores and coupled "
-                         f"(got {[(h.name, h.num_cores, h.coupled) for h in hws]}); sweep them separately.")
+        raise ValueError(
+            "sweep: every hardware config must have the same num_cores and coupled "
+            f"(got {[(h.name, h.num_cores, h.coupled) for h in hws]}); sweep them separately."
+        )
     nl, nh = len(layers), len(hws)
     cyc = np.empty((nl, nh, starts), np.int64)
     rows = np.empty((nl, nh, starts, 8), np.int32)
@@ -148,7 +174,7 @@ def sweep(layers: list[ConvGeometry], hws: list[HardwareConfig], *, starts: int 
         except ImportError:  # tqdm is a dev extra; the sweep runs without a bar
             pass
     for c0 in chunks:
-        block = layers[c0:c0 + chunk_layers]
+        block = layers[c0 : c0 + chunk_layers]
         xs, ds, Ls, Hb = [], [], [], []
         for li, g in enumerate(block):
             L = exact.layer_of(g)
@@ -161,12 +187,25 @@ def sweep(layers: list[ConvGeometry], hws: list[HardwareConfig], *, starts: int 
                 Hb += [H] * starts
         x = jnp.concatenate(xs)
         d = jnp.concatenate(ds)
-        c, t = search_rows(x, d, _stack(Ls), _stack(Hb), num_cores=nc, coupled=cp, steps=steps,
-                           rounds=rounds, learning_rate=learning_rate, devices=devices)
-        cyc[c0:c0 + len(block)] = c.reshape(len(block), nh, starts)
-        rows[c0:c0 + len(block)] = t.reshape(len(block), nh, starts, 8)
+        c, t = search_rows(
+            x,
+            d,
+            _stack(Ls),
+            _stack(Hb),
+            num_cores=nc,
+            coupled=cp,
+            steps=steps,
+            rounds=rounds,
+            learning_rate=learning_rate,
+            devices=devices,
+        )
+        cyc[c0 : c0 + len(block)] = c.reshape(len(block), nh, starts)
+        rows[c0 : c0 + len(block)] = t.reshape(len(block), nh, starts, 8)
     best = np.argmin(cyc, axis=2)
     take = np.take_along_axis
-    return SweepResult(cycles=take(cyc, best[..., None], 2)[..., 0],
-                       tilings=take(rows, best[..., None, None], 2)[:, :, 0],
-                       start_cycles=cyc, devices=len(jax.devices()) if devices is None else len(list(devices)))
+    return SweepResult(
+        cycles=take(cyc, best[..., None], 2)[..., 0],
+        tilings=take(rows, best[..., None, None], 2)[:, :, 0],
+        start_cycles=cyc,
+        devices=len(jax.devices()) if devices is None else len(list(devices)),
+    )
