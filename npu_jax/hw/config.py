@@ -12,6 +12,10 @@ import math
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 OVERFLOW_MODES = ("inf", "saturate")
+# M0 = N0: the rows (and columns) of every fractal, the unit of the L0 layouts, whatever the Cube's
+# throughput per cycle (vendor: a fractal is 16 x C0 elements; C0 = 32 B of the element type)
+FRACTAL_ROWS = 16
+L0C_ITEMSIZE = 4  # L0C accumulates in fp32
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -198,6 +202,11 @@ class HardwareConfig:
     def k0(self, itemsize: int) -> int:
         """Fractal depth K0 for an operand of ``itemsize`` bytes (16 for fp16, 8 for fp32)."""
         return self.cube_k_bytes // itemsize
+
+    def c0(self, itemsize: int) -> int:
+        """Channel block C0 of the NC1HWC0 / fractal layouts: one fractal row, ``cube_k_bytes`` wide
+        (16 for fp16, 8 for fp32); the same figure as :meth:`k0`."""
+        return self.k0(itemsize)
 
     def peak_flops_per_cycle(self, operand: str = "fp16") -> int:
         """Cube FLOP per cycle per core: one (16 x K0 x 16) fractal MAC block per cycle."""

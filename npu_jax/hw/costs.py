@@ -1,0 +1,238 @@
+"""Every instruction's cost rule, written once: a function of the hardware's numbers and the operand shapes.
+
+The emulator (``core/``: one ``issue`` per instruction) and the closed-form cost model (``cost/``,
+and the tile search built on it) both call these functions; no cycle formula exists anywhere else.
+Each rule is written against whatever array module its arguments come from -- Python ints, numpy
+arrays (the tiling chooser) or jax arrays, traced or not (the emulator, the search, gradients) -- so
+one rule gives the same integer everywhere:
+
+* sizes are ceilinged by :func:`cdiv` (integer arithmetic);
+* a byte count over a rate is :func:`ceil_rate`: ``ceil(float32(bytes) / float32(rate))``, the
+  float32 division the emulator has always done, in every array module (exact below 2^24 B);
+* with float arguments (the search's relaxation), :func:`cdiv` and :func:`ceil_rate` are straight-
+  through ceilings: the forward value is the exact one, the gradient that of the division.
+
+The numbers a rule reads are a :class:`HwNumbers` (``HwNumbers.of(hw)``: Python scalars;
+``HwNumbers.arrays(hw)``: float32 / int32 arrays that a sweep or a gradient may trace).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from npu_jax.hw.config import FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
+
+
+class HwNumbers(NamedTuple):
+    """The numbers of a :class:`HardwareConfig` that instruction costs depend on.
+
+    Rates are bytes per cycle per core, start-ups cycles, capacities bytes. ``chip_gm`` is the whole
+    chip's GM rate (``inf``: unshared). Two figures stay static because they change a program's shape,
+    not a number in it: ``num_cores`` and ``coupled`` (read them from the ``HardwareConfig``).
+    """
+
+    gm: float  # ddr_rate: one core's GM port
+    chip_gm: float  # whole chip, shared by the active cores (inf = unshared)
+    l0a_rate: float  # L1 -> L0A
+    l0b_rate: float  # L1 -> L0B
+    fix_rate: float  # Fixpipe's L0C read rate
+    l0c_ub_rate: float  # L0C -> UB (coupled chips)
+    ub_gm_rate: float  # UB -> GM port of MTE3
+    vec_rate: float  # bytes one vector instruction processes per cycle (one repeat)
+    mte2_su: int  # start-ups (cycles)
+    mte3_su: int
+    mte1_su: int
+    mmad_su: int
+    fix_su: int
+    vec_su: int
+    burst: int  # extra cycles per discontiguous GM burst
+    cube_m: int  # Cube rows / cols per cycle
+    cube_n: int
+    cube_k_bytes: int  # one fractal row in bytes: K0 = cube_k_bytes / itemsize
+    l1: float  # capacities (float so that co-design can differentiate them)
+    l0a: float
+    l0b: float
+    l0c: float
+    ub: float
+
+    @classmethod
+    def of(cls, hw: HardwareConfig) -> HwNumbers:
+        """Python scalars (what the emulator's static costs read)."""
+        a = hw.assumed
+        chip = float("inf") if hw.chip_gm_bytes_per_cycle is None else float(hw.chip_gm_bytes_per_cycle)
+        return cls(
+            gm=float(hw.gm_bytes_per_cycle),
+            chip_gm=chip,
+            l0a_rate=float(hw.l1_to_l0a_bytes_per_cycle),
+            l0b_rate=float(hw.l0b_rate),
+            fix_rate=float(a.fixpipe_bytes_per_cycle),
+            l0c_ub_rate=float(hw.l0c_to_ub_bytes_per_cycle),
+            ub_gm_rate=float(hw.ub_to_gm_rate),
+            vec_rate=float(hw.vector_repeat_bytes),
+            mte2_su=int(a.mte2_startup),
+            mte3_su=int(a.mte3_startup),
+            mte1_su=int(a.mte1_startup),
+            mmad_su=int(a.mmad_startup),
+            fix_su=int(a.fixpipe_startup),
+            vec_su=int(a.vector_startup),
+            burst=int(a.gm_burst_overhead),
+            cube_m=hw.cube_m,
+            cube_n=hw.cube_n,
+            cube_k_bytes=hw.cube_k_bytes,
+            l1=float(hw.l1_bytes),
+            l0a=float(hw.l0a_bytes),
+            l0b=float(hw.l0b_bytes),
+            l0c=float(hw.l0c_bytes),
+            ub=float(hw.ub_bytes),
+        )
+
+    @classmethod
+    def arrays(cls, hw: HardwareConfig) -> HwNumbers:
+        """The same numbers as jax arrays: float32 for rates and capacities, int32 for cycle counts
+        and Cube sizes (a pytree a sweep can stack, vmap or differentiate)."""
+        n = cls.of(hw)
+        return cls(*(jnp.asarray(v, jnp.int32 if isinstance(v, int) else jnp.float32) for v in n))
+
+
+# ---- arithmetic shared by every rule -------------------------------------------------------------
+def _is_jax(*xs) -> bool:
+    return any(isinstance(x, jax.Array) for x in xs)
+
+
+def _xp(*xs):
+    return jnp if _is_jax(*xs) else np
+
+
+def _is_float(x) -> bool:
+    return isinstance(x, float) or (hasattr(x, "dtype") and np.issubdtype(np.dtype(x.dtype), np.floating))
+
+
+def _ste(exact, smooth):
+    """Straight-through: ``exact``'s value with ``smooth``'s gradient (jax floats only)."""
+    return smooth + jax.lax.stop_gradient(exact - smooth)
+
+
+def cdiv(a, b):
+    """ceil(a / b) of non-negative integers (Python, numpy or jax). With jax float ``a`` (the search's
+    relaxation) a straight-through ceiling: the exact value, the gradient of ``a / b``."""
+    if _is_jax(a, b) and (_is_float(a) or _is_float(b)):
+        q = a / b
+        return _ste(jnp.ceil(q), q)
+    return -(-a // b)
+
+
+def round_up(a, m):
+    """``a`` rounded up to a multiple of ``m``."""
+    return cdiv(a, m) * m
+
+
+def ceil_rate(nbytes, rate):
+    """Cycles to move ``nbytes`` at ``rate`` B/cycle: ``ceil(float32(nbytes) / float32(rate))`` as int32
+    (the same float32 division in every array module). Float jax ``nbytes`` gets a straight-through
+    ceiling (the relaxation); the result stays float then."""
+    if _is_jax(nbytes, rate):
+        q = jnp.asarray(nbytes, jnp.float32) / jnp.asarray(rate, jnp.float32)
+        if _is_float(nbytes):
+            return _ste(jnp.ceil(q), q)
+        return jnp.ceil(q).astype(jnp.int32)
+    out = np.ceil(np.asarray(nbytes, np.float32) / np.float32(rate)).astype(np.int64)
+    return int(out) if out.ndim == 0 else out
+
+
+def _when_nonzero(amount, cycles):
+    """An empty instruction (``amount == 0``) costs nothing."""
+    xp = _xp(amount, cycles)
+    if xp is np and np.ndim(amount) == 0 and np.ndim(cycles) == 0:
+        return int(cycles) if amount > 0 else 0
+    return xp.where(xp.asarray(amount) > 0, cycles, 0)
+
+
+def k0(h: HwNumbers, itemsize):
+    """Fractal depth K0 for an operand of ``itemsize`` bytes (16 for fp16, 8 for fp32)."""
+    return h.cube_k_bytes // itemsize
+
+
+def gm_rate(h: HwNumbers, active_cores):
+    """One core's GM rate when ``active_cores`` cores move data at once (the chip's rate shared)."""
+    xp = _xp(h.gm, h.chip_gm, active_cores)
+    return xp.minimum(h.gm, h.chip_gm / xp.maximum(1, active_cores))
+
+
+# ---- the rules -----------------------------------------------------------------------------------
+def dma(h: HwNumbers, nbytes, bursts, rate, startup):
+    """A DMA between GM and a core (DataCopy on MTE2 / MTE3): start-up, bytes at ``rate``, and a gap
+    per discontiguous burst after the first."""
+    xp = _xp(nbytes, bursts, rate)
+    gaps = xp.maximum(bursts - 1, 0) * h.burst
+    return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate) + gaps)
+
+
+def onchip(nbytes, rate, startup):
+    """A move inside the core (L1 -> L0, L0C -> UB, a vector pass): start-up plus bytes at ``rate``."""
+    return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate))
+
+
+def load_l0a_bytes(h: HwNumbers, rows, cols, itemsize):
+    """Bytes an L0A load moves for an (M, K) window: whole (16 x K0) fractals."""
+    kk = k0(h, itemsize)
+    return round_up(rows, FRACTAL_ROWS) * round_up(cols, kk) * itemsize
+
+
+def load_l0b_bytes(h: HwNumbers, rows, cols, itemsize):
+    """Bytes an L0B load moves for a (K, N) window: whole (K0 x 16) fractals."""
+    kk = k0(h, itemsize)
+    return round_up(rows, kk) * round_up(cols, FRACTAL_ROWS) * itemsize
+
+
+def load_l0a(h: HwNumbers, nbytes):
+    """LoadData 2D / Load3D into L0A (MTE1)."""
+    return onchip(nbytes, h.l0a_rate, h.mte1_su)
+
+
+def load_l0b(h: HwNumbers, nbytes):
+    """LoadData 2D into L0B (MTE1)."""
+    return onchip(nbytes, h.l0b_rate, h.mte1_su)
+
+
+def mmad(h: HwNumbers, m, n, k, itemsize):
+    """Mmad (M): one (cube_m x K0 x cube_n) block per cycle, plus the pipeline's start-up."""
+    blocks = cdiv(m, h.cube_m) * cdiv(n, h.cube_n) * cdiv(k, k0(h, itemsize))
+    return _when_nonzero(blocks, h.mmad_su + blocks)
+
+
+def mmad_flops_issued(h: HwNumbers, m, n, k, itemsize):
+    """FLOPs the Cube performs for an (m, n, k) Mmad: whole blocks, padding included."""
+    return 2 * round_up(m, h.cube_m) * round_up(n, h.cube_n) * round_up(k, k0(h, itemsize))
+
+
+def l0c_bytes(m, n):
+    """Bytes of the fp32 L0C fractals an (m, n) result occupies (what Fixpipe / L0C->UB read)."""
+    return round_up(m, FRACTAL_ROWS) * round_up(n, FRACTAL_ROWS) * L0C_ITEMSIZE
+
+
+def fixpipe_gm(h: HwNumbers, m, n, out_bytes, bursts, rate):
+    """Fixpipe L0C -> GM (FIX): reading L0C and writing GM overlap; the slower sets the time."""
+    xp = _xp(m, n, out_bytes, bursts, rate)
+    gaps = xp.maximum(bursts - 1, 0) * h.burst
+    read = ceil_rate(l0c_bytes(m, n), h.fix_rate)
+    write = ceil_rate(out_bytes, rate) + gaps
+    return _when_nonzero(out_bytes, h.fix_su + xp.maximum(read, write))
+
+
+def fixpipe_l1(h: HwNumbers, m, n):
+    """Fixpipe L0C -> L1 (FIX)."""
+    return onchip(l0c_bytes(m, n), h.fix_rate, h.fix_su)
+
+
+def l0c_to_ub(h: HwNumbers, m, n):
+    """L0C -> UB on the Vector pipe (coupled chips)."""
+    return onchip(l0c_bytes(m, n), h.l0c_ub_rate, h.vec_su)
+
+
+def vector(h: HwNumbers, nbytes):
+    """One vector instruction (V): one repeat of ``vec_rate`` bytes per cycle over its widest operand."""
+    return onchip(nbytes, h.vec_rate, h.vec_su)
