@@ -1,7 +1,9 @@
 """Structural acceptance tests (issue 12): the shape of the code, read with ``ast``; nothing is compiled.
 
 * the module import graph of the installed packages ``npu_jax``, ``fusion`` and ``precision`` has no
-  cycle, and ``npu_jax`` never imports ``fusion`` or ``precision`` by an import statement;
+  cycle, ``npu_jax`` never imports ``fusion`` or ``precision`` by an import statement (its CLI's
+  command registry reaches them through importlib), and the layers of ``npu_jax`` (:data:`LAYERS`)
+  import only downward;
 * no import statement inside a function body, except of an optional dependency;
 * no module over :data:`MAX_MODULE_LINES` lines;
 * no cost constant typed outside ``npu_jax/hw/``: fractal / C0 arithmetic with a literal 16 or 32,
@@ -149,18 +151,18 @@ def imports_of(mod: Module) -> list[Import]:
     out = []
 
     def visit(node: ast.AST, in_function: bool, type_checking: bool) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(Import(mod, node, _resolve(mod, node, known), in_function, type_checking))
+            return
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                visit(stmt, in_function, True)
+            for stmt in node.orelse:
+                visit(stmt, in_function, type_checking)
+            return
+        in_function = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                out.append(Import(mod, child, _resolve(mod, child, known), in_function, type_checking))
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                visit(child, True, type_checking)
-            elif isinstance(child, ast.If) and _is_type_checking(child.test):
-                for stmt in child.body:
-                    visit(ast.Module(body=[stmt], type_ignores=[]), in_function, True)
-                for stmt in child.orelse:
-                    visit(ast.Module(body=[stmt], type_ignores=[]), in_function, type_checking)
-            else:
-                visit(child, in_function, type_checking)
+            visit(child, in_function, type_checking)
 
     visit(mod.tree, False, False)
     return out
@@ -297,18 +299,18 @@ def test_layers_import_downward():
     assert not bad, _report(f"imports of a higher layer (order: {' < '.join(LAYERS)})", bad)
 
 
+def _optional_dependency(imp: Import) -> bool:
+    relative = isinstance(imp.node, ast.ImportFrom) and imp.node.level > 0
+    return not relative and all(t.split(".")[0] in OPTIONAL_DEPENDENCIES for t in imp.targets)
+
+
 def function_local_imports(mods=None) -> list[str]:
     mods = modules().values() if mods is None else mods
     return [
         imp.where
         for mod in mods
         for imp in imports_of(mod)
-        if imp.in_function
-        and (
-            isinstance(imp.node, ast.ImportFrom)
-            and imp.node.level
-            or any(t.split(".")[0] not in OPTIONAL_DEPENDENCIES for t in imp.targets)
-        )
+        if imp.in_function and not _optional_dependency(imp)
     ]
 
 
