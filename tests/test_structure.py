@@ -332,7 +332,7 @@ def test_no_module_over_limit():
 # ---- cost constants ----------------------------------------------------------------------------------
 FRACTAL_LITERALS = (16, 32)  # fractal rows (M0 = N0 = 16), C0 = 32 B / itemsize, 32-B alignment
 # Helpers that round or ceil by their second argument.
-ROUNDING_CALL = re.compile(r"(^_r$|^_r16$|ceil|cdiv|round_up|align)", re.IGNORECASE)
+ROUNDING_CALL = re.compile(r"(^_r$|ceil|cdiv|round_up|align)", re.IGNORECASE)
 # Module-level names that have held a typed-in cost constant.
 CONSTANT_NAMES = re.compile(r"^(C0|K0|M0|N0|ISZ|VSZ|BIAS_SZ|FRACTAL\w*|\w*ITEMSIZE\w*)$")
 FORMAT_NAMES = frozenset(
@@ -343,7 +343,7 @@ ELEMENT_SIZES = frozenset({1, 2, 4, 8})
 # computes cycles, which only npu_jax/hw/costs.py may do.
 TIMING_ATTRIBUTE = re.compile(r"(_startup|_su|_bytes_per_cycle|_rate|^gm_burst_overhead|^burst|^chip_gm)$")
 # Calls that only wrap a value (the attribute stays "used in arithmetic" through them).
-WRAPPERS = frozenset({"float", "int", "asarray", "array", "float32", "int32", "astype"})
+WRAPPERS = frozenset({"float", "int", "asarray", "array", "float32", "int32"})
 
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
 
@@ -446,10 +446,10 @@ def _timing_arithmetic(node: ast.AST, ctx) -> bool:
         while True:
             if isinstance(v, ast.UnaryOp):
                 v = v.operand
-            elif isinstance(v, ast.Call) and _call_name(v) in WRAPPERS and len(v.args) == 1:
-                v = v.args[0]
             elif isinstance(v, ast.Call) and _call_name(v) == "astype" and isinstance(v.func, ast.Attribute):
-                v = v.func.value
+                v = v.func.value  # x.astype(...)
+            elif isinstance(v, ast.Call) and _call_name(v) in WRAPPERS and len(v.args) == 1:
+                v = v.args[0]  # float(x), jnp.asarray(x)
             else:
                 return isinstance(v, ast.Attribute) and bool(TIMING_ATTRIBUTE.search(v.attr))
 
@@ -593,6 +593,7 @@ def _patterns_hit(src: str) -> set[str]:
         ("c = bursts * a.gm_burst_overhead", "cycle arithmetic"),
         ("c = nbytes / hw.l1_to_l0a_bytes_per_cycle", "cycle arithmetic"),
         ("c = jnp.ceil(b / float(h.l0a_rate)) + h.mte1_su", "cycle arithmetic"),
+        ("c = n * hw.assumed.mte3_startup.astype(jnp.float32)", "cycle arithmetic"),
     ],
 )
 def test_cost_pattern_catches(src, pattern):
