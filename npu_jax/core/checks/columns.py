@@ -24,21 +24,21 @@ CHECK_NAMES = ("racecheck", "memcheck", "initcheck", "synccheck")  # by Check
 
 
 class Code(enum.IntEnum):
-    """What a finding is (0 in a record's code column = nothing found)."""
+    """What a finding is: 1, 2, ... in this order (0 in a record's code column = nothing found)."""
 
-    RAW = 1
-    WAR = 2
-    WAW = 3
-    GM_OOB = 4
-    BUF_OOB = 5
-    STAGE_OOB = 6
-    MISALIGNED = 7
-    EXTENT = 8
-    UNINIT = 9
-    HANG = 10
-    TWICE = 11
-    LEFT = 12
-    EVENT_ID = 13
+    RAW = enum.auto()
+    WAR = enum.auto()
+    WAW = enum.auto()
+    GM_OOB = enum.auto()
+    BUF_OOB = enum.auto()
+    STAGE_OOB = enum.auto()
+    MISALIGNED = enum.auto()
+    EXTENT = enum.auto()
+    UNINIT = enum.auto()
+    HANG = enum.auto()
+    TWICE = enum.auto()
+    LEFT = enum.auto()
+    EVENT_ID = enum.auto()
 
 
 # code -> (the check that reports it, its short name in messages)
