@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 
 from npu_jax.hw import presets
-from npu_jax.kernels.epilogue import canonical_steps
-from npu_jax.workloads import RESNET50_REFERENCE
+from npu_jax.mapping.epilogue import canonical_steps
+from npu_jax.workload.resnet50 import RESNET50_REFERENCE
 
 
 def epilogue_steps(text: str):

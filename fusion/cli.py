@@ -42,10 +42,10 @@ from npu_jax.core.policy import Policy
 from npu_jax.core.timing import PIPES
 from npu_jax.errors import NpuError
 from npu_jax.hw import presets
-from npu_jax.kernels.conv2d import STRATEGIES
-from npu_jax.kernels.conv_geometry import canonicalize
-from npu_jax.kernels.epilogue import split
+from npu_jax.mapping.conv import STRATEGIES
+from npu_jax.mapping.epilogue import split
 from npu_jax.report.reading import trace_note
+from npu_jax.workload.conv import canonicalize
 
 NAME = "fuse"
 HELP = "Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves"

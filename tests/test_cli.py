@@ -99,7 +99,7 @@ def test_demo_tiny(capsys, tmp_path):
 
 
 def test_demo_conv_layers_scaled_on_tiny_only():
-    from npu_jax.workloads import RESNET50_REFERENCE
+    from npu_jax.workload.resnet50 import RESNET50_REFERENCE
 
     assert demo_layers(presets.ascend910b()) == RESNET50_REFERENCE
     small = demo_layers(presets.tiny())

@@ -208,8 +208,8 @@ def test_fuse_bad_input_is_one_line_and_exit_2(capsys, extra, param):
 
 
 def test_reference_output_applies_the_chain():
-    from npu_jax.kernels.conv_geometry import canonicalize
-    from npu_jax.kernels.epilogue import canonical_steps
+    from npu_jax.mapping.epilogue import canonical_steps
+    from npu_jax.workload.conv import canonicalize
 
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal(_X), rng.standard_normal(_W)

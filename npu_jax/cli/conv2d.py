@@ -13,16 +13,17 @@ import sys
 
 import numpy as np
 
+from npu_jax.api.conv import conv2d
 from npu_jax.cli.base import UsageError
 from npu_jax.cli.data import conv_reference
 from npu_jax.cli.types import add_preset_argument, int_or_pair, output_path, padding, positive_int
 from npu_jax.errors import NpuError
-from npu_jax.kernels.conv2d import STRATEGIES, conv2d
-from npu_jax.kernels.conv_choose import choose_tiling
-from npu_jax.kernels.conv_geometry import canonicalize
+from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.report.reading import strategies_reading, trace_note
+from npu_jax.search.choose import choose_tiling
 from npu_jax.studies import StrategyRow, conv_strategies, format_rows
-from npu_jax.workloads import ConvLayer
+from npu_jax.workload.conv import canonicalize
+from npu_jax.workload.resnet50 import ConvLayer
 
 NAME = "conv2d"
 HELP = "run one Conv2D layer (NCHW x OIHW) on random fp16 data"

@@ -12,7 +12,7 @@ import numpy as np
 from jax import lax
 
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.workloads import RESNET50_REFERENCE
+from npu_jax.workload.resnet50 import RESNET50_REFERENCE
 
 
 def random_operands(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -16,10 +16,10 @@ import json
 import sys
 
 from npu_jax.cli.types import fraction, int_or_pair, padding, positive_int, preset
-from npu_jax.kernels.conv_geometry import canonicalize
 from npu_jax.search import baselines
 from npu_jax.search.optimise import tile_search
-from npu_jax.workloads import resnet50_convs
+from npu_jax.workload.conv import canonicalize
+from npu_jax.workload.resnet50 import resnet50_convs
 
 NAME = "search"
 HELP = "find a Conv2D tiling by gradient descent on the cost model"
