@@ -12,7 +12,7 @@ import os
 
 import jax
 
-from npu_jax.core.timing import PIPES, RATIO_NAMES
+from npu_jax.core.pipes import PIPES, RATIO_NAMES
 from npu_jax.report.report import Report, write_chrome_trace
 
 
