@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import busy, counter, gm_spec, make_core
 
-from npu_jax.core import isa, wide
+from npu_jax.core import isa
 from npu_jax.core.buffers import Plan
 from npu_jax.core.isa import table
 from npu_jax.core.pipes import COUNTERS, PIPE_INDEX, PIPES
@@ -26,7 +26,9 @@ def test_every_declaration_has_a_pipe_and_a_cost_rule_of_hw_costs():
     assert isa.DECLARATIONS, "no instruction declared"
     for instr in isa.DECLARATIONS:
         assert instr.pipe in PIPES, instr
-        assert instr.cost.__module__ == costs.__name__, f"{instr.name}: cost rule {instr.cost} not in hw/costs"
+        assert instr.cost.__module__ == costs.__name__, (
+            f"{instr.name}: cost rule {instr.cost} not in hw/costs"
+        )
         assert getattr(costs, instr.cost.__name__) is instr.cost, instr.name
         assert set(instr.counts) <= set(COUNTERS), instr.name
         assert callable(instr.semantics), instr.name
@@ -50,14 +52,14 @@ def _cases(rng, hw):
     v = plan.alloc("UB", "v", (16, 32), "fp16")
     w32 = plan.alloc("UB", "w32", (16, 32), "fp32")
     acc = plan.alloc("UB", "acc", (8,), "fp32")
-    specs = [gm_spec("x", (64, 64)), gm_spec("y", (64, 64), output=True)]
-    core = make_core(hw, plan, specs, {"x": _f16(rng, (64, 64))})
+    specs = [gm_spec("x", (64, 64)), gm_spec("f", (1, 16, 4, 4)), gm_spec("y", (64, 64), output=True)]
+    core = make_core(hw, plan, specs, {"x": _f16(rng, (64, 64)), "f": _f16(rng, (1, 16, 4, 4))})
     # every stage written first, so that reads see data (and initcheck stays quiet)
     core = core.data_copy(dst=l1[0], src=core.gm_window("x", (0, 0), (32, 64)))
     core = core.data_copy(dst=u[0], src=core.gm_window("x", (0, 0), (16, 32)))
     core = core.data_copy(dst=v[0], src=core.gm_window("x", (16, 0), (16, 32)))
     core = core.vector("VCast", w32[0], u[0])
-    core = core.data_copy(dst=fm[0], src=core.gm_window("x", (0, 0), (16, 16)), layout="nc1hwc0")
+    core = core.data_copy(dst=fm[0], src=core.gm_window("f", (0, 0, 0, 0), (1, 16, 4, 4)), layout="nc1hwc0")
     core = core.load2d(dst=a[0], src=l1[0])
     core = core.load2d(dst=b[0], src=l1[0])
     core = core.mmad(dst=c[0], a=a[0], b=b[0], m=32, n=32, k=32, init=True)
@@ -78,7 +80,11 @@ def _cases(rng, hw):
             dict(nbytes=16 * 32 * 2, bursts=16, rate=rate),
         ),
         (table.LOAD2D_L0A, lambda k: k.load2d(dst=a[0], src=l1[0]), dict(nbytes=32 * 32 * 2)),
-        (table.LOAD2D_L0B, lambda k: k.load2d(dst=b[0], src=l1[0], valid=(m, n)), dict(nbytes=32 * 32 * 2)),
+        (
+            table.LOAD2D_L0B,  # an edge tile: whole (K0 x 16) fractals of the valid (m, n) move
+            lambda k: k.load2d(dst=b[0], src=l1[0], valid=(m, n)),
+            dict(nbytes=16 * math.ceil(m / 16) * 16 * math.ceil(n / 16) * 2),
+        ),
         (table.LOAD3D, lambda k: k.load3d(dst=a3[0], src=fm[0], geom=geom), dict(nbytes=16 * 144 * 2)),
         (
             table.MMAD,
@@ -170,7 +176,7 @@ def test_mmad_follows_a_32x32_cube(rng):
     got = np.asarray(out.read(c))[:m, :n]
     want = x[:m, :k].astype(np.float32) @ x[:k, :n].astype(np.float32)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert wide.to_int(out.counters[0]) == 64 * 64 * 2  # GM->L1: the one copy
+    assert counter(out, "GM->L1") == 64 * 64 * 2  # the one copy
 
 
 def test_semantics_must_match_the_declaration():

@@ -18,6 +18,7 @@ from npu_jax.core import sanitize, wide
 from npu_jax.core.isa import OPS
 from npu_jax.core.pipes import COUNTER_INDEX, LANES, PATHS, PIPES, RATIO_NAMES
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.report.plot import plot_timeline
 
 _GM_PATHS = tuple(p for p in PATHS if "GM" in p)
 
@@ -264,8 +265,6 @@ class Report:
         self, path: str | os.PathLike | None = None, core: int = 0, ax=None, max_cycles: int | None = None
     ):
         """A Gantt chart of one core's pipes (matplotlib); saved as PNG when ``path`` is given."""
-        from npu_jax.report.plot import plot_timeline
-
         return plot_timeline(self, path=path, core=core, ax=ax, max_cycles=max_cycles)
 
 
