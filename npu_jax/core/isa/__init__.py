@@ -10,7 +10,6 @@ Costs are rules of ``npu_jax/hw/costs.py``: no cycle formula is written here.
 """
 
 from npu_jax.core.isa.api import data_copy, fixpipe, l0c_to_ub, load2d, load3d, mmad, scalar, vector
-from npu_jax.core.isa.data import rows_to_window, write_gm
 from npu_jax.core.isa.decl import Effect, Instr, hw_numbers
 from npu_jax.core.isa.issue import charge, count, issue
 from npu_jax.core.isa.move import Load3DGeometry, img2col_tile
@@ -35,8 +34,6 @@ __all__ = [
     "load2d",
     "load3d",
     "mmad",
-    "rows_to_window",
     "scalar",
     "vector",
-    "write_gm",
 ]
