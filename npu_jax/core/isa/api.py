@@ -10,7 +10,7 @@ from __future__ import annotations
 from npu_jax.core import state, sync
 from npu_jax.core.buffers import Ref
 from npu_jax.core.isa import table
-from npu_jax.core.isa.issue import issue
+from npu_jax.core.isa.execute import issue
 from npu_jax.core.isa.move import Load3DGeometry
 from npu_jax.core.isa.vector import VECTOR_OPS
 from npu_jax.core.state import Core, GmWindow

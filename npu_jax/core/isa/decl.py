@@ -3,7 +3,7 @@
 A declaration names the instruction's pipe, the buffers it reads and writes, the counters it
 charges, its cost rule (a function of ``npu_jax/hw/costs.py``) and its data semantics. The
 semantics compute the data and report what the instruction did (an :class:`Effect`); ``issue``
-(``isa/issue.py``) evaluates the cost rule on that, charges the pipe, counts the bytes and lets the
+(``isa/execute.py``) evaluates the cost rule on that, charges the pipe, counts the bytes and lets the
 sanitizers observe. Nothing else charges time.
 """
 

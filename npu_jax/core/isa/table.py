@@ -2,7 +2,7 @@
 
 Each :class:`~npu_jax.core.isa.decl.Instr` below gives the pipe, the memories read and written,
 the counters charged, the cost rule (``npu_jax/hw/costs.py``) and the data semantics
-(``move.py``, ``cube.py``, ``vector.py``). ``issue`` (``issue.py``) runs any of them; the public
+(``move.py``, ``cube.py``, ``vector.py``). ``issue`` (``execute.py``) runs any of them; the public
 instruction functions (``api.py``) only pick the declaration their operands call for. The op
 names of the trace, ``OPS``, are the declarations' names in this order.
 """
