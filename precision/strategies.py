@@ -23,7 +23,7 @@ normalisation normalises it before its cast to fp16.
 
 Cycles. The convs' cycles are the emulator's. A strategy's extra pass over an activation
 (RMS or amax reduction, rescale and cast of an fp32 result) is priced in closed form from the same
-cost table the emulator uses (:mod:`npu_jax.core.timing`): a DMA in, vector repeats and a DMA out
+cost table the emulator uses (:mod:`npu_jax.hw.costs`): a DMA in, vector repeats and a DMA out
 on the vector cores, pipelined; see :func:`vector_pass_cycles`. The delayed-scaling multiply is a
 Fixpipe feature (the 910B's quantisation scale) the emulator's Fixpipe does not model: its
 numbers are the fp32 result scaled and converted exactly as that Fixpipe would, its cycles the
