@@ -17,7 +17,7 @@ import dataclasses
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core.buffers import Plan, itemsize
+from npu_jax.core.buffers import DTYPES, Plan, itemsize
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
 from npu_jax.core.sync import Queue
@@ -221,7 +221,6 @@ def run_eltwise(
     checks=None,
 ):
     """Launch the kernel on y (rows_cap, cols) in ``p.in_fmt``. Returns (z, report)."""
-    from npu_jax.core.buffers import DTYPES
 
     plan, gm, kernel = eltwise_kernel(p)
     ins = {"y": jnp.asarray(y).astype(DTYPES[p.in_fmt])}

@@ -22,6 +22,7 @@ from npu_jax.core.state import Context, GmSpec, padded_shape
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
+from npu_jax.kernels.conv_geometry import check_common, tiling_hint
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -120,8 +121,6 @@ def matmul(
         >>> float(c[0, 0]), rep.flops
         (32.0, 196608)
     """
-
-    from npu_jax.kernels.conv_geometry import check_common, tiling_hint
 
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
     for name, arr in (("a", a), ("b", b)):
