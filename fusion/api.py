@@ -6,12 +6,13 @@ import jax
 import jax.numpy as jnp
 
 from npu_jax.api.conv import run_plan
+from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.elementwise import make_eltwise_plan, run_eltwise
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
+from npu_jax.mapping.eltwise import make_eltwise_plan
 from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.report.sequence import SequenceReport
 from npu_jax.workload.conv import canonicalize

@@ -11,11 +11,11 @@ import argparse
 import dataclasses
 import sys
 
+from npu_jax.api.gemm import matmul
 from npu_jax.cli import registry
 from npu_jax.cli.data import demo_layers, demo_layers_text, random_operands
 from npu_jax.cli.types import add_preset_argument, output_path
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.gemm import matmul
 from npu_jax.report.reading import bottleneck_reading, strategies_reading, trace_note
 from npu_jax.studies import conv_strategies, format_rows
 

@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 
+from npu_jax.api.gemm import matmul
 from npu_jax.cli.data import random_operands
 from npu_jax.cli.types import add_preset_argument, output_path, positive_int
-from npu_jax.kernels.gemm import default_tiling, matmul
+from npu_jax.mapping.gemm import default_tiling
 from npu_jax.report.reading import trace_note
 
 NAME = "matmul"
