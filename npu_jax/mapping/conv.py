@@ -74,8 +74,10 @@ class ConvTiling:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
-        if self.n % 16:
-            raise TilingError(f"ConvTiling.n (Cout block) must be a multiple of 16, got {self.n}.")
+        if self.n % FRACTAL_ROWS:
+            raise TilingError(
+                f"ConvTiling.n (Cout block) must be a multiple of {FRACTAL_ROWS} (one fractal), got {self.n}."
+            )
         for name in ("l1_stages", "l0_stages"):
             if getattr(self, name) not in (1, 2):
                 raise TilingError(f"ConvTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
