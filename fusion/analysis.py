@@ -15,8 +15,8 @@ import jax
 import numpy as np
 
 from fusion.api import conv2d_fused
+from npu_jax.core.pipes import PIPES, RATIO_NAMES
 from npu_jax.core.policy import Policy
-from npu_jax.core.timing import PIPES, RATIO_NAMES
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.mapping.epilogue import canonical_steps, split

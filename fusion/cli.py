@@ -38,8 +38,8 @@ from fusion.study import (
 from npu_jax.cli.base import UsageError
 from npu_jax.cli.data import demo_layers_text
 from npu_jax.cli.types import int_or_pair, output_path, padding, positive_int
+from npu_jax.core.pipes import PIPES
 from npu_jax.core.policy import Policy
-from npu_jax.core.timing import PIPES
 from npu_jax.errors import NpuError
 from npu_jax.hw import presets
 from npu_jax.mapping.conv import STRATEGIES

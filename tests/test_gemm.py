@@ -22,7 +22,7 @@ from conftest import assert_bits_equal
 import npu_jax
 from npu_jax import MatmulTiling, Policy, presets
 from npu_jax.core import wide
-from npu_jax.core.timing import PIPE_INDEX
+from npu_jax.core.pipes import PIPE_INDEX
 from npu_jax.errors import CapacityError, TilingError
 from npu_jax.mapping.gemm import allocate_gemm, default_tiling
 

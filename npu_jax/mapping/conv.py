@@ -12,10 +12,11 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from npu_jax.core.buffers import Plan, itemsize
+from npu_jax.core.buffers import Plan
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
 from npu_jax.workload.conv import ConvGeometry

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_jax.core.timing import RATIO_NAMES
+from npu_jax.core.pipes import RATIO_NAMES
 
 # What each pipe's name means, for the reading of the bottleneck.
 PIPE_MEANING = {

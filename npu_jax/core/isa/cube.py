@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from npu_jax.core import sanitize
-from npu_jax.core.buffers import Ref, itemsize
+from npu_jax.core.buffers import Ref
 from npu_jax.core.isa.data import (
     broadcast_row,
     gm_bursts,
@@ -26,6 +26,7 @@ from npu_jax.core.isa.decl import Effect
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
 from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
 
 _i32 = jnp.int32
 

@@ -13,9 +13,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core.buffers import Ref, itemsize
+from npu_jax.core.buffers import Ref
 from npu_jax.core.state import Core, GmWindow
 from npu_jax.errors import WindowError
+from npu_jax.hw.formats import itemsize
 
 _i32 = jnp.int32
 

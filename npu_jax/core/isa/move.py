@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from npu_jax.core import formats, sanitize
-from npu_jax.core.buffers import Ref, itemsize
+from npu_jax.core.buffers import Ref
 from npu_jax.core.isa.data import (
     gm_bursts,
     mask,
@@ -28,6 +28,7 @@ from npu_jax.core.isa.data import (
 from npu_jax.core.isa.decl import Effect
 from npu_jax.core.state import Core, GmWindow
 from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
 
 _i32 = jnp.int32
 

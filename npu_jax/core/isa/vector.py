@@ -12,11 +12,12 @@ import math
 import jax.numpy as jnp
 
 from npu_jax.core import sanitize
-from npu_jax.core.buffers import Ref, itemsize
+from npu_jax.core.buffers import Ref
 from npu_jax.core.isa.data import broadcast_row, stage_block, write_ref
 from npu_jax.core.isa.decl import Effect
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
+from npu_jax.hw.formats import itemsize
 
 _i32 = jnp.int32
 
