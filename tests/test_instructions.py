@@ -793,6 +793,7 @@ def test_vector_ops(rng):
         "VLeakyRelu",
         "VExp",
         "VCopy",
+        "VAbs",
     ]
     dst = {op: plan.alloc("UB", op, VS, "fp16") for op in ops}
     xv = f16(rng.uniform(-8, 8, VS))
@@ -825,6 +826,7 @@ def test_vector_ops(rng):
         "VRelu": np.maximum(x32, np.float32(0)),
         "VLeakyRelu": np.where(x32 >= 0, x32, x32 * np.float32(0.2)),
         "VCopy": x32,
+        "VAbs": np.abs(x32),
     }
     for op, r in ref32.items():
         assert_bits_equal(out.read(dst[op]), r.astype(np.float32).astype(np.float16), op)

@@ -171,7 +171,7 @@ def vector(
     ``op``: VAdd VSub VMul VMax VMin (two sources; the second may be a (1, N') row allocation,
     broadcast over the rows from column ``offset[1]``: a bias), VAdds VMuls VMaxs VMins (one
     source and ``scalar``),
-    VRelu VLeakyRelu VExp VCopy VCast (one source; VCast rounds with ``mode``), VReduceSum (sum of
+    VRelu VLeakyRelu VExp VAbs VCopy VCast (one source; VCast rounds with ``mode``), VReduceSum (sum of
     all elements into element 0 of ``dst``). Cost: one repeat (``hw.vector_repeat_bytes``) per
     cycle over the widest operand, plus start-up; ``count_elems`` (traced allowed) charges only a
     partial tile.

@@ -29,7 +29,7 @@ BINARY = {
     "VMin": jnp.minimum,
 }
 WITH_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum, "VMins": jnp.minimum}
-UNARY = ("VRelu", "VLeakyRelu", "VExp", "VCast", "VReduceSum", "VCopy")
+UNARY = ("VRelu", "VLeakyRelu", "VExp", "VCast", "VReduceSum", "VCopy", "VAbs")
 # every vector op, in the order of the trace's op names
 VECTOR_OPS = tuple(BINARY) + tuple(WITH_SCALAR) + UNARY
 
@@ -102,6 +102,8 @@ def vector(
         y = jnp.where(xs[0] >= 0, xs[0], xs[0] * jnp.float32(alpha))
     elif op == "VExp":
         y = jnp.exp(xs[0])
+    elif op == "VAbs":
+        y = jnp.abs(xs[0])
     elif op == "VReduceSum":
         flat = xs[0].reshape(-1)
         if count_elems is not None:
