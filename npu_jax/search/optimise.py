@@ -42,8 +42,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from npu_jax.core.policy import Policy
+from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv2d import ConvTiling
+from npu_jax.hw.costs import cdiv
+from npu_jax.kernels.conv2d import ConvTiling, make_plan, run_plan
 from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
 from npu_jax.search import exact, relaxed, space
 
@@ -298,7 +301,7 @@ def lines(sp: space.Space, p: np.ndarray) -> list[np.ndarray]:
         r = np.repeat(p[None], len(vals), 0)
         r[:, col] = vals
         out.append(r)
-    c1 = -(-sp.g.c // exact.C0)
+    c1 = cdiv(sp.g.c, exact.C0)
     cins = _nearest_first(sp.axis_values("cin1"), int(p[3]))
     if len(cins) > 1 or p[5] == 0:  # streamed weight parts (from resident weights too)
         r = np.repeat(p[None], len(cins), 0)
@@ -646,21 +649,12 @@ def search_model(
 
 
 def fused_epilogue(hw: HardwareConfig):
-    """(EpiloguePlan, output format) of the fused kernel the search costs: bias + ReLU, as
-    ``fusion.conv_relu`` with a bias and the default Policy (the Fixpipe on separated chips, UB
-    vector steps on coupled ones)."""
-    from npu_jax.core.policy import Policy
-    from npu_jax.kernels.epilogue import canonical_steps, split
-
-    epi, rest, mid, _ = split(canonical_steps(["bias", "relu"]), hw, Policy(), True)
-    assert not rest, rest  # bias + ReLU fuse whole on every chip
-    return epi, mid
+    """(EpiloguePlan, output format) of the fused kernel the search costs: :func:`exact.epilogue`."""
+    return exact.epilogue(hw.coupled)
 
 
 def plan_of(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = False):
     """The :class:`~npu_jax.kernels.conv2d.ConvPlan` a tiling of the search stands for."""
-    from npu_jax.kernels.conv2d import make_plan
-
     if not fused:
         return make_plan(g, "img2col", t, hw)
     epi, mid = fused_epilogue(hw)
@@ -670,9 +664,6 @@ def plan_of(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = Fa
 def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = False) -> int:
     """Cycles of the img2col kernel (with ``fused``: Conv + bias + ReLU) with tiling ``t`` on the
     emulator (timing-only run: the same program and costs, no data work)."""
-    from npu_jax.core.policy import Policy
-    from npu_jax.kernels.conv2d import run_plan
-
     p = plan_of(g, t, hw, fused)
     x = jnp.zeros((g.n, g.c, g.h, g.w), jnp.float16)
     w = jnp.zeros((g.k, g.c, g.kh, g.kw), jnp.float16)
@@ -741,8 +732,6 @@ def tile_search(
         >>> r.emulated_cycles == r.model_cycles and r.evals <= r.budget
         True
     """
-    from npu_jax.hw import presets
-
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
     if not isinstance(fused, bool):
