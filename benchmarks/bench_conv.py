@@ -35,11 +35,12 @@ import numpy as np
 from _timing import best_of  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from jax import lax
 
+from npu_jax.api.conv import conv2d
 from npu_jax.cost.conv import predict
 from npu_jax.hw import presets
-from npu_jax.kernels.conv2d import conv2d, make_plan
-from npu_jax.kernels.conv_choose import choose_tiling
-from npu_jax.workloads import RESNET50_REFERENCE, resnet50_convs
+from npu_jax.mapping.conv import make_plan
+from npu_jax.search.choose import choose_tiling
+from npu_jax.workload.resnet50 import RESNET50_REFERENCE, resnet50_convs
 
 HIGHEST = lax.Precision.HIGHEST
 STRATEGY = "img2col"

@@ -24,7 +24,7 @@ import numpy as np
 import npu_jax
 from npu_jax.search import baselines, codesign, optimise, space
 from npu_jax.search.optimise import tile_search
-from npu_jax.workloads import resnet50_convs
+from npu_jax.workload.resnet50 import resnet50_convs
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,7 @@ ResNet-50 reference layers.
 
 from fusion.analysis import FusionAnalysis, analyze, format_table, reference_table
 from fusion.api import conv2d_fused, conv2d_fused_bounded, conv_relu
-from npu_jax.kernels.epilogue import Step
+from npu_jax.mapping.epilogue import Step
 
 __all__ = [
     "FusionAnalysis",

@@ -18,7 +18,7 @@ from npu_jax.core.policy import Policy
 from npu_jax.core.timing import PIPES
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.report.sequence import SequenceReport
-from npu_jax.workloads import RESNET50_REFERENCE, ConvLayer
+from npu_jax.workload.resnet50 import RESNET50_REFERENCE, ConvLayer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,9 +193,9 @@ def analyze(
     """
     from fusion.api import conv2d_fused
     from npu_jax.hw import presets
-    from npu_jax.kernels.conv_choose import choose_tiling
-    from npu_jax.kernels.conv_geometry import canonicalize
-    from npu_jax.kernels.epilogue import canonical_steps, split
+    from npu_jax.mapping.epilogue import canonical_steps, split
+    from npu_jax.search.choose import choose_tiling
+    from npu_jax.workload.conv import canonicalize
 
     hw = presets.ascend910b() if hw is None else hw
     policy = Policy() if policy is None else policy

@@ -5,14 +5,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from npu_jax.api.conv import run_plan
+from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv2d import STRATEGIES, ConvTiling, _check_arrays, make_plan, run_plan
-from npu_jax.kernels.conv_geometry import canonicalize
 from npu_jax.kernels.elementwise import make_eltwise_plan, run_eltwise
-from npu_jax.kernels.epilogue import canonical_steps, split
+from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
+from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.report.sequence import SequenceReport
+from npu_jax.workload.conv import canonicalize
 
 
 def conv2d_fused(
@@ -69,7 +71,7 @@ def conv2d_fused(
         ((1, 32, 8, 8), ['conv'])
     """
     from npu_jax.hw import presets
-    from npu_jax.kernels.conv_choose import choose_tiling
+    from npu_jax.search.choose import choose_tiling
 
     hw = presets.ascend910b() if hw is None else hw
     if not isinstance(hw, HardwareConfig):
@@ -79,7 +81,7 @@ def conv2d_fused(
     policy = Policy() if policy is None else policy
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be True or False, got {fused!r}.")
-    x, w = _check_arrays(x, w)
+    x, w = check_arrays(x, w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -117,7 +119,7 @@ def conv2d_fused_bounded(
     bound. The vector kernel of an unfused run sweeps the bound's whole output tensor.
     """
     policy = Policy() if policy is None else policy
-    x, w = _check_arrays(x, w)
+    x, w = check_arrays(x, w)
     return _run(
         x,
         w,

@@ -11,11 +11,12 @@ Public surface::
 """
 
 from npu_jax import errors
+from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.core.policy import Policy
 from npu_jax.core.sanitize import Checks, default_checks, set_default_checks
 from npu_jax.hw import Assumed, HardwareConfig, presets
-from npu_jax.kernels.conv2d import STRATEGIES, ConvTiling, conv2d, conv2d_bounded
 from npu_jax.kernels.gemm import MatmulTiling, matmul
+from npu_jax.mapping.conv import STRATEGIES, ConvTiling
 from npu_jax.report.report import Report
 
 __version__ = "0.1.0"

@@ -13,9 +13,10 @@ import functools
 import jax
 import numpy as np
 
+from npu_jax.api.conv import conv2d
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv2d import STRATEGIES, conv2d
-from npu_jax.workloads import RESNET50_REFERENCE, ConvLayer
+from npu_jax.mapping.conv import STRATEGIES
+from npu_jax.workload.resnet50 import RESNET50_REFERENCE, ConvLayer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,7 @@ def conv_strategies(
     progress=None,
 ) -> list[StrategyRow]:
     """Run every strategy on every layer (random data; timing-only by default)."""
-    from npu_jax.kernels.conv_choose import choose_tiling
+    from npu_jax.search.choose import choose_tiling
 
     rng = np.random.default_rng(0)
     rows = []

@@ -29,9 +29,10 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
+from npu_jax.api.conv import conv2d_bounded
 from npu_jax.core.policy import Policy
-from npu_jax.kernels.conv2d import ConvTiling, conv2d_bounded
-from npu_jax.kernels.conv_geometry import ConvGeometry
+from npu_jax.mapping.conv import ConvTiling
+from npu_jax.workload.conv import ConvGeometry
 
 NP_DTYPE = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 U_OUT = {"fp16": 2.0**-11, "bf16": 2.0**-8, "fp32": 2.0**-24}

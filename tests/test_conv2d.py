@@ -41,10 +41,11 @@ from conftest_conv import (
 from jax import lax
 
 from npu_jax import Policy, presets
+from npu_jax.api.conv import conv2d
 from npu_jax.core.timing import PIPE_INDEX
 from npu_jax.errors import CapacityError, TilingError
-from npu_jax.kernels.conv2d import STRATEGIES, ConvTiling, conv2d
-from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
+from npu_jax.mapping.conv import STRATEGIES, ConvTiling
+from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 TINY = presets.tiny()
 FP16 = Policy()

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from npu_jax import Policy, presets
-from npu_jax.kernels.conv2d import ConvTiling
-from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
+from npu_jax.mapping.conv import ConvTiling
+from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 TINY = presets.tiny()
 FP16 = Policy()

@@ -25,10 +25,10 @@ import fusion
 from npu_jax import Policy, presets
 from npu_jax.cost.conv import predict
 from npu_jax.errors import CapacityError
-from npu_jax.kernels.conv2d import ConvTiling, make_plan
-from npu_jax.kernels.conv_choose import choose_tiling
-from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
-from npu_jax.kernels.epilogue import Step, canonical_steps, fixpipe_prefix, split
+from npu_jax.mapping.conv import ConvTiling, make_plan
+from npu_jax.mapping.epilogue import Step, canonical_steps, fixpipe_prefix, split
+from npu_jax.search.choose import choose_tiling
+from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 TINY, TINY_C = presets.tiny(), presets.tiny(coupled=True)
 BOUND = ConvGeometry(

@@ -26,6 +26,9 @@ import pytest
 
 import npu_jax
 from npu_jax.core import Plan, Policy, Queue, sanitize
+from npu_jax.core.checks.columns import CHECK_NAMES, KINDS, NF, Code, F
+from npu_jax.core.checks.sites import flag_transform
+from npu_jax.core.findings import decode
 from npu_jax.core.run import launch
 from npu_jax.core.sanitize import Checks
 from npu_jax.core.state import Context, GmSpec
@@ -389,6 +392,72 @@ def test_overlapping_multicore_writes_name_both_cores_and_the_instruction():
         ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=specs, policy=Policy(), n_cores=2, checks=checks)
         with pytest.raises(SanitizerError, match=match):
             launch(kern, ctx, _x()[1], name="seeded")
+
+
+def test_gm_write_marks_name_the_issuing_instruction():
+    """The issue hook marks each written output element with the site of the instruction that
+    wrote it (not the one before or after): the overlap names the UB->GM DataCopy of each core."""
+
+    def build(plan):
+        ub = plan.alloc("UB", "y_ub", (16, 16))
+
+        def kernel(core, b):
+            core = core.data_copy(dst=ub[0], src=core.gm_window("x", (16 * b, 0), (16, 16)))
+            core = core.set_flag("MTE2_MTE3", 0).wait_flag("MTE2_MTE3", 0)
+            core = core.data_copy(dst=core.gm_window("y", (8 * b, 0), (16, 16)), src=ub[0])
+            return core.pipe_barrier("ALL")
+
+        return kernel
+
+    specs = _x()[0] + (GmSpec("y", (32, 16), (32, 16), "fp16", output=True),)
+    rep, _ = _launch(build, gm_specs=specs, gm=_x()[1], n_cores=2)
+    gid, flat, ca, sa, cb, sb = (int(v) for v in np.asarray(rep.overlap_at))
+    assert (gid, flat, ca, cb) == (0, 8 * 16, 0, 1)
+    table = rep.sanitizer
+    assert sa == sb == 3 and table.site(sa)[:2] == ("DataCopy", "MTE3"), table.sites
+    assert [op for op, _, _ in table.sites] == ["DataCopy", "SetFlag", "WaitFlag", "DataCopy", "PipeBarrier"]
+
+
+def test_flag_ops_pass_through_one_hook_with_checks_on_or_off():
+    """set_flag / wait_flag / pipe_barrier call the flag hook once each, in program order, whether
+    or not any check is on; a transform there (the mutation test's mechanism) changes what runs."""
+    seen = []
+
+    def spy(op):
+        seen.append((op.name, op.pipe or f"{npu_jax.core.PIPES[op.src]}_{npu_jax.core.PIPES[op.dst]}"))
+        return op
+
+    def build(plan):
+        def kernel(core, b):
+            core = core.set_flag("MTE2_MTE1", 1).wait_flag("MTE2_MTE1", 1).pipe_barrier("M")
+            return core.pipe_barrier("ALL")
+
+        return kernel
+
+    want = [("SetFlag", "MTE2_MTE1"), ("WaitFlag", "MTE2_MTE1"), ("PipeBarrier", "M"), ("PipeBarrier", "ALL")]
+    for checks in ("none", "all"):
+        seen.clear()
+        with flag_transform(spy):
+            rep, msgs = _launch(build, checks=checks)
+        assert seen == want and not msgs, (checks, seen, msgs)
+    with flag_transform(lambda op: op._replace(when=op.when & (op.name != "WaitFlag"))):
+        rep, msgs = _launch(build)  # the wait predicated off: the flag is left set
+    f = _one(rep, "synccheck")
+    assert f.kind == "left-set" and "MTE2_MTE1(1)" in f.detail and len(msgs) == 1, f.message()
+
+
+def test_every_finding_code_decodes_to_a_message():
+    """Each code of the named column layout has a check, a short name and a message with a fix."""
+    assert sorted(KINDS) == list(Code) and [int(c) for c in Code] == list(range(1, len(Code) + 1))
+    rng = np.random.default_rng()
+    for code in Code:
+        row = np.zeros(NF, np.int32)
+        row[F.CODE], row[F.SITE], row[F.ALLOC], row[F.OSITE] = code, -1, -1, -1
+        row[F.STAGE], row[F.X0], row[F.X1] = rng.integers(0, 4, size=3)
+        f = decode(row, None, core=int(rng.integers(0, 8)))
+        check, kind = KINDS[code]
+        assert (f.check, f.kind) == (CHECK_NAMES[check], kind) and f.fix, f
+        assert f.message().startswith(f"{f.check} [{kind}]") and "Fix: " in f.message(), f.message()
 
 
 def test_queue_deque_removed_is_caught():

@@ -46,7 +46,9 @@ def _onehot(n: int, i, extra_dims: int = 1):
     return oh.reshape((n,) + (1,) * extra_dims)
 
 
-def issue(core: Core, pipe: str, cost, op: str, when=True, *, reads=(), writes=(), oob=()) -> Core:
+def issue(
+    core: Core, pipe: str, cost, op: str, when=True, *, reads=(), writes=(), oob=(), gm_writes=()
+) -> Core:
     """Run one instruction of ``cost`` cycles on ``pipe`` (in order), recording it in the trace.
 
     ``reads``/``writes`` name the allocation stages the instruction touches (a read may be
@@ -57,7 +59,7 @@ def issue(core: Core, pipe: str, cost, op: str, when=True, *, reads=(), writes=(
     for ref in [r[0] if isinstance(r, tuple) else r for r in reads] + list(writes):
         sanitize.check_ref_static(ref, op)
     if core.san:
-        core = sanitize.on_issue(core, pipe, op, when, reads, writes, oob)
+        core = sanitize.on_issue(core, pipe, op, when, reads, writes, oob, gm_writes=gm_writes)
     when = jnp.asarray(when, jnp.bool_)
     cost = jnp.where(when, jnp.asarray(cost, _i32), 0)
     start = core.pipe_free[p]
@@ -240,9 +242,9 @@ def data_copy(
         rate = min(hw.ub_to_gm_rate, core.ctx.gm_rate)
         cost = gm_transfer_cycles(nbytes, bursts, rate, hw.assumed.mte3_startup, hw)
         oob = sanitize.gm_oob(core, dst)
-        core = write_gm(core, dst, block, valid, when)
+        core, written = write_gm(core, dst, block, valid, when)
         core = count(core, "UB->GM", nbytes, when)
-        return issue(core, "MTE3", cost, "DataCopy", when, reads=(src,), oob=oob)
+        return issue(core, "MTE3", cost, "DataCopy", when, reads=(src,), oob=oob, gm_writes=((dst, written),))
     raise ValueError(
         f"DataCopy supports GM->L1, GM->UB and UB->GM; got {type(src).__name__} -> {type(dst).__name__}."
     )
@@ -280,16 +282,17 @@ def _squeeze_to(x, rank: int):
     return x
 
 
-def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
-    """Write the ``valid`` part of ``block`` into a GM output window and mark it written.
+def write_gm(core: Core, dst: GmWindow, block, valid, when) -> tuple[Core, jax.Array | None]:
+    """Write the ``valid`` part of ``block`` into a GM output window and mark it written; returns
+    (core, the written mask over the window).
 
-    With racecheck on, each element also records which instruction wrote it (the site the next
-    ``issue`` registers), so overlapping writes from two cores are named; and the marks are kept
-    in timing-only mode too, so that overlaps are caught there as well.
+    With racecheck on, ``issue`` hands the mask to the sanitizers (``gm_writes``), which record the
+    instruction that wrote each element; the marks are kept in timing-only mode too, so that
+    overlaps between cores are caught there as well.
     """
     race = bool(core.san) and core.ctx.checks.race
     if not core.ctx.move_data and not race:
-        return core
+        return core, None
     spec = core.ctx.gm_spec(dst.name)
     starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
     m = _mask(dst.sizes, valid) & jnp.asarray(when)
@@ -300,21 +303,11 @@ def write_gm(core: Core, dst: GmWindow, block, valid, when) -> Core:
             spec.name: lax.dynamic_update_slice(core.gm_written[spec.name], wold | m, starts),
         }
     )
-    if race:
-        sites = core.san["gm_site"]
-        sold = lax.dynamic_slice(sites[dst.name], starts, dst.sizes)
-        snew = jnp.where(m, jnp.int32(sanitize.current_table().next_id() + 1), sold)
-        core = core.replace(
-            san={
-                **core.san,
-                "gm_site": {**sites, dst.name: lax.dynamic_update_slice(sites[dst.name], snew, starts)},
-            }
-        )
     if not core.ctx.move_data:
-        return core
+        return core, m
     old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
     new = jnp.where(m, block.astype(old.dtype), old)
-    return core.replace(gm={**core.gm, dst.name: lax.dynamic_update_slice(core.gm[dst.name], new, starts)})
+    return core.replace(gm={**core.gm, dst.name: lax.dynamic_update_slice(core.gm[dst.name], new, starts)}), m
 
 
 # ---- LoadData 2D and Load3D (MTE1) -------------------------------------------------------------
@@ -651,7 +644,7 @@ def fixpipe(
     oob = sanitize.extent_oob(
         core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"
     )
-    writes = ()
+    writes, gm_writes = (), ()
     if isinstance(dst, GmWindow):
         spec = core.ctx.gm_spec(dst.name)
         if not spec.output:
@@ -666,7 +659,8 @@ def fixpipe(
         )
         cost = jnp.where(nbytes > 0, cyc, 0)
         oob = oob + sanitize.gm_oob(core, dst)
-        core = write_gm(core, dst, block, valid, when)
+        core, written = write_gm(core, dst, block, valid, when)
+        gm_writes = ((dst, written),)
         core = count(core, "L0C->GM", nbytes, when)
     elif isinstance(dst, Ref) and dst.buffer == "L1":
         out = pol.convert_out(nd, dst.alloc.dtype, hw, jnp.sum(core.n_instr))
@@ -683,7 +677,9 @@ def fixpipe(
         writes = (dst,)
     else:
         raise ValueError("Fixpipe writes to a GM window or an L1 allocation.")
-    return issue(core, "FIX", cost, "Fixpipe", when, reads=(src,), writes=writes, oob=oob)
+    return issue(
+        core, "FIX", cost, "Fixpipe", when, reads=(src,), writes=writes, oob=oob, gm_writes=gm_writes
+    )
 
 
 def _row(core: Core, ref: Ref, cols: int) -> jax.Array:

@@ -4,19 +4,27 @@
 free time. ``WaitFlag<SRC_DST>(id)`` holds DST until then and clears the flag -- a binary
 semaphore per (src, dst, id). Data is computed in program order, so these change only *time*;
 whether they are *right* is what the sanitizers check (``sanitize.py``: synccheck watches the
-semaphores, racecheck carries vector clocks through them).
+semaphores, racecheck carries vector clocks through them). They observe through one hook,
+``sanitize.on_flag``, which every op here calls once, before it runs, with a ``FlagOp``.
+
+Functions take the core and use only its fields and ``core.replace``: this module does not import
+``state.py`` (which imports it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 
 from npu_jax.core import sanitize, wide
 from npu_jax.core.buffers import Alloc
-from npu_jax.core.state import Core
+from npu_jax.core.checks.sites import FlagOp
 from npu_jax.core.timing import PIPE_INDEX, PIPES
+
+if TYPE_CHECKING:  # annotations only: state.py imports this module
+    from npu_jax.core.state import Core
 
 
 def parse_event(event: str) -> tuple[int, int]:
@@ -50,30 +58,25 @@ def _flag_mask(core: Core, s: int, d: int, e):
 def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     s, d = parse_event(event)
     e = _event_id(core, event_id)
-    when = jnp.asarray(when, jnp.bool_)
-    hit = _flag_mask(core, s, d, e) & when
-    new = core.replace(
+    core, op = sanitize.on_flag(core, FlagOp("SetFlag", s, d, event_id, jnp.asarray(when, jnp.bool_)))
+    hit = _flag_mask(core, s, d, e) & op.when
+    return core.replace(
         flag_time=jnp.where(hit[..., None], core.pipe_free[s], core.flag_time),
         flag_set=core.flag_set | hit,
     )
-    return sanitize.on_flag(new, sanitize.K_SET, s, d, event_id, when) if core.san else new
 
 
 def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     s, d = parse_event(event)
     e = _event_id(core, event_id)
-    when = jnp.asarray(when, jnp.bool_)
-    mutation = sanitize.current_mutation()
-    if mutation is not None:  # the mutation test: this WaitFlag may be the one removed
-        when = mutation.apply(when)
-    hit = _flag_mask(core, s, d, e) & when
+    core, op = sanitize.on_flag(core, FlagOp("WaitFlag", s, d, event_id, jnp.asarray(when, jnp.bool_)))
+    hit = _flag_mask(core, s, d, e) & op.when
     ready = wide.maximum(core.pipe_free[d], core.flag_time[s, d, e])
-    oh = (jnp.arange(core.pipe_free.shape[0]) == d)[:, None] & when
-    new = core.replace(
+    oh = (jnp.arange(core.pipe_free.shape[0]) == d)[:, None] & op.when
+    return core.replace(
         pipe_free=jnp.where(oh, ready, core.pipe_free),
         flag_set=core.flag_set & ~hit,
     )
-    return sanitize.on_flag(new, sanitize.K_WAIT, s, d, event_id, when) if core.san else new
 
 
 def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
@@ -81,12 +84,14 @@ def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
     then waits for the latest."""
     if not isinstance(pipe, str) or (pipe.upper() != "ALL" and pipe.upper() not in PIPE_INDEX):
         raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}.")
-    when = jnp.asarray(when, jnp.bool_)
-    if pipe.upper() == "ALL":
+    core, op = sanitize.on_flag(
+        core, FlagOp("PipeBarrier", when=jnp.asarray(when, jnp.bool_), pipe=pipe.upper())
+    )
+    if op.pipe == "ALL":
         latest = wide.max_over(core.pipe_free, 0)
         new = jnp.broadcast_to(latest, core.pipe_free.shape)
-        core = core.replace(pipe_free=jnp.where(when, new, core.pipe_free))
-    return sanitize.on_barrier(core, pipe.upper(), when) if core.san else core
+        core = core.replace(pipe_free=jnp.where(op.when, new, core.pipe_free))
+    return core
 
 
 @dataclasses.dataclass(frozen=True)

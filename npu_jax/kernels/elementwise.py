@@ -22,7 +22,7 @@ from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
 from npu_jax.core.sync import Queue
 from npu_jax.errors import CapacityError
-from npu_jax.kernels.epilogue import EpiloguePlan, Step
+from npu_jax.mapping.epilogue import EpiloguePlan, Step
 
 
 def _r(x: int, m: int) -> int:

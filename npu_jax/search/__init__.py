@@ -5,8 +5,17 @@ default): gradient descent (optax, one start per discrete choice under ``vmap``)
 model that equals the exact one at legal integer points, periodic rounding to legal tilings, an
 exact coordinate search, and the emulator's verdict on the last few. Baselines (exhaustive, random,
 the chooser), sharded sweeps and hardware co-design live beside it. See ``docs/search.md``.
+
+The default tiling chooser (``search.choose``) sits in this layer too; the package loads
+``tile_search`` lazily so that the chooser does not pull in the whole search.
 """
 
-from npu_jax.search.optimise import SearchResult, tile_search
+import importlib
 
 __all__ = ["SearchResult", "tile_search"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return getattr(importlib.import_module("npu_jax.search.optimise"), name)
+    raise AttributeError(f"module 'npu_jax.search' has no attribute {name!r}")

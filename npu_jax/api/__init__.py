@@ -1,0 +1,1 @@
+"""The public entry points: arguments checked once at the boundary, then a plan launched."""

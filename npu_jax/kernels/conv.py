@@ -1,0 +1,281 @@
+"""Tiled Conv2D on the emulated core: four strategies, one kernel skeleton.
+
+A kernel engineer's path to a fast Conv2D, each step a real kernel on the instruction set:
+
+``output_tiled``  every (output tile, Cout block) fetches the input window it needs (halo
+                  included, NCHW in GM, converted to NC1HWC0 on the DMA) and its weights (OIHW);
+                  neighbouring tiles and every Cout block re-read the input, every tile re-reads
+                  the weights. The Cube gets one (c1, tap) fractal of K per Mmad.
+``input_tiled``   each input tile is fetched once and reused by every Cout block; the weights stay
+                  in L1 when they fit. Same DMA shapes and Cube mapping as above.
+``relayout``      as ``input_tiled``, from an NC1HWC0 copy of the input (made by a separate relayout
+                  kernel, reported on its own) and K-major weights: long contiguous bursts.
+``img2col``       as ``relayout``, with the whole reduction C*kh*kw streamed onto the Cube in deep
+                  Mmads (``k_l0``) and L1 / L0 double-buffered, as the vendor's template does.
+
+The strategies differ only in what they move, when, and how they feed the Cube -- never in a factor
+typed in. The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) into an NHWC
+tensor (N, Ho, Wo, K) in GM; the wrapper returns NCHW.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+from npu_jax.core.buffers import Plan, itemsize
+from npu_jax.core.instructions import Load3DGeometry
+from npu_jax.core.state import GmSpec
+from npu_jax.core.sync import Queue
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.costs import round_up
+from npu_jax.kernels import epilogue as epi_mod
+from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
+from npu_jax.mapping.conv import ConvPlan
+from npu_jax.mapping.epilogue import epilogue_slot_flags
+from npu_jax.workload.conv import ConvGeometry
+
+
+# ---- the kernel ---------------------------------------------------------------------------------
+def build_kernel(p: ConvPlan):
+    """Return (plan, kernel) for a ConvPlan; ``p.epi`` (fusion) replaces the plain output step."""
+    g, t, hw, sp = p.g, p.t, p.hw, p.spec
+    plan, a = p.allocate()
+    x_l1, w_l1, a_l0, b_l0, c_l0 = a["x"], a["w"], a["a"], a["b"], a["c"]
+    sh, sw = g.stride
+    dh, dw = g.dilation
+    pt, _, pl, _ = g.pads
+    geom = Load3DGeometry(g.kh, g.kw, (sh, sw), (dh, dw), out_w=t.wo)
+    ncb, nparts, spp = p.n_cb, p.n_parts, p.steps_per_part
+    cb_per = p.cb_per
+    items = p.tiles_per_core * cb_per
+    # K steps of one item: full parts of spp steps, then the last (possibly shorter) part
+    steps_item = (nparts - 1) * spp + -(-(p.k_total - (nparts - 1) * p.k_l1) // t.k_l0)
+    k_total, k_l1 = p.k_total, p.k_l1
+    B = p.B
+    IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
+    w_cols = p.cb_per_cap * t.n if t.weights_resident else t.n
+    res_rows = p.k_total_cap  # rows of one Cout block of resident weights in L1
+
+    def input_window(core, n, r0, c0_, rows, cols):
+        if sp.nc1hwc0_source:
+            return core.gm_window(
+                "x5",
+                (n, 0, r0, c0_, 0),
+                (1, p.c1_cap, p.h_in, p.w_in, p.c0),
+                limit=(None, None, rows, cols, None),
+            )
+        return core.gm_window(
+            "x", (n, 0, r0, c0_), (1, p.c1_cap * p.c0, p.h_in, p.w_in), limit=(None, None, rows, cols)
+        )
+
+    def copy_weights(core, dst, part, cb, when):
+        """Weights for part ``part`` of Cout block ``cb`` (resident: all of the group starting at
+        block ``cb``) into L1, rows in Load3D's K order: from the K-major copy (contiguous) or
+        straight from OIHW."""
+        if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
+            if t.weights_resident:
+                win = core.gm_window("wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n))
+            else:
+                nv = jnp.minimum(t.n, g.k - cb * t.n)
+                win = core.gm_window(
+                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n), limit=(None, None, nv)
+                )
+            return core.data_copy(dst=dst, src=win, when=when)
+        cin = p.c1_cap if t.weights_resident else p.cin1_eff
+        win = core.gm_window(
+            "w", (cb * t.n, part * p.cin1_eff * p.c0, 0, 0), (w_cols, cin * p.c0, B.kh, B.kw)
+        )
+        return core.data_copy(
+            dst=dst,
+            src=win,
+            layout="oihw_to_kn",
+            kernel=(g.kh, g.kw),
+            block_n=t.n if t.weights_resident else None,
+            when=when,
+        )
+
+    l1_ids = [IN + s for s in range(t.l1_stages)]
+    if not t.weights_resident:
+        l1_ids += [WT + s for s in range(t.l1_stages)]
+    slots = slot_flags(hw, l1_ids, t.l0_stages) + epilogue_slot_flags(p.epi)
+
+    def kernel(core, b):
+        core = set_all(core, slots)
+        sgrp, cgrp = b // t.cout_split, b % t.cout_split
+        cb0 = cgrp * cb_per  # this core's first Cout block
+        nb_live = jnp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
+        if t.weights_resident:  # the group's weights, once per core
+            core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
+            core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
+        if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
+            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, g.k, cb0 < ncb)
+
+        def item(j, core):
+            tile = sgrp + (j // cb_per) * p.cores_sp
+            cbl = j % cb_per
+            live_idx = (j // cb_per) * nb_live + cbl  # this item's rank among the core's live items
+            cb = cb0 + cbl
+            live = (tile < p.n_tiles) & (cb < ncb)
+            n = tile // (p.n_th * p.n_tw)
+            th = (tile // p.n_tw) % p.n_th
+            tw = tile % p.n_tw
+            oh0, ow0 = th * t.ho, tw * t.wo
+            ho_v = jnp.minimum(t.ho, g.ho - oh0)
+            wo_v = jnp.minimum(t.wo, g.wo - ow0)
+            m_eff = (ho_v - 1) * t.wo + wo_v  # rows of L0C that hold real outputs (row pitch t.wo)
+            nv = jnp.minimum(t.n, g.k - cb * t.n)
+            core = core.at_tile(item=j, tile=tile, cout_block=cb)
+            # ---- input tile: fetched per item, or once per spatial tile (reuse) ----
+            fetch = live & ((cbl == 0) if sp.reuse_input else True)
+            fidx = (j // cb_per) if sp.reuse_input else j
+            xs = fidx % t.l1_stages
+            ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
+            r0, c0_ = jnp.maximum(ih0, 0), jnp.maximum(iw0, 0)
+            rows = jnp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
+            cols = jnp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
+            core = core.wait_flag("MTE1_MTE2", IN + xs, fetch)
+            core = core.data_copy(
+                dst=x_l1[xs],
+                src=input_window(core, n, r0, c0_, rows, cols),
+                layout=None if sp.nc1hwc0_source else "nc1hwc0",
+                when=fetch,
+            )
+            core = core.set_flag("MTE2_MTE1", IN + xs, fetch)
+            core = core.wait_flag("MTE2_MTE1", IN + xs, fetch)
+
+            def part(pi, core):
+                # ping-pong slots advance with *live* work only (an idle item, e.g. a Cout block
+                # past the end of a core's group, must not leave a slot unused)
+                gp = live_idx * nparts + pi
+                ws = gp % t.l1_stages
+                kbase = pi * k_l1
+                if not t.weights_resident:
+                    core = core.wait_flag("MTE1_MTE2", WT + ws, live)
+                    core = copy_weights(core, w_l1[ws], pi, cb, live)
+                    core = core.set_flag("MTE2_MTE1", WT + ws, live)
+                    core = core.wait_flag("MTE2_MTE1", WT + ws, live)
+                wstage = 0 if t.weights_resident else ws
+
+                def step(q, core):
+                    u = (live_idx * steps_item + pi * spp + q) % t.l0_stages
+                    ks = kbase + q * t.k_l0
+                    kv = jnp.clip(jnp.minimum(k_l1 - q * t.k_l0, k_total - ks), 0, t.k_l0)
+                    go = live & (kv > 0)
+                    core = core.at_tile(item=j, tile=tile, cout_block=cb, k=ks)
+                    core = core.wait_flag("M_MTE1", u, go)
+                    core = core.load3d(
+                        dst=a_l0[u],
+                        src=x_l1[xs],
+                        geom=geom,
+                        k_start=ks,
+                        m_start=0,
+                        pad_top=r0 - ih0,
+                        pad_left=c0_ - iw0,
+                        h_valid=rows,
+                        w_valid=cols,
+                        m_valid=m_eff,
+                        when=go,
+                    )
+                    wrow = cbl * res_rows + ks if t.weights_resident else q * t.k_l0
+                    core = core.load2d(
+                        dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0), valid=(kv, nv), when=go
+                    )
+                    core = core.set_flag("MTE1_M", u, go).wait_flag("MTE1_M", u, go)
+                    core = core.mmad(
+                        dst=c_l0[0],
+                        a=a_l0[u],
+                        b=b_l0[u],
+                        m=m_eff,
+                        n=nv,
+                        k=kv,
+                        init=(pi == 0) & (q == 0),
+                        when=go,
+                    )
+                    return core.set_flag("M_MTE1", u, go)
+
+                core = lax.fori_loop(0, spp, step, core)
+                if not t.weights_resident:
+                    core = core.set_flag("MTE1_MTE2", WT + ws, live)
+                return core
+
+            core = lax.fori_loop(0, nparts, part, core)
+            last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
+            release = live & (last_cb if sp.reuse_input else True)
+            core = core.set_flag("MTE1_MTE2", IN + xs, release)
+            core = core.at_tile(item=j, tile=tile, cout_block=cb)
+            # ---- epilogue: L0C -> GM (NHWC) ----
+            y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+            if p.epi is not None:
+                res_win = (
+                    core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+                    if p.epi.has("residual")
+                    else None
+                )
+                return epi_mod.emit(core, p.epi, a, c_l0, y_win, res_win, cbl * t.n, m_eff, nv, t.n, live)
+            return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
+
+        core = lax.fori_loop(0, items, item, core)
+        return wait_all(core, slots)
+
+    return plan, kernel
+
+
+# ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------
+def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeometry | None = None):
+    """A vector-side kernel: NCHW bands in (MTE2, converted on the DMA) -> UB -> NC1HWC0 out (MTE3),
+    double-buffered with a queue. Returns (plan, gm specs, cores, kernel)."""
+    B = g if bound is None else bound
+    c0 = hw.c0(itemsize(op))
+    c1_cap = -(-B.c // c0)
+    stage_bytes = hw.ub_bytes // 2 - hw.ub_align
+    rows = max(1, min(B.h, stage_bytes // (B.w * c0 * itemsize(op))))
+    plan = Plan(hw)
+    buf = plan.alloc("UB", "band", (rows, B.w, c0), op, stages=2)
+    c1 = -(-g.c // c0)
+    n_bands = -(-g.h // rows)
+    n_items = g.n * c1 * n_bands
+    ncores = max(1, min(hw.num_cores, B.n * c1_cap * -(-B.h // rows)))
+    per_core = -(-n_items // ncores)
+    q = Queue("MTE2", "MTE3", buf)
+
+    def kernel(core, b):
+        core = q.init(core)
+
+        def item(j, core):
+            it = b + j * ncores
+            live = it < n_items
+            n, rest = it // (c1 * n_bands), it % (c1 * n_bands)
+            ci, band = rest // n_bands, rest % n_bands
+            r0 = band * rows
+            nr = jnp.minimum(rows, g.h - r0)
+            core = q.alloc_tensor(core, j, live)
+            core = core.data_copy(
+                dst=q.slot(j),
+                src=core.gm_window(
+                    "x", (n, ci * c0, r0, 0), (1, c0, rows, B.w), limit=(None, None, nr, None)
+                ),
+                layout="nc1hwc0",
+                when=live,
+            )
+            core = q.enque(core, j, live)
+            core = q.deque(core, j, live)
+            core = core.data_copy(
+                dst=core.gm_window(
+                    "x5", (n, ci, r0, 0, 0), (1, 1, rows, B.w, c0), limit=(None, None, nr, None, None)
+                ),
+                src=q.slot(j),
+                when=live,
+            )
+            return q.free(core, j, live)
+
+        core = lax.fori_loop(0, per_core, item, core)
+        return q.drain(core)
+
+    gm = (
+        GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, c1_cap * c0, round_up(B.h, rows), B.w), op),
+        GmSpec(
+            "x5", (B.n, c1_cap, B.h, B.w, c0), (B.n, c1_cap, round_up(B.h, rows), B.w, c0), op, output=True
+        ),
+    )
+    return plan, gm, ncores, kernel

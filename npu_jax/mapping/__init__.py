@@ -1,0 +1,1 @@
+"""Mappings: how a workload is laid onto the core (strategy, tiling, plan, allocation)."""

@@ -1,0 +1,341 @@
+"""The Conv2D mapping: what each strategy does structurally, its tiling, and the plan.
+
+A :class:`ConvPlan` is everything about one (layer, strategy, tiling, hardware): derived sizes, loop
+counts and the allocation of every buffer. The kernel (``kernels/conv.py``), the closed-form cost
+model (``cost/``) and the search all read it, so they cannot disagree on shapes or capacities.
+The strategies themselves are described in ``kernels/conv.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from npu_jax.core.buffers import Plan, itemsize
+from npu_jax.errors import AlignmentError, CapacityError, TilingError
+from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
+from npu_jax.hw.costs import round_up
+from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
+from npu_jax.mapping.hints import tiling_hint
+from npu_jax.workload.conv import ConvGeometry
+
+STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategySpec:
+    """What a strategy does, structurally."""
+
+    reuse_input: bool  # input tile fetched once per spatial tile, reused by all Cout blocks
+    nc1hwc0_source: bool  # input relaid out to NC1HWC0 (and weights K-major) in GM first
+    deep_k: bool  # Mmads k_l0 deep over the whole reduction vs one (c1, tap) fractal each
+    double_buffer: bool  # L1 and L0 ping-pong
+    resident_weights_allowed: bool  # weights may stay in L1 across tiles
+
+
+SPECS = {
+    "output_tiled": StrategySpec(False, False, False, False, False),
+    "input_tiled": StrategySpec(True, False, False, False, True),
+    "relayout": StrategySpec(True, True, False, False, True),
+    "img2col": StrategySpec(True, True, True, True, True),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvTiling:
+    """Tile sizes of the Conv2D kernel (vendor vocabulary in brackets).
+
+    Attributes:
+        ho, wo: output tile rows and cols [hoL1, woL1]; L0C holds round16(ho*wo) x n fp32.
+        n: Cout block [nL0 = nBL1], a multiple of 16.
+        cin1: input-channel blocks (of C0) per weights part in L1 [kBL1 / (kh kw C0)].
+        k_l0: Mmad depth [kL0], a multiple of C0; the fractal strategies use k_l0 = C0.
+        weights_resident: all weights loaded into L1 once per core and kept.
+        l1_stages, l0_stages: 1 (serial) or 2 (ping-pong) [pBufferFlag].
+        cores: cores to use (None = the preset's, capped by the work available).
+        cout_split: core groups along Cout: the cores form a (spatial x cout_split) grid, each
+            group owning a contiguous range of Cout blocks (and only their weights).
+    """
+
+    ho: int
+    wo: int
+    n: int
+    cin1: int
+    k_l0: int
+    weights_resident: bool = False
+    l1_stages: int = 1
+    l0_stages: int = 1
+    cores: int | None = None
+    cout_split: int = 1
+
+    def __post_init__(self):
+        for name in ("ho", "wo", "n", "cin1", "k_l0", "cout_split"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
+        if self.n % 16:
+            raise TilingError(f"ConvTiling.n (Cout block) must be a multiple of 16, got {self.n}.")
+        for name in ("l1_stages", "l0_stages"):
+            if getattr(self, name) not in (1, 2):
+                raise TilingError(f"ConvTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
+        if self.cores is not None and (not isinstance(self.cores, int) or self.cores < 1):
+            raise TilingError(f"ConvTiling.cores must be None or an int >= 1, got {self.cores!r}.")
+
+
+def _min(a, b):
+    """min() for Python ints, jnp.minimum once either side is traced."""
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return jnp.minimum(a, b)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan:
+    """Everything about one (layer, strategy, tiling, hw): derived sizes and loop counts.
+
+    ``g`` is the layer; ``bound`` (default ``g``) is a layer at least as large in every dimension
+    that fixes the *shapes* (allocations, GM tensors, windows). With ``bound`` static and ``g``'s
+    fields traced, one compiled kernel runs every layer that fits (the hypothesis tests do this).
+    Static properties read ``bound``; loop counts and index arithmetic read ``g``.
+    The kernel and the closed-form cost model both read this, so they cannot disagree on shapes.
+    ``epi`` is the fused epilogue (None: plain conversion on the way out); ``output`` is then the
+    format the kernel writes.
+    """
+
+    g: ConvGeometry
+    strategy: str
+    t: ConvTiling
+    hw: HardwareConfig
+    operand: str
+    output: str = "fp16"
+    bound: ConvGeometry | None = None
+    epi: EpiloguePlan | None = None
+
+    @property
+    def B(self) -> ConvGeometry:
+        return self.g if self.bound is None else self.bound
+
+    @property
+    def spec(self) -> StrategySpec:
+        return SPECS[self.strategy]
+
+    @property
+    def c0(self) -> int:
+        return self.hw.c0(itemsize(self.operand))
+
+    # ---- static: shapes of allocations and windows (from the bound) ----
+    @property
+    def c1_cap(self) -> int:
+        return -(-self.B.c // self.c0)
+
+    @property
+    def k_total_cap(self) -> int:
+        return self.c1_cap * self.B.kh * self.B.kw * self.c0
+
+    @property
+    def cin1_eff(self) -> int:
+        """Channel blocks per weight part, as allocated: min(cin1, C1)."""
+        return min(self.t.cin1, self.c1_cap)
+
+    @property
+    def k_l1_cap(self) -> int:
+        return self.cin1_eff * self.B.kh * self.B.kw * self.c0
+
+    @property
+    def h_in(self) -> int:
+        return self.B.in_extent(self.t.ho, 0)
+
+    @property
+    def w_in(self) -> int:
+        return self.B.in_extent(self.t.wo, 1)
+
+    @property
+    def m_t(self) -> int:
+        return round_up(self.t.ho * self.t.wo, FRACTAL_ROWS)
+
+    @property
+    def k_pad(self) -> int:
+        return -(-self.B.k // self.t.n) * self.t.n
+
+    @property
+    def n_cb_cap(self) -> int:
+        return -(-self.B.k // self.t.n)
+
+    @property
+    def ho_cap(self) -> int:
+        """Most output rows any layer inside the bound can have (stride 1, 1-tap kernel)."""
+        B = self.B
+        return B.ho if self.bound is None else B.h + B.pads[0] + B.pads[1]
+
+    @property
+    def wo_cap(self) -> int:
+        B = self.B
+        return B.wo if self.bound is None else B.w + B.pads[2] + B.pads[3]
+
+    @property
+    def cb_per_cap(self) -> int:
+        """Cout blocks per core group (static; the last group may own fewer)."""
+        return -(-self.n_cb_cap // self.t.cout_split)
+
+    @property
+    def cores_sp(self) -> int:
+        """Cores per Cout group, each taking spatial tiles round-robin."""
+        want = self.hw.num_cores if self.t.cores is None else self.t.cores
+        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
+        return max(1, min(want // self.t.cout_split, n_tiles))
+
+    @property
+    def cores(self) -> int:
+        return self.cores_sp * self.t.cout_split
+
+    # ---- dynamic: loop counts of the actual layer ----
+    @property
+    def c1(self):
+        return -(-self.g.c // self.c0)
+
+    @property
+    def k_total(self):
+        return self.c1 * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def k_l1(self):
+        return _min(self.t.cin1, self.c1) * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def n_parts(self):
+        return -(-self.c1 // self.t.cin1)
+
+    @property
+    def steps_per_part(self):
+        return -(-self.k_l1 // self.t.k_l0)
+
+    @property
+    def n_th(self):
+        return -(-self.g.ho // self.t.ho)
+
+    @property
+    def n_tw(self):
+        return -(-self.g.wo // self.t.wo)
+
+    @property
+    def n_tiles(self):
+        return self.g.n * self.n_th * self.n_tw
+
+    @property
+    def n_cb(self):
+        return -(-self.g.k // self.t.n)
+
+    @property
+    def tiles_per_core(self):
+        return -(-self.n_tiles // self.cores_sp)
+
+    @property
+    def cb_per(self):
+        """Cout blocks per core group for the actual layer."""
+        return -(-self.n_cb // self.t.cout_split)
+
+    def validate(self) -> None:
+        t, sp, c0 = self.t, self.spec, self.c0
+        if t.cores is not None and t.cores > self.hw.num_cores:
+            raise TilingError(
+                f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
+                f"cores; use cores <= {self.hw.num_cores} or None."
+            )
+        want = self.hw.num_cores if t.cores is None else t.cores
+        if t.cout_split > want or t.cout_split > self.n_cb_cap:
+            raise TilingError(
+                f"ConvTiling.cout_split={t.cout_split} needs at least that many cores "
+                f"({want}) and Cout blocks ({self.n_cb_cap} of n={t.n}); lower it."
+            )
+        if t.k_l0 % c0:
+            raise TilingError(
+                f"ConvTiling.k_l0 must be a multiple of C0={c0} ({self.operand}), got {t.k_l0}."
+            )
+        if not sp.deep_k and t.k_l0 != c0:
+            raise TilingError(
+                f"strategy {self.strategy!r} feeds the Cube one (c1, tap) fractal per Mmad: "
+                f"k_l0 must be C0={c0}, got {t.k_l0}. Use strategy='img2col' for deep Mmads."
+            )
+        if not sp.double_buffer and (t.l1_stages, t.l0_stages) != (1, 1):
+            raise TilingError(
+                f"strategy {self.strategy!r} is single-buffered (l1_stages=l0_stages=1); "
+                f"got {t.l1_stages}, {t.l0_stages}. Double buffering is img2col's step."
+            )
+        if t.weights_resident and not sp.resident_weights_allowed:
+            raise TilingError(
+                f"strategy {self.strategy!r} re-fetches weights per output tile; "
+                f"weights_resident must be False."
+            )
+        if t.weights_resident and t.cin1 < self.c1_cap:
+            raise TilingError(
+                f"weights_resident needs the whole reduction in L1: cin1 must be >= "
+                f"C1={self.c1_cap}, got {t.cin1}."
+            )
+
+        try:
+            self.allocate()  # capacity and alignment, with the buffer named
+        except (CapacityError, AlignmentError) as e:
+            raise tiling_hint(
+                e,
+                {
+                    "x_l1": ("ho", "wo", "l1_stages"),
+                    "w_l1": ("cin1", "n", "weights_resident"),
+                    "a_l0": ("ho", "wo", "k_l0", "l0_stages"),
+                    "b_l0": ("k_l0", "n", "l0_stages"),
+                    "c_l0c": ("ho", "wo", "n"),
+                    "y_ub": ("ho", "wo", "n"),
+                    "res_ub": ("ho", "wo", "n"),
+                    "out_ub": ("ho", "wo", "n"),
+                    "bias_l1": ("n", "cout_split"),
+                    "bias_ub": ("n", "cout_split"),
+                },
+                t,
+            ) from None
+
+    def allocate(self) -> tuple[Plan, dict]:
+        """Allocate every buffer; raises CapacityError naming the buffer that overflows."""
+        hw, t, op = self.hw, self.t, self.operand
+        plan = Plan(hw)
+        a = {}
+        a["x"] = plan.alloc(
+            "L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op, stages=t.l1_stages, fmt="NC1HWC0"
+        )
+        # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
+        if t.weights_resident:  # the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
+            a["w"] = plan.alloc(
+                "L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op, fmt="ND"
+            )
+        else:
+            a["w"] = plan.alloc(
+                "L1", "w_l1", (round_up(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages, fmt="ND"
+            )
+        a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
+        a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
+        a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
+        if self.epi is not None:
+            a.update(allocate_epilogue(plan, self.epi, self.m_t, t.n, self.cb_per_cap * t.n))
+        elif hw.coupled:
+            a["ub"] = plan.alloc("UB", "y_ub", (self.m_t, t.n), self.output)
+        return plan, a
+
+
+def make_plan(
+    g: ConvGeometry,
+    strategy: str,
+    tiling: ConvTiling,
+    hw: HardwareConfig,
+    operand: str = "fp16",
+    output: str = "fp16",
+    bound: ConvGeometry | None = None,
+    epi: EpiloguePlan | None = None,
+) -> ConvPlan:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    if not isinstance(tiling, ConvTiling):
+        raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
+    if epi is not None and epi.where == "fixpipe" and hw.coupled:
+        raise ValueError(f"{hw.name} has no Fixpipe: its fused epilogue runs in UB (where='ub').")
+    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi)
+    p.validate()
+    return p

@@ -1,0 +1,223 @@
+"""Epilogues: the element-wise chain a Cube kernel applies to its accumulator on the way out.
+
+A chain is a short tuple of :class:`Step` (bias add, ReLU / leaky ReLU / clipped ReLU, residual
+add of a second tensor, cast). Where it runs depends on the chip:
+
+* **Fixpipe** (separated chips, 910B): L0C -> GM in one instruction that adds the bias (fp32),
+  applies one activation and converts to the output format -- in that fixed order. The longest
+  prefix of the chain with that shape is fused; anything after it (a residual add: the Cube core
+  of a 910B has no UB) runs as a vector kernel on the AIV cores, through GM.
+* **UB** (coupled chips, 910/310P): L0C -> UB on the Vector pipe, each step a vector instruction
+  on the UB tile (in ``policy.vector`` format), UB -> GM on MTE3. The whole chain fuses.
+
+This module holds the chain's description, the split and the buffers it needs;
+``kernels/epilogue.py`` issues its instructions, :mod:`npu_jax.cost` charges exactly the same ones,
+and ``fusion`` is the user-facing layer (API, unfused baseline, analysis).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+ACTIVATIONS = ("relu", "leaky_relu", "clipped_relu")
+STEP_OPS = ("bias", "residual", "cast") + ACTIVATIONS
+FORMATS = ("fp16", "bf16", "fp32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One element-wise step: ``op`` in :data:`STEP_OPS`; ``arg`` is the leaky slope, the clip
+    ceiling or the cast's format.
+
+    Example:
+        >>> Step("leaky_relu", 0.1)
+        Step(op='leaky_relu', arg=0.1)
+    """
+
+    op: str
+    arg: float | str | None = None
+
+    def __post_init__(self):
+        if self.op not in STEP_OPS:
+            raise ValueError(f"epilogue step must be one of {STEP_OPS}, got {self.op!r}.")
+        if self.op == "leaky_relu":
+            if self.arg is None:
+                object.__setattr__(self, "arg", 0.01)
+            if not isinstance(self.arg, (int, float)) or not math.isfinite(self.arg):
+                raise ValueError(f"leaky_relu slope must be a finite number, got {self.arg!r}.")
+            object.__setattr__(self, "arg", float(self.arg))
+        elif self.op == "clipped_relu":
+            if self.arg is None:
+                object.__setattr__(self, "arg", 6.0)
+            if not isinstance(self.arg, (int, float)) or not (self.arg > 0 and math.isfinite(self.arg)):
+                raise ValueError(f"clipped_relu ceiling must be a finite number > 0, got {self.arg!r}.")
+            object.__setattr__(self, "arg", float(self.arg))
+        elif self.op == "cast":
+            if self.arg not in FORMATS:
+                raise ValueError(
+                    f"cast needs a format in {FORMATS}, e.g. ('cast', 'bf16'); got {self.arg!r}."
+                )
+        elif self.arg is not None:
+            raise ValueError(f"epilogue step {self.op!r} takes no argument, got {self.arg!r}.")
+
+    def __str__(self) -> str:
+        return (
+            self.op
+            if self.arg is None
+            else f"{self.op}({self.arg:g})"
+            if not isinstance(self.arg, str)
+            else f"{self.op}({self.arg})"
+        )
+
+
+def canonical_steps(epilogue) -> tuple[Step, ...]:
+    """Steps from a lenient spec: ``"relu"``, ``["bias", "relu"]``, ``[("leaky_relu", 0.1)]``,
+    ``Step`` objects, or None / ``[]`` for none. Bias, residual and cast may appear once each;
+    cast must be last (it sets the format of what leaves the chip)."""
+    if epilogue is None:
+        return ()
+    if isinstance(epilogue, (str, Step)) or (
+        isinstance(epilogue, tuple)
+        and epilogue
+        and isinstance(epilogue[0], str)
+        and len(epilogue) == 2
+        and not isinstance(epilogue[1], str | tuple | Step)
+    ):
+        epilogue = [epilogue]
+    steps = []
+    for s in epilogue:
+        if isinstance(s, Step):
+            steps.append(s)
+        elif isinstance(s, str):
+            steps.append(Step(s))
+        elif isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[0], str):
+            steps.append(Step(s[0], s[1]))
+        else:
+            raise ValueError(
+                f"epilogue steps are names like 'relu' or pairs like ('leaky_relu', 0.1); got {s!r}."
+            )
+    for op in ("bias", "residual", "cast"):
+        if sum(s.op == op for s in steps) > 1:
+            raise ValueError(f"epilogue has {op!r} more than once: {[str(s) for s in steps]}.")
+    if any(s.op == "cast" for s in steps[:-1]):
+        raise ValueError(f"'cast' must be the last epilogue step, got {[str(s) for s in steps]}.")
+    return tuple(steps)
+
+
+def fixpipe_prefix(steps: tuple[Step, ...]) -> int:
+    """How many leading steps one Fixpipe can apply: bias, then one activation, then cast."""
+    phase = {"bias": 0, "relu": 1, "leaky_relu": 1, "clipped_relu": 1, "cast": 2}
+    last = -1
+    for i, s in enumerate(steps):
+        ph = phase.get(s.op)
+        if ph is None or ph <= last:
+            return i
+        last = ph
+    return len(steps)
+
+
+def final_format(steps: tuple[Step, ...], output: str) -> str:
+    """The format the chain's result is stored in: the cast's, else the policy's output."""
+    return steps[-1].arg if steps and steps[-1].op == "cast" else output
+
+
+@dataclasses.dataclass(frozen=True)
+class EpiloguePlan:
+    """The part of a chain that runs inside a Cube kernel, and how.
+
+    Attributes:
+        steps: the fused steps, in order.
+        where: ``"fixpipe"`` (910B) or ``"ub"`` (coupled chips).
+        vector: format of the UB tile the vector steps work on (``policy.vector``).
+        output: format the kernel writes to GM.
+    """
+
+    steps: tuple[Step, ...]
+    where: str
+    vector: str
+    output: str
+
+    def has(self, op: str) -> bool:
+        return any(s.op == op for s in self.steps)
+
+    @property
+    def bias_format(self) -> str:
+        """Bias in GM: fp32 for the Fixpipe (its bias table is fp32), the vector format in UB."""
+        return "fp32" if self.where == "fixpipe" else self.vector
+
+    @property
+    def needs_out_tile(self) -> bool:
+        return self.where == "ub" and self.output != self.vector
+
+    def fixpipe_args(self) -> dict:
+        """Fixpipe keyword arguments of the fused activation."""
+        for s in self.steps:
+            if s.op == "relu":
+                return {"activation": "relu"}
+            if s.op == "leaky_relu":
+                return {"activation": "leaky_relu", "alpha": s.arg}
+            if s.op == "clipped_relu":
+                return {"activation": "relu", "clip": s.arg}
+        return {}
+
+    def vector_ops(self) -> list[tuple[str, str]]:
+        """The UB path's vector instructions as (op, role): role ``bias`` / ``residual`` name the
+        second source; ``cast`` writes the output tile; the rest work in place."""
+        ops = []
+        for s in self.steps:
+            if s.op == "bias":
+                ops.append(("VAdd", "bias"))
+            elif s.op == "residual":
+                ops.append(("VAdd", "residual"))
+            elif s.op == "relu":
+                ops.append(("VRelu", "inplace"))
+            elif s.op == "leaky_relu":
+                ops.append(("VLeakyRelu", "inplace"))
+            elif s.op == "clipped_relu":
+                ops += [("VMaxs", "inplace"), ("VMins", "inplace")]
+        if self.needs_out_tile:
+            ops.append(("VCast", "cast"))
+        return ops
+
+    def __str__(self) -> str:
+        return " -> ".join(str(s) for s in self.steps) + f" [{self.where}]"
+
+
+def split(steps: tuple[Step, ...], hw, policy, fused: bool):
+    """(plan of the fused part or None, steps left for a vector kernel, format of the tensor the
+    Cube kernel writes, format of the final result)."""
+    final = final_format(steps, policy.output)
+    if not fused or not steps:
+        return None, steps, policy.output, final
+    if hw.coupled:
+        return EpiloguePlan(steps, "ub", policy.vector, final), (), final, final
+    k = fixpipe_prefix(steps)
+    if k == 0:
+        return None, steps, policy.output, final
+    on, rest = steps[:k], steps[k:]
+    mid = final_format(on, policy.output)
+    return EpiloguePlan(on, "fixpipe", policy.vector, mid), rest, mid, final
+
+
+# ---- buffers and flags of the fused chain ------------------------------------------------------------------------
+def allocate_epilogue(plan, e: EpiloguePlan, m_t: int, n: int, row_cols: int) -> dict:
+    """Buffers of the fused chain. ``row_cols``: bias values a core keeps (its Cout group)."""
+    a = {}
+    if e.where == "fixpipe":
+        if e.has("bias"):
+            a["bias"] = plan.alloc("L1", "bias_l1", (1, row_cols), "fp32")
+        return a
+    a["ub"] = plan.alloc("UB", "y_ub", (m_t, n), e.vector)
+    if e.has("bias"):
+        a["bias"] = plan.alloc("UB", "bias_ub", (1, row_cols), e.vector)
+    if e.has("residual"):
+        a["res"] = plan.alloc("UB", "res_ub", (m_t, n), e.vector)
+    if e.needs_out_tile:
+        a["out"] = plan.alloc("UB", "out_ub", (m_t, n), e.output)
+    return a
+
+
+def epilogue_slot_flags(e: EpiloguePlan | None) -> list[tuple[str, int]]:
+    """Extra "slot free" flags: the residual tile's (V -> MTE2)."""
+    return [("V_MTE2", 0)] if e is not None and e.where == "ub" and e.has("residual") else []

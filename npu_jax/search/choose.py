@@ -1,0 +1,83 @@
+"""The tiling chooser: enumerate legal tilings of a strategy, rank them by the cost model."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+from npu_jax.cost.conv import predict_many
+from npu_jax.errors import NpuError
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.mapping.conv import SPECS, ConvTiling, make_plan
+from npu_jax.workload.conv import ConvGeometry
+
+
+def _cands(limit: int, base=(1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64)) -> list[int]:
+    vals = sorted({v for v in base if v <= limit} | {limit})
+    return vals
+
+
+def candidate_tilings(
+    g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16", output: str = "fp16", epi=None
+):
+    """Every legal tiling in a coarse grid (legal = validates against every buffer)."""
+    sp = SPECS[strategy]
+    c0 = 32 // (2 if operand != "fp32" else 4)
+    c1 = -(-g.c // c0)
+    ns = sorted({min(-(-g.k // 16) * 16, v) for v in (16, 32, 64, 128, 256)})
+    k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (2, 4, 8, 16)})
+    stages = (2,) if sp.double_buffer else (1,)
+    cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})
+    resident = (False, True) if sp.resident_weights_allowed else (False,)
+    splits = sorted({s for s in (1, 2, 4, 5, 10, 20, hw.num_cores) if s <= hw.num_cores})
+    out = []
+    for ho, wo, n, k_l0, cin1, res, cs in itertools.product(
+        _cands(g.ho), _cands(g.wo), ns, k_l0s, cin1s, resident, splits
+    ):
+        if cs > -(-g.k // n) or (cs > 1 and hw.num_cores % cs):
+            continue
+        if res and cin1 < c1:
+            continue
+        if ho * wo > 4096 or ho * wo < min(16, g.ho * g.wo):
+            continue  # a tile below one fractal of positions wastes the Cube
+        t = ConvTiling(
+            ho=ho,
+            wo=wo,
+            n=n,
+            cin1=cin1,
+            k_l0=k_l0,
+            weights_resident=res,
+            l1_stages=stages[0],
+            l0_stages=stages[0],
+            cout_split=cs,
+        )
+        try:
+            make_plan(g, strategy, t, hw, operand, output, epi=epi)
+        except NpuError:
+            continue
+        out.append(t)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def choose_tiling(
+    g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16", output: str = "fp16", epi=None
+) -> ConvTiling:
+    """The legal tiling with the fewest model cycles (ties: fewer GM bytes).
+
+    ``epi`` (a fused epilogue) adds its buffers to the capacity checks and its instructions to the
+    cost, so a fused kernel's pick can differ from the conv alone's.
+
+    Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
+    strategy allows) resident weights; every one validated against every buffer. The cheap
+    lower bound prunes large grids to 48, which get the exact closed-form schedule."""
+    cands = candidate_tilings(g, strategy, hw, operand, output, epi)
+    if not cands:
+        extra = f" with epilogue {epi}" if epi is not None else ""
+        raise NpuError(
+            f"no legal tiling of {g.describe()} for strategy {strategy!r} on {hw.name}{extra}: "
+            f"even the smallest tiles overflow a buffer."
+        )
+    cyc, gm = predict_many(g, strategy, cands, hw, operand, output, epi=epi)
+    best = min(range(len(cands)), key=lambda i: (cyc[i], gm[i]))
+    return cands[best]

@@ -1,0 +1,158 @@
+"""Conv2D geometry: lenient user arguments canonicalised once, at the boundary (STYLE 6).
+
+``stride=2`` becomes ``(2, 2)``; ``padding="SAME"`` becomes ``((t, b), (l, r))``; everything inside
+the kernels takes the strict :class:`ConvGeometry` (a pytree: its fields may be traced).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+
+
+def _pair(name: str, v) -> tuple[int, int]:
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}.")
+    if isinstance(v, int):
+        v = (v, v)
+    try:
+        a, b = v
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}.") from None
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in (a, b)):
+        raise TypeError(f"{name} must hold ints, got {v!r}.")
+    return int(a), int(b)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvGeometry:
+    """A Conv2D layer, strictly: x (N, C, H, W), w (K, C, kh, kw), stride, dilation, pads."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int  # output channels (Cout)
+    kh: int
+    kw: int
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: tuple[int, int, int, int]  # top, bottom, left, right
+
+    @property
+    def ho(self) -> int:
+        pt, pb = self.pads[0], self.pads[1]
+        return (self.h + pt + pb - (self.kh - 1) * self.dilation[0] - 1) // self.stride[0] + 1
+
+    @property
+    def wo(self) -> int:
+        pl, pr = self.pads[2], self.pads[3]
+        return (self.w + pl + pr - (self.kw - 1) * self.dilation[1] - 1) // self.stride[1] + 1
+
+    @property
+    def flops(self) -> int:
+        """Useful FLOPs: 2 * N * Ho * Wo * K * C * kh * kw."""
+        return 2 * self.n * self.ho * self.wo * self.k * self.c * self.kh * self.kw
+
+    def in_extent(self, out_tile: int, axis: int) -> int:
+        """Input rows (axis 0) or cols (axis 1) an output tile of ``out_tile`` needs, halo included."""
+        s, d, k = self.stride[axis], self.dilation[axis], (self.kh, self.kw)[axis]
+        return (out_tile - 1) * s + (k - 1) * d + 1
+
+    def describe(self) -> str:
+        return (
+            f"x({self.n},{self.c},{self.h},{self.w}) w({self.k},{self.c},{self.kh},{self.kw}) "
+            f"s{self.stride} d{self.dilation} p{self.pads} -> y({self.n},{self.k},{self.ho},{self.wo})"
+        )
+
+
+def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> ConvGeometry:
+    """Check and canonicalise Conv2D arguments (NCHW input, OIHW weights).
+
+    Args:
+        padding: int, (ph, pw), ((top, bottom), (left, right)), "SAME" or "VALID".
+    Raises:
+        ValueError / TypeError naming the parameter, the value and the fix.
+    """
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    if len(x_shape) != 4:
+        raise ValueError(
+            f"x must be 4-D NCHW (N, C, H, W), got shape {x_shape}; add a batch axis "
+            f"with x[None] for a single image."
+        )
+    if len(w_shape) != 4:
+        raise ValueError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
+    if not isinstance(groups, int) or groups != 1:
+        raise ValueError(
+            f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
+            f"(groups=1). Split a grouped conv into per-group calls."
+        )
+    n, c, h, w = x_shape
+    k, cw, kh, kw = w_shape
+    if min(x_shape) <= 0 or min(w_shape) <= 0:
+        raise ValueError(f"x {x_shape} and w {w_shape} must have positive sizes.")
+    if cw != c:
+        raise ValueError(
+            f"channel mismatch: x has C={c} channels (x.shape[1]) but w expects "
+            f"{cw} (w.shape[1]); w must be OIHW (K, C, kh, kw)."
+        )
+    sh, sw = _pair("stride", stride)
+    if sh < 1 or sw < 1:
+        raise ValueError(f"stride must be >= 1, got {(sh, sw)}.")
+    dh, dw = _pair("dilation", dilation)
+    if dh < 1 or dw < 1:
+        raise ValueError(f"dilation must be >= 1, got {(dh, dw)}.")
+    eff_h, eff_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            pads = (0, 0, 0, 0)
+        elif mode == "SAME":
+
+            def same(size, s, eff):
+                out = -(-size // s)
+                total = max((out - 1) * s + eff - size, 0)
+                return total // 2, total - total // 2
+
+            pads = same(h, sh, eff_h) + same(w, sw, eff_w)
+        else:
+            raise ValueError(
+                f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
+            )
+    elif isinstance(padding, int) and not isinstance(padding, bool):
+        pads = (padding,) * 4
+    else:
+        try:
+            a, b = padding
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
+            ) from None
+        if isinstance(a, int) and isinstance(b, int):
+            pads = (a, a, b, b)
+        else:
+            (pt, pb), (pl, pr) = _pair("padding[0]", a), _pair("padding[1]", b)
+            pads = (pt, pb, pl, pr)
+    if min(pads) < 0:
+        raise ValueError(f"padding must be >= 0 on every side, got (top, bottom, left, right)={pads}.")
+    if max(pads) > 255:
+        raise ValueError(f"padding {pads} exceeds Load3D's 0..255 per side.")
+    if h + pads[0] + pads[1] < eff_h or w + pads[2] + pads[3] < eff_w:
+        raise ValueError(
+            f"kernel {kh}x{kw} with dilation {(dh, dw)} spans {eff_h}x{eff_w}, larger than the padded "
+            f"input {h + pads[0] + pads[1]}x{w + pads[2] + pads[3]}; pad more or use a smaller kernel."
+        )
+    if max(kh, kw) > 255 or max(dh, dw) > 255 or max(sh, sw) > 63:
+        raise ValueError(
+            f"Load3D supports kernel <= 255, dilation <= 255, stride <= 63; got "
+            f"kernel {(kh, kw)}, dilation {(dh, dw)}, stride {(sh, sw)}."
+        )
+    return ConvGeometry(n, c, h, w, k, kh, kw, (sh, sw), (dh, dw), pads)
+
+
+jax.tree_util.register_dataclass(
+    ConvGeometry,
+    data_fields=["n", "c", "h", "w", "k", "kh", "kw", "stride", "dilation", "pads"],
+    meta_fields=[],
+)
