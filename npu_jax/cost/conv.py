@@ -1,6 +1,6 @@
 """Closed-form cost of the Conv2D kernel: cycles and bytes from shapes, tiling and hardware alone.
 
-The model reads the same :class:`~npu_jax.kernels.conv2d.ConvPlan` as the emulator and prices every
+The model reads the same :class:`~npu_jax.mapping.conv.ConvPlan` as the emulator and prices every
 instruction with the emulator's cost rules (``npu_jax/hw/costs.py``); the schedule itself is
 :mod:`npu_jax.cost.schedule`, written once for this module (numpy) and the tile search (jax).
 The test suite holds it to the emulator.
@@ -15,7 +15,7 @@ import numpy as np
 from npu_jax.cost.schedule import Layer, Program, Tile, arrays, schedule
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.costs import HwNumbers
-from npu_jax.kernels.conv2d import ConvPlan
+from npu_jax.mapping.conv import ConvPlan
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ from npu_jax.core.buffers import itemsize
 from npu_jax.hw import costs
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import HwNumbers, cdiv
-from npu_jax.kernels.epilogue import EpiloguePlan
+from npu_jax.mapping.epilogue import EpiloguePlan
 
 
 class Layer(NamedTuple):

@@ -1,6 +1,6 @@
 """The img2col cost model over *array-valued* tilings: jittable, vmappable, exact.
 
-:func:`npu_jax.cost.conv.predict` reads one :class:`~npu_jax.kernels.conv2d.ConvPlan` whose sizes are
+:func:`npu_jax.cost.conv.predict` reads one :class:`~npu_jax.mapping.conv.ConvPlan` whose sizes are
 Python ints, so its loops over items and weight parts unroll at trace time. The search needs the
 same figure for thousands of tilings at once, with the layer and the hardware as arrays too (so one
 compiled program serves every layer and every hardware variant of a sweep). This module writes the
@@ -51,9 +51,9 @@ from npu_jax.cost import schedule as sched
 from npu_jax.cost.conv import layer_of as _layer_ints
 from npu_jax.hw.config import BUFFERS, FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, round_up
-from npu_jax.kernels.conv2d import ConvTiling
-from npu_jax.kernels.conv_geometry import ConvGeometry
-from npu_jax.kernels.epilogue import EpiloguePlan, canonical_steps, split
+from npu_jax.mapping.conv import ConvTiling
+from npu_jax.mapping.epilogue import EpiloguePlan, canonical_steps, split
+from npu_jax.workload.conv import ConvGeometry
 
 # the search tiles fp16 operands into fp16 outputs; C0 (one fractal row of the operand) is read from
 # the hardware: every config the search accepts has the default fractal row (``check_hw``)
@@ -176,7 +176,7 @@ def buffer_needs(
     xp=jnp,
 ) -> dict:
     """Bytes each buffer needs (allocation order and alignment as ``ConvPlan.allocate``; with
-    ``fused``, the bias + ReLU epilogue's buffers as ``kernels.epilogue.allocate``)."""
+    ``fused``, the bias + ReLU epilogue's buffers as ``mapping.epilogue.allocate_epilogue``)."""
     d = derived(L, t, num_cores, xp)
     a1, a0a, a0b, a0c, aub = align
     isz, osz = itemsize(OPERAND), itemsize(OUTPUT)

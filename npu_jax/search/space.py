@@ -1,6 +1,6 @@
 """The search space of the img2col kernel's tiling, and rounding into it.
 
-One point of the space is a :class:`~npu_jax.kernels.conv2d.ConvTiling` of the img2col strategy:
+One point of the space is a :class:`~npu_jax.mapping.conv.ConvTiling` of the img2col strategy:
 
 ====================  ===============================================  ==========================
 dimension             values                                           vendor name
@@ -37,8 +37,8 @@ import numpy as np
 
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, cdiv
-from npu_jax.kernels.conv_geometry import ConvGeometry
 from npu_jax.search import exact
+from npu_jax.workload.conv import ConvGeometry
 
 DIMS = ("ho", "wo", "n", "cin1", "k_l0")  # the continuous (log-space) dimensions
 
