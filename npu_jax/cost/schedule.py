@@ -269,6 +269,11 @@ def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> d
     )
 
 
+def _full(v, shape):
+    v = np.asarray(v)
+    return v if v.shape == shape else np.broadcast_to(v, shape)
+
+
 def arrays(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers):
     """numpy: (item costs (cores, items), part costs (cores, items, parts), per-core prologue)."""
     b = np.arange(pr.num_cores)
@@ -277,12 +282,19 @@ def arrays(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers):
     wide = {k: np.asarray(v)[..., None] for k, v in every.items()}
     parts = _part(pr, L, t, d, h, wide, np.arange(nparts)[None, None, :], np)
     shape = every["live"].shape + (nparts,)
-    parts = {k: np.broadcast_to(v, shape) for k, v in parts.items()}
-    every = {k: np.broadcast_to(v, every["live"].shape) for k, v in every.items()}
+    parts = {k: _full(v, shape) for k, v in parts.items()}
+    every = {k: _full(v, every["live"].shape) for k, v in every.items()}
     return every, parts, _prologue(pr, L, t, d, h, b, np)
 
 
 # ---- the recurrence ------------------------------------------------------------------------------
+def _pick(xp, cond, a, b):
+    """``where(cond, a, b)``; a Python condition (numpy plans: the tiling is static) picks once."""
+    if isinstance(cond, (bool, np.bool_)):
+        return a if cond else b
+    return xp.where(cond, a, b)
+
+
 def _fori(xp, n, body, init):
     if xp is np:
         s = init
@@ -297,7 +309,7 @@ def _step(xp, t):
     l0_two = t.l0_stages == 2
 
     def step(le, me1, me2, lc, mc, ready, mfree, on):
-        ls = xp.maximum(xp.maximum(le, xp.where(l0_two, me2, me1)), ready)
+        ls = xp.maximum(xp.maximum(le, _pick(xp, l0_two, me2, me1)), ready)
         le_n = ls + lc
         me_n = xp.maximum(xp.maximum(le_n, me1), mfree) + mc
         return xp.where(on, le_n, le), xp.where(on, me_n, me1), xp.where(on, me1, me2)
@@ -354,19 +366,19 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw = s
         it = item_at(j)
         lv = it["live"]
-        xe = xp.maximum(mte2, xp.where(l1_two, relx[1], relx[0])) + it["cx"]
+        xe = xp.maximum(mte2, _pick(xp, l1_two, relx[1], relx[0])) + it["cx"]
         mte2 = xp.where(it["fetch"], xe, mte2)
         xready = xp.where(it["fetch"], xe, 0)
-        period = xp.where(t.l0_stages == 2, xp.maximum(it["lf"], it["mmf"]), it["lf"] + it["mmf"])
+        period = _pick(xp, t.l0_stages == 2, xp.maximum(it["lf"], it["mmf"]), it["lf"] + it["mmf"])
 
         def part(q, ps):
             mte2, l_, m1_, m2_, rw = ps
             pc = part_at(j, it, q)
             first = q == 0
-            we = xp.maximum(mte2, xp.where(l1_two, rw[1], rw[0])) + pc["cw"]
-            ready = xp.where(res, xp.where(first, xready, 0), xp.where(first, xp.maximum(we, xready), we))
-            mte2 = xp.where(res, mte2, xp.where(lv, we, mte2))
-            mf = xp.where(first, mfree, 0)
+            we = xp.maximum(mte2, _pick(xp, l1_two, rw[1], rw[0])) + pc["cw"]
+            ready = _pick(xp, res, _pick(xp, first, xready, 0), _pick(xp, first, xp.maximum(we, xready), we))
+            mte2 = _pick(xp, res, mte2, xp.where(lv, we, mte2))
+            mf = _pick(xp, first, mfree, 0)
             n_s = pc["steps"]
             l_, m1_, m2_ = step(l_, m1_, m2_, pc["l_first"], pc["mm_first"], ready, mf, lv & (n_s >= 1))
             nmid = xp.maximum(n_s - 2, 0)

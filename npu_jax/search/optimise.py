@@ -45,7 +45,8 @@ import optax
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.hw import presets
-from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
+from npu_jax.hw.costs import cdiv
 from npu_jax.mapping.conv import ConvTiling, make_plan
 from npu_jax.search import exact, relaxed, space
 from npu_jax.search.local import (  # noqa: F401 (the coordinate search's names, re-exported)
@@ -218,8 +219,8 @@ def config_order(configs) -> list[tuple[int, int, int]]:
 
 def default_configs(L: exact.Layer, num_cores: int) -> list[tuple[int, int, int]]:
     """Every discrete choice a layer allows, without enumerating its space: splits up to the
-    layer's Cout blocks of 16."""
-    ncb = int(-(-int(L.k) // 16))
+    layer's Cout blocks (of the fractal's 16 rows)."""
+    ncb = int(cdiv(int(L.k), FRACTAL_ROWS))
     return config_order(
         [(r, st, cs) for r in (0, 1) for st in (1, 2) for cs in space.splits_of(num_cores) if cs <= ncb]
     )
