@@ -32,7 +32,7 @@ from _timing import best_of  # noqa: E402  (benchmarks/ is on sys.path when run 
 from jax import lax
 
 import npu_jax
-from npu_jax.kernels.gemm import default_tiling
+from npu_jax.mapping.gemm import default_tiling
 
 HIGHEST = lax.Precision.HIGHEST
 TILE = (128, 64, 256)  # (m, k, n) of one Mmad at the 910B default tiling

@@ -14,10 +14,15 @@ import functools
 import jax
 import numpy as np
 
+from fusion.api import conv2d_fused
+from npu_jax.core.pipes import PIPES, RATIO_NAMES
 from npu_jax.core.policy import Policy
-from npu_jax.core.timing import PIPES
+from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.report.sequence import SequenceReport
+from npu_jax.search.choose import choose_tiling
+from npu_jax.workload.conv import canonicalize
 from npu_jax.workload.resnet50 import RESNET50_REFERENCE, ConvLayer
 
 
@@ -163,7 +168,6 @@ def _round_trip(rep: SequenceReport) -> int:
 
 
 def _ratio(pipe: str) -> str:
-    from npu_jax.core.timing import RATIO_NAMES
 
     return RATIO_NAMES[pipe]
 
@@ -191,11 +195,6 @@ def analyze(
         >>> a.speedup > 1.0
         True
     """
-    from fusion.api import conv2d_fused
-    from npu_jax.hw import presets
-    from npu_jax.mapping.epilogue import canonical_steps, split
-    from npu_jax.search.choose import choose_tiling
-    from npu_jax.workload.conv import canonicalize
 
     hw = presets.ascend910b() if hw is None else hw
     policy = Policy() if policy is None else policy

@@ -6,14 +6,17 @@ import jax
 import jax.numpy as jnp
 
 from npu_jax.api.conv import run_plan
+from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
+from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.elementwise import make_eltwise_plan, run_eltwise
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
+from npu_jax.mapping.eltwise import make_eltwise_plan
 from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.report.sequence import SequenceReport
+from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
 
 
@@ -70,8 +73,6 @@ def conv2d_fused(
         >>> y.shape, [label for label, _ in rep.parts]
         ((1, 32, 8, 8), ['conv'])
     """
-    from npu_jax.hw import presets
-    from npu_jax.search.choose import choose_tiling
 
     hw = presets.ascend910b() if hw is None else hw
     if not isinstance(hw, HardwareConfig):

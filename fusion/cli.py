@@ -8,20 +8,47 @@ version with data and check it against ``lax.conv_general_dilated``; ``--referen
 fusion table of the ResNet-50 reference layers; ``--trace`` / ``--plot`` write the fused run's
 Chrome trace and a side-by-side timeline of the two versions.
 
-The command's logic lives here; ``npu_jax/cli.py`` only wires it in (``add_parser``, ``run``,
-``demo_section``), importing this module lazily.
+A subcommand of ``npu-jax`` (the protocol of :mod:`npu_jax.cli.base`: ``NAME``, ``HELP``, ``register``,
+``run``), listed by name in :mod:`npu_jax.cli.registry` with its demo section (``demo_section``);
+``npu_jax`` never imports this package itself. The studies it runs are in :mod:`fusion.study`, the
+prose that reads them in :mod:`fusion.reading`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 
-# the kernel engineer's figures, which the readings compare against
-ENGINEER_SAVED_PCT = 80.0  # "more than 80% of the intermediate's bandwidth saved"
-ENGINEER_FASTER_PCT = 35.0  # "35% faster"
+import jax
+import numpy as np
+
+import fusion
+from fusion.args import epilogue_steps, preset_list, reference_layer
+from fusion.reading import fusion_reading, reference_text, steps_text
+from fusion.study import (
+    plot_side_by_side,
+    reference_layers,
+    reference_output,
+    reference_rows,
+    traced_analysis,
+)
+from npu_jax.cli.base import UsageError
+from npu_jax.cli.data import demo_layers_text
+from npu_jax.cli.types import int_or_pair, output_path, padding, positive_int
+from npu_jax.core.pipes import PIPES
+from npu_jax.core.policy import Policy
+from npu_jax.errors import NpuError
+from npu_jax.hw import presets
+from npu_jax.mapping.conv import STRATEGIES
+from npu_jax.mapping.epilogue import split
+from npu_jax.report.reading import trace_note
+from npu_jax.workload.conv import canonicalize
+
+NAME = "fuse"
+HELP = "Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves"
 
 # The quick default layer: ResNet-50 conv2_x's channels and filters on a 16x16 crop.
 _DEFAULT_LAYER = dict(n=1, c=64, h=16, w=16, k=64, kh=3, kw=3, stride=1, padding=1)
@@ -36,65 +63,11 @@ _DIMS = (
 )
 
 
-# ---- argument types --------------------------------------------------------------------------------
-def _epilogue(text: str):
-    """``bias,relu`` / ``leaky_relu:0.1`` / ``clipped_relu:6`` / ``residual`` / ``cast:bf16`` -> steps."""
-    from npu_jax.kernels.epilogue import canonical_steps
-
-    spec = []
-    for item in (t.strip() for t in text.split(",")):
-        if not item:
-            raise argparse.ArgumentTypeError(f"empty step in {text!r}; write steps like bias,relu")
-        op, sep, arg = item.partition(":")
-        if not sep:
-            spec.append(op)
-        elif op == "cast":
-            spec.append((op, arg))
-        else:
-            try:
-                spec.append((op, float(arg)))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{op} takes a number after ':', got {item!r}") from None
-    try:
-        return canonical_steps(spec)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).rstrip(".")) from None
-
-
-def _get_preset(name: str):
-    from npu_jax.hw import presets
-
-    key = name.strip().lower().replace("_", "-")
-    if key in ("tiny-coupled", "tinycoupled"):
-        return presets.tiny(coupled=True)
-    return presets.get(name.strip())
-
-
-def _presets(text: str):
-    """One preset or a comma list (``910b,910``); ``tiny-coupled`` is the tiny core with a UB path."""
-    try:
-        return tuple(_get_preset(t) for t in text.split(","))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).rstrip(".") + " (or tiny-coupled)") from None
-
-
-def _layer(text: str):
-    from npu_jax.workloads import RESNET50_REFERENCE
-
-    by_stage = {lay.name.split()[0]: lay for lay in RESNET50_REFERENCE}
-    if text not in by_stage:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(by_stage)}, got {text!r}")
-    return by_stage[text]
-
-
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``fuse`` subcommand to ``subparsers`` (the argparse subparsers of ``npu-jax``)."""
-    from npu_jax.cli import _int_or_pair, _output_path, _padding, _positive_int
-    from npu_jax.kernels.conv2d import STRATEGIES
-
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``fuse`` to the ``npu-jax`` subparsers."""
     p = subparsers.add_parser(
-        "fuse",
-        help="Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves",
+        NAME,
+        help=HELP,
         description="Run one Conv2D layer followed by an element-wise epilogue, unfused (the Conv writes "
         "to GM, a vector kernel reads it back) and fused (the chain on the Conv's way out "
         "of L0C: Fixpipe on 910B, UB on 910). Default layer: ResNet-50 conv2_x's 64 channels "
@@ -102,7 +75,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--layer",
-        type=_layer,
+        type=reference_layer,
         metavar="NAME",
         help="start from a ResNet-50 reference layer (conv1, conv2_x, ..., conv5_x); the "
         "flags below override its fields",
@@ -110,21 +83,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     for dim, what in _DIMS:
         p.add_argument(
             f"--{dim}",
-            type=_positive_int,
+            type=positive_int,
             metavar=dim.upper(),
             help=f"{what} (default {_DEFAULT_LAYER[dim]})",
         )
-    p.add_argument("--stride", type=_int_or_pair(1), metavar="S", help="stride: S or SH,SW (default 1)")
+    p.add_argument("--stride", type=int_or_pair(1), metavar="S", help="stride: S or SH,SW (default 1)")
     p.add_argument(
-        "--padding", type=_padding, metavar="P", help="padding: P, PH,PW, SAME or VALID (default 1)"
+        "--padding", type=padding, metavar="P", help="padding: P, PH,PW, SAME or VALID (default 1)"
     )
     p.add_argument(
-        "--dilation", type=_int_or_pair(1), default=1, metavar="D", help="dilation: D or DH,DW (default 1)"
+        "--dilation", type=int_or_pair(1), default=1, metavar="D", help="dilation: D or DH,DW (default 1)"
     )
     p.add_argument(
         "--epilogue",
-        type=_epilogue,
-        default=_epilogue("bias,relu"),
+        type=epilogue_steps,
+        default=epilogue_steps("bias,relu"),
         metavar="STEPS",
         help="comma list of steps in order: bias, relu, leaky_relu:SLOPE, clipped_relu:CEIL, "
         "residual, cast:FMT (last; fp16, bf16, fp32). Default bias,relu",
@@ -163,7 +136,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--preset",
-        type=_presets,
+        type=preset_list,
         metavar="NAME[,NAME]",
         help="hardware preset(s), comma-separated: ascend910b, ascend910, ascend310p, tiny, "
         "tiny-coupled (default ascend910b; with --reference ascend910b,ascend910)",
@@ -175,18 +148,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--trace",
-        type=_output_path,
+        type=output_path,
         metavar="PATH",
         help="write a Chrome trace (JSON) of the fused run (of the one run with --unfused)",
     )
     p.add_argument(
         "--plot",
-        type=_output_path,
+        type=output_path,
         metavar="PATH",
         help="write a timeline PNG: unfused and fused side by side (the one run with --fused/--unfused)",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.set_defaults(func=run, parser=p, mode="both")
+    p.set_defaults(mode="both")
     return p
 
 
@@ -253,10 +226,6 @@ def _check_flags(args, hws) -> None:
 
 def run(args) -> int:
     """Run ``npu-jax fuse`` with parsed ``args``; returns the exit code."""
-    from npu_jax.cli import _UsageError
-    from npu_jax.errors import NpuError
-    from npu_jax.hw import presets
-
     hws = args.preset
     if hws is None:
         hws = (
@@ -273,18 +242,12 @@ def run(args) -> int:
             return _run_both(args, layer, hws)
         return _run_one(args, layer, hws)
     except (ValueError, TypeError, NpuError) as e:  # the library's message names the parameter
-        raise _UsageError(f"npu-jax fuse: error: {e}") from None
+        raise UsageError(f"npu-jax fuse: error: {e}") from None
 
 
 # ---- --both: the analysis ------------------------------------------------------------------------------
-def _steps_text(steps) -> str:
-    return " -> ".join(map(str, steps)) or "(no epilogue)"
-
-
 def _operands(x_shape, w_shape, g, steps, seed: int = 0):
     """Random fp16 x, w (the reference then sees exactly what the Cube multiplies), bias, residual."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(x_shape).astype(np.float16)
     w = rng.standard_normal(w_shape).astype(np.float16)
@@ -294,64 +257,7 @@ def _operands(x_shape, w_shape, g, steps, seed: int = 0):
     return x, w, bias, res
 
 
-def traced_analysis(
-    x_shape,
-    w_shape,
-    epilogue=("relu",),
-    *,
-    stride=1,
-    padding=0,
-    dilation=1,
-    hw=None,
-    strategy: str = "img2col",
-    name: str | None = None,
-):
-    """:func:`fusion.analyze` with both runs' instruction traces kept (for --trace / --plot)."""
-    from fusion import analyze
-
-    return analyze(
-        x_shape,
-        w_shape,
-        epilogue,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        hw=hw,
-        strategy=strategy,
-        name=name,
-        trace=True,
-    )
-
-
-def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | None = None):
-    """Timelines of core 0 of the two versions, on one cycle axis (so the shorter bar is the saving)."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    end = max(unfused.cycles, fused.cycles)
-    fig, axes = plt.subplots(1, 2, figsize=(16, 3.6), sharex=True)
-    for ax, (what, rep) in zip(axes, (("unfused", unfused), ("fused", fused))):
-        rep.plot_timeline(
-            ax=ax,
-            core=core,
-            max_cycles=end,
-            title=f"{what}: {rep.cycles:,} cycles, {rep.gm_bytes:,} GM bytes (core {core})",
-        )
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
-
-
 def _analysis_dict(a) -> dict:
-    from npu_jax.core.timing import PIPES
-
     return {
         **a.row(),
         "pipe_busy": {p: list(a.pipe_delta[p]) for p in PIPES if p in a.pipe_delta},
@@ -365,43 +271,27 @@ def _analysis_dict(a) -> dict:
 
 
 def _trace_note(rep) -> str | None:
-    from npu_jax.cli import _trace_note as note
-
-    return next((note(r) for r in rep.reports if note(r)), None)
+    """The first of a fused or unfused run's kernels whose trace dropped events says so."""
+    return next((trace_note(r) for r in rep.reports if trace_note(r)), None)
 
 
 def _run_both(args, layer: _Layer, hws) -> int:
-    import fusion
-    from npu_jax.kernels.conv_geometry import canonicalize
-
     g = canonicalize(layer.x_shape, layer.w_shape, layer.stride, layer.padding, layer.dilation)
     keep = args.trace is not None or args.plot is not None
     analyses = []
+    analyze = traced_analysis if keep else fusion.analyze
     for hw in hws:
-        if keep:
-            a = traced_analysis(
-                layer.x_shape,
-                layer.w_shape,
-                args.epilogue,
-                stride=layer.stride,
-                padding=layer.padding,
-                dilation=layer.dilation,
-                hw=hw,
-                strategy=args.strategy,
-                name=layer.name,
-            )
-        else:
-            a = fusion.analyze(
-                layer.x_shape,
-                layer.w_shape,
-                args.epilogue,
-                stride=layer.stride,
-                padding=layer.padding,
-                dilation=layer.dilation,
-                hw=hw,
-                strategy=args.strategy,
-                name=layer.name,
-            )
+        a = analyze(
+            layer.x_shape,
+            layer.w_shape,
+            args.epilogue,
+            stride=layer.stride,
+            padding=layer.padding,
+            dilation=layer.dilation,
+            hw=hw,
+            strategy=args.strategy,
+            name=layer.name,
+        )
         analyses.append(a)
     a = analyses[0]
     if args.trace is not None:
@@ -456,52 +346,7 @@ def _run_both(args, layer: _Layer, hws) -> int:
 
 
 # ---- --fused / --unfused: one run, with data -------------------------------------------------------------
-def reference_output(x, w, g, steps, bias=None, residual=None):
-    """The chain applied in float64 to ``lax.conv_general_dilated`` (fp32, HIGHEST) of the inputs."""
-    import numpy as np
-
-    from npu_jax.cli import _conv_reference
-
-    y = _conv_reference(x, w, g)
-    for s in steps:
-        if s.op == "bias":
-            y = y + np.asarray(bias, np.float64)[None, :, None, None]
-        elif s.op == "residual":
-            y = y + np.asarray(residual, np.float64)
-        elif s.op == "relu":
-            y = np.maximum(y, 0.0)
-        elif s.op == "leaky_relu":
-            y = np.where(y >= 0, y, s.arg * y)
-        elif s.op == "clipped_relu":
-            y = np.clip(y, 0.0, s.arg)
-    return y
-
-
-def _reference_text(steps) -> str:
-    e = "lax.conv"
-    for s in steps:
-        if s.op in ("bias", "residual"):
-            e = f"{e} + {s.op}"
-        elif s.op == "relu":
-            e = f"relu({e})"
-        elif s.op == "leaky_relu":
-            e = f"leaky_relu({e}, {s.arg:g})"
-        elif s.op == "clipped_relu":
-            e = f"min(relu({e}), {s.arg:g})"
-    return e
-
-
 def _run_one(args, layer: _Layer, hws) -> int:
-    import functools
-
-    import jax
-    import numpy as np
-
-    import fusion
-    from npu_jax.core.policy import Policy
-    from npu_jax.kernels.conv_geometry import canonicalize
-    from npu_jax.kernels.epilogue import split
-
     fused = args.mode == "fused"
     g = canonicalize(layer.x_shape, layer.w_shape, layer.stride, layer.padding, layer.dilation)
     x, w, bias, res = _operands(layer.x_shape, layer.w_shape, g, args.epilogue)
@@ -568,7 +413,7 @@ def _run_one(args, layer: _Layer, hws) -> int:
                 )
             else:
                 print(
-                    f"  max abs error vs {_reference_text(args.epilogue)} (float64 of lax.conv_general_dilated, "
+                    f"  max abs error vs {reference_text(args.epilogue)} (float64 of lax.conv_general_dilated, "
                     f"fp32 HIGHEST, on the fp16 inputs): {err:.4g} (largest |y| {scale:.4g}; "
                     f"output is {y.dtype})"
                 )
@@ -582,13 +427,6 @@ def _run_one(args, layer: _Layer, hws) -> int:
 
 
 # ---- --reference and the demo section ------------------------------------------------------------------
-def reference_layers(hw) -> tuple:
-    """The ResNet-50 reference layers; on the tiny presets the demo's half-size pair (quick)."""
-    from npu_jax.cli import _demo_conv_layers
-
-    return _demo_conv_layers(hw)
-
-
 def _progress(total: int):
     if not sys.stderr.isatty():  # each run is seconds of compiling: show that work is going on
         return None
@@ -602,94 +440,15 @@ def _progress(total: int):
     return progress
 
 
-def reference_rows(hws, epilogue=("bias", "relu"), strategy: str = "img2col", layers=None) -> list:
-    """``fusion.analyze`` on every (chip, reference layer): the rows of the fusion table."""
-    import fusion
-
-    plan = [(hw, lay) for hw in hws for lay in (layers if layers is not None else reference_layers(hw))]
-    progress = _progress(len(plan))
-    rows = []
-    for hw, lay in plan:
-        rows.append(
-            fusion.analyze(
-                lay.x_shape,
-                lay.w_shape,
-                epilogue,
-                stride=lay.stride,
-                padding=lay.padding,
-                hw=hw,
-                strategy=strategy,
-                name=lay.name,
-            )
-        )
-        if progress:
-            progress(rows[-1])
-    return rows
-
-
-def _span(values, fmt: str) -> str:
-    lo, hi = fmt.format(min(values)), fmt.format(max(values))
-    return lo if lo == hi else f"{lo} to {hi}"
-
-
-def _vector_share(a) -> float:
-    """% of the unfused time spent in the separate vector kernel."""
-    elt = [r for lab, r in a.unfused.parts if lab == "eltwise"]
-    return 100.0 * sum(r.cycles for r in elt) / max(1, a.unfused.cycles)
-
-
-def _conv_delta(a) -> float:
-    """Cycles of the fused run's Conv kernel against the unfused Conv's, in %."""
-    conv_u = a.unfused.parts[0][1].cycles
-    return 100.0 * (a.fused.parts[0][1].cycles - conv_u) / max(1, conv_u)
-
-
-def fusion_reading(rows) -> str:
-    """Lines read off a fusion table, beside the kernel engineer's figures; every number from ``rows``."""
-    short = lambda a: a.layer.split()[0]  # noqa: E731
-    lines = [
-        f"Reading, beside the kernel engineer's figures (more than {ENGINEER_SAVED_PCT:.0f}% of the "
-        f"intermediate's bandwidth saved, {ENGINEER_FASTER_PCT:.0f}% faster):"
-    ]
-    chips: dict[str, list] = {}
-    for a in rows:
-        chips.setdefault(a.hw.name, []).append(a)
-    for chip, rs in chips.items():
-        where = "UB epilogue" if rs[0].hw.coupled else "Fixpipe epilogue"
-        n = len(rs)
-        saved = [a.intermediate_saved_pct for a in rs]
-        faster = [a.faster_pct for a in rs]
-        n_saved = sum(s > ENGINEER_SAVED_PCT for s in saved)
-        n_fast = sum(f >= ENGINEER_FASTER_PCT for f in faster)
-        mb = sum(a.intermediate_bytes for a in rs) / 1e6
-        lines.append(
-            f"- {chip} ({where}): {_span(saved, '{:.0f}%')} of the intermediate's GM round trip saved "
-            f"({mb:.2f} MB over {n} layer{'s' * (n > 1)}; above {ENGINEER_SAVED_PCT:.0f}% on {n_saved} of {n}), "
-            f"{_span([a.gm_saved_pct for a in rs], '{:.0f}%')} of all GM bytes; "
-            f"{_span(faster, '{:.0f}%')} less time (mean {sum(faster) / n:.0f}%, speed-up "
-            f"{_span([a.speedup for a in rs], '{:.2f}x')}; at least {ENGINEER_FASTER_PCT:.0f}% on {n_fast} of {n})."
-        )
-    best = max(rows, key=lambda a: a.faster_pct)
-    worst = min(rows, key=lambda a: a.faster_pct)
-    lines.append(
-        f"What fusion removes: the separate vector kernel, {_span([_vector_share(a) for a in rows], '{:.0f}%')}"
-        f" of the unfused time; what it adds: the fused Conv kernel takes "
-        f"{_span([_conv_delta(a) for a in rows], '{:+.0f}%')} against the Conv alone (its epilogue "
-        f"and its own tiling)."
-    )
-    lines.append(
-        f"Largest gain, {short(best)} on {best.hw.name} ({best.faster_pct:.0f}% less time): {best.why}"
-    )
-    if worst is not best:
-        lines.append(f"Smallest, {short(worst)} on {worst.hw.name} ({worst.faster_pct:.0f}%): {worst.why}")
-    return "\n".join(lines)
+def _rows(hws, epilogue=("bias", "relu"), strategy: str = "img2col") -> list:
+    """:func:`fusion.study.reference_rows`, with a progress line on a terminal."""
+    progress = _progress(sum(len(reference_layers(hw)) for hw in hws))
+    return reference_rows(hws, epilogue, strategy, progress=progress)
 
 
 def _run_reference(args, hws) -> int:
-    import fusion
-
-    rows = reference_rows(hws, args.epilogue, args.strategy)
-    steps = _steps_text(args.epilogue)
+    rows = _rows(hws, args.epilogue, args.strategy)
+    steps = steps_text(args.epilogue)
     if args.json:
         print(
             json.dumps(
@@ -715,15 +474,9 @@ def _run_reference(args, hws) -> int:
 
 def demo_section(opts) -> str:
     """The demo's fusion table: Conv -> bias -> ReLU, unfused vs fused, on the demo's preset."""
-    import fusion
-
     hw = opts.hw
-    rows = reference_rows((hw,))
-    what = (
-        "two ResNet-50 reference layers at half height and width (tiny preset)"
-        if hw.name.startswith("tiny")
-        else "the ResNet-50 reference layers"
-    )
+    rows = _rows((hw,))
+    what = demo_layers_text(hw)
     where = "UB: L0C -> UB -> vector -> GM" if hw.coupled else "Fixpipe: L0C -> bias -> ReLU -> GM"
     return "\n".join(
         [
@@ -736,13 +489,4 @@ def demo_section(opts) -> str:
     )
 
 
-__all__ = [
-    "add_parser",
-    "demo_section",
-    "fusion_reading",
-    "plot_side_by_side",
-    "reference_output",
-    "reference_rows",
-    "run",
-    "traced_analysis",
-]
+__all__ = ["HELP", "NAME", "demo_section", "register", "run"]

@@ -16,6 +16,7 @@ import numpy as np
 from npu_jax.api.conv import conv2d
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.mapping.conv import STRATEGIES
+from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.resnet50 import RESNET50_REFERENCE, ConvLayer
 
 
@@ -41,7 +42,6 @@ def conv_strategies(
     progress=None,
 ) -> list[StrategyRow]:
     """Run every strategy on every layer (random data; timing-only by default)."""
-    from npu_jax.search.choose import choose_tiling
 
     rng = np.random.default_rng(0)
     rows = []

@@ -22,11 +22,14 @@ import math
 import pathlib
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
+from precision.formats import get_format
 from precision.metrics import COUNT_METRICS, ERROR_METRICS, SCORE_METRICS, Metrics, compare
+from precision.strategies import StackSpec, conv, conv3x3_ref, reference, run_strategy
 
 DEFAULT_DIR = pathlib.Path(__file__).resolve().parents[1] / "tests" / "baselines"
 # tolerances: relative for error magnitudes (max-type metrics hang on one element: looser),
@@ -60,8 +63,6 @@ def _layer_inputs(seed: int = 2024, c: int = 16, size: int = 8):
 
 
 def _conv3x3_case(policy: Policy):
-    from precision.formats import get_format
-    from precision.strategies import conv, conv3x3_ref
 
     x, w = _layer_inputs()
     y, _ = conv(x, w, hw=npu_jax.presets.tiny(), policy=policy)
@@ -72,7 +73,6 @@ def _conv3x3_case(policy: Policy):
 
 def _stack_case(strategy: str):
     def run(policy: Policy):  # the strategy fixes the policies; ``policy`` is ignored
-        from precision.strategies import StackSpec, reference, run_strategy
 
         spec = StackSpec(depth=4, channels=16, height=8, width=8, seed=7)
         r = run_strategy(strategy, spec, hw=npu_jax.presets.tiny())
@@ -132,7 +132,6 @@ def _path(name: str, directory=None) -> pathlib.Path:
 
 def write(name: str, metrics: Metrics, directory=None, description: str = "") -> pathlib.Path:
     """Write ``metrics`` as baseline ``name``."""
-    import jax
 
     p = _path(name, directory)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -5,14 +5,24 @@ prints error vs depth and emulated speed for every strategy in the three scenari
 reading. ``--depths 4,8,16,32 --channels 64 --size 16`` is the docs' run. ``--update-baselines``
 rewrites the golden baselines under ``tests/baselines`` (or ``--baselines-dir``) on purpose.
 
-The command's logic lives here; ``npu_jax/cli.py`` only wires it in (``add_parser``, ``run``,
-``demo_section``), importing this module lazily.
+A subcommand of ``npu-jax`` (the protocol of :mod:`npu_jax.cli.base`: ``NAME``, ``HELP``, ``register``,
+``run``), listed by name in :mod:`npu_jax.cli.registry` with its demo section (``demo_section``);
+``npu_jax`` never imports this package itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from npu_jax.cli.types import choice_list, output_path, positive_int, preset
+from npu_jax.hw import presets
+from precision import baselines, formats
+from precision.experiments import SCENARIOS, run_experiments
+from precision.strategies import STRATEGIES
+
+NAME = "precision"
+HELP = "precision lab: strategies vs depth, formats, baselines"
 
 
 def _depths(text: str) -> tuple[int, ...]:
@@ -25,25 +35,11 @@ def _depths(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(ds)))
 
 
-def _choices(allowed):
-    def parse(text: str) -> tuple[str, ...]:
-        items = tuple(t.strip() for t in text.split(",") if t.strip())
-        bad = [t for t in items if t not in allowed]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"unknown {bad or text!r}; choose from {', '.join(allowed)}")
-        return items
-
-    return parse
-
-
-def add_parser(sub, preset_type, output_path_type, positive_int):
-    """Add the ``precision`` subcommand to ``sub`` (the argparse subparsers of ``npu-jax``)."""
-    from precision.experiments import SCENARIOS
-    from precision.strategies import STRATEGIES
-
-    p = sub.add_parser(
-        "precision",
-        help="precision lab: strategies vs depth, formats, baselines",
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``precision`` to the ``npu-jax`` subparsers."""
+    p = subparsers.add_parser(
+        NAME,
+        help=HELP,
         description="FP16 against FP32 inside the emulated core: error vs depth and emulated "
         "speed of each precision strategy on ResNet-like 3x3 conv stacks.",
     )
@@ -60,14 +56,14 @@ def add_parser(sub, preset_type, output_path_type, positive_int):
     )
     p.add_argument(
         "--strategies",
-        type=_choices(STRATEGIES),
+        type=choice_list(STRATEGIES),
         default=STRATEGIES,
         metavar="S1,S2",
         help=f"subset of {', '.join(STRATEGIES)}",
     )
     p.add_argument(
         "--scenarios",
-        type=_choices(SCENARIOS),
+        type=choice_list(SCENARIOS),
         default=SCENARIOS,
         metavar="S1,S2",
         help=f"subset of {', '.join(SCENARIOS)}",
@@ -79,11 +75,9 @@ def add_parser(sub, preset_type, output_path_type, positive_int):
         help="Conv2D kernel",
     )
     p.add_argument(
-        "--preset", type=preset_type, default="tiny", metavar="NAME", help="hardware preset (default tiny)"
+        "--preset", type=preset, default="tiny", metavar="NAME", help="hardware preset (default tiny)"
     )
-    p.add_argument(
-        "--plot", type=output_path_type, metavar="PATH", help="write the error-vs-depth plot (PNG)"
-    )
+    p.add_argument("--plot", type=output_path, metavar="PATH", help="write the error-vs-depth plot (PNG)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--formats", action="store_true", help="print the format table and exit")
     p.add_argument(
@@ -92,15 +86,11 @@ def add_parser(sub, preset_type, output_path_type, positive_int):
         help="re-measure and rewrite the golden baselines (deliberately), then exit",
     )
     p.add_argument("--baselines-dir", metavar="DIR", help="where baselines live (default tests/baselines)")
-    p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
     """Run ``npu-jax precision`` with parsed ``args``; returns the exit code."""
-    from precision import baselines, formats
-    from precision.experiments import run_experiments
-
     if args.formats:
         print(formats.describe())
         return 0
@@ -141,10 +131,7 @@ def run(args) -> int:
 
 def demo_section(opts) -> str:
     """The demo's precision table: every strategy on 8-layer stacks (tiny preset, quick)."""
-    import npu_jax
-    from precision.experiments import run_experiments
-
-    res = run_experiments((2, 4, 8), channels=16, size=8, hw=npu_jax.presets.tiny())
+    res = run_experiments((2, 4, 8), channels=16, size=8, hw=presets.tiny())
     return "\n".join(
         [
             f"== Precision strategies (tiny preset, quick): {res.setup} ==",
@@ -156,4 +143,4 @@ def demo_section(opts) -> str:
     )
 
 
-__all__ = ["add_parser", "demo_section", "run"]
+__all__ = ["HELP", "NAME", "demo_section", "register", "run"]

@@ -23,7 +23,7 @@ normalisation normalises it before its cast to fp16.
 
 Cycles. The convs' cycles are the emulator's. A strategy's extra pass over an activation
 (RMS or amax reduction, rescale and cast of an fp32 result) is priced in closed form from the same
-cost table the emulator uses (:mod:`npu_jax.core.timing`): a DMA in, vector repeats and a DMA out
+cost table the emulator uses (:mod:`npu_jax.hw.costs`): a DMA in, vector repeats and a DMA out
 on the vector cores, pipelined; see :func:`vector_pass_cycles`. The delayed-scaling multiply is a
 Fixpipe feature (the 910B's quantisation scale) the emulator's Fixpipe does not model: its
 numbers are the fp32 result scaled and converted exactly as that Fixpipe would, its cycles the
@@ -43,7 +43,7 @@ import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
-from npu_jax.core.timing import ceil_div
+from npu_jax.hw.costs import ceil_rate
 from precision.formats import FORMATS
 from precision.metrics import Metrics, compare
 from precision.rounding import round_to
@@ -101,9 +101,9 @@ def vector_pass_cycles(n_elems: int, in_fmt: str, out_fmt: str | None, vector_op
     rate = hw.gm_rate(cores)
     b_in = per * FORMATS[in_fmt].bits // 8
     b_out = 0 if out_fmt is None else per * FORMATS[out_fmt].bits // 8
-    mte2 = int(ceil_div(b_in, rate))
-    vec = vector_ops * int(ceil_div(per * 4, hw.vector_repeat_bytes))
-    mte3 = int(ceil_div(b_out, rate)) if b_out else 0
+    mte2 = int(ceil_rate(b_in, rate))
+    vec = vector_ops * int(ceil_rate(per * 4, hw.vector_repeat_bytes))
+    mte3 = int(ceil_rate(b_out, rate)) if b_out else 0
     a = hw.assumed
     startup = a.mte2_startup + vector_ops * a.vector_startup + (a.mte3_startup if b_out else 0)
     return startup + max(mte2, vec, mte3)

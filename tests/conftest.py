@@ -118,18 +118,18 @@ def run_both(fn, *args):
 
 
 def busy(core, pipe: str) -> int:
-    from npu_jax.core.timing import PIPE_INDEX
+    from npu_jax.core.pipes import PIPE_INDEX
 
     return int(wide.to_numpy(core.pipe_busy)[PIPE_INDEX[pipe]])
 
 
 def free_at(core, pipe: str) -> int:
-    from npu_jax.core.timing import PIPE_INDEX
+    from npu_jax.core.pipes import PIPE_INDEX
 
     return int(wide.to_numpy(core.pipe_free)[PIPE_INDEX[pipe]])
 
 
 def counter(core, name: str) -> int:
-    from npu_jax.core.timing import COUNTER_INDEX
+    from npu_jax.core.pipes import COUNTER_INDEX
 
     return int(wide.to_numpy(core.counters)[COUNTER_INDEX[name]])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
+import importlib
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -12,7 +16,10 @@ import sysconfig
 import pytest
 
 from npu_jax import cli
+from npu_jax.cli import registry, types
+from npu_jax.cli.data import demo_layers
 from npu_jax.hw import presets
+from npu_jax.report.reading import strategies_reading
 
 
 def test_info_lists_every_preset_and_the_assumed_table(capsys):
@@ -80,7 +87,7 @@ def test_demo_tiny(capsys, tmp_path):
     gemm, conv = out.split("== Conv2D strategies", 1)
     conv = conv.split("\n== ", 1)[0]  # up to the next section (precision, fusion)
     assert "1024x1024" in gemm
-    layers = cli._demo_conv_layers(presets.tiny())
+    layers = demo_layers(presets.tiny())
     table = [line for line in conv.splitlines() if line.startswith(tuple(lay.name for lay in layers))]
     assert len(table) == 4 * len(layers)
     for strategy in ("output_tiled", "input_tiled", "relayout", "img2col"):
@@ -92,10 +99,10 @@ def test_demo_tiny(capsys, tmp_path):
 
 
 def test_demo_conv_layers_scaled_on_tiny_only():
-    from npu_jax.workloads import RESNET50_REFERENCE
+    from npu_jax.workload.resnet50 import RESNET50_REFERENCE
 
-    assert cli._demo_conv_layers(presets.ascend910b()) == RESNET50_REFERENCE
-    small = cli._demo_conv_layers(presets.tiny())
+    assert demo_layers(presets.ascend910b()) == RESNET50_REFERENCE
+    small = demo_layers(presets.tiny())
     assert 0 < len(small) < len(RESNET50_REFERENCE)
     by_stage = {lay.name.split()[0]: lay for lay in RESNET50_REFERENCE}
     for lay in small:
@@ -123,7 +130,7 @@ def test_strategies_reading_is_read_off_the_rows():
         row("convB 3x3", "output_tiled", 200, 5.0, "MTE2"),
         row("convB 3x3", "relayout", 100, 10.0, "MTE2"),
     ]
-    lines = cli._strategies_reading(rows).splitlines()
+    lines = strategies_reading(rows).splitlines()
     assert len(lines) == 3
     assert "convA img2col (30.0% of peak)" in lines[0] and "convB relayout (10.0% of peak)" in lines[0]
     assert "20.0% of peak vs 7.5%" in lines[1] and "2.00x to 3.00x" in lines[1] and "7 cycles" in lines[1]
@@ -265,3 +272,102 @@ def test_installed_console_script():
     proc = subprocess.run([_console_script(), "info"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "ascend910b" in proc.stdout and "mte2_startup" in proc.stdout
+
+
+# ---- the package: one module per subcommand, one protocol, imports one way -------------------------------
+def test_every_command_follows_the_protocol_in_registry_order(capsys):
+    modules = registry.commands()
+    assert [m.__name__ for m in modules] == list(registry.COMMANDS)
+    names = [m.NAME for m in modules]
+    assert names == ["demo", "info", "matmul", "conv2d", "precision", "fuse", "search"]
+    sub = cli.parser()._subparsers._group_actions[0]
+    assert list(sub.choices) == names
+    for m in modules:
+        assert isinstance(m.HELP, str) and m.HELP and callable(m.run)
+        assert sub.choices[m.NAME].get_default("func") is m.run
+        assert sub.choices[m.NAME].get_default("parser") is sub.choices[m.NAME]
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert [out.index(f"    {n} ") for n in names] == sorted(out.index(f"    {n} ") for n in names)
+
+
+def test_demo_sections_come_from_the_registry(capsys, monkeypatch):
+    assert registry.DEMO_SECTIONS == [
+        "npu_jax.cli.demo:gemm_section",
+        "precision.cli:demo_section",
+        "npu_jax.cli.demo:conv_strategies_section",
+        "fusion.cli:demo_section",
+    ]
+    for entry in registry.DEMO_SECTIONS:
+        module, _, name = entry.partition(":")
+        assert registry.section(entry) is getattr(importlib.import_module(module), name)
+    seen = []
+
+    def section(opts):
+        seen.append(opts.hw.name)
+        return f"== a section added as a function, {len(seen)} =="
+
+    # an entry is a "module:function" name or the function itself
+    monkeypatch.setattr(registry, "DEMO_SECTIONS", [section, section])
+    assert cli.main(["demo", "--preset", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert seen == ["tiny", "tiny"] and out.startswith("npu-jax demo on tiny: 2 cores")
+    assert out.endswith("== a section added as a function, 1 ==\n\n== a section added as a function, 2 ==\n")
+
+
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _imports(path: pathlib.Path):
+    """(module, names) of every import statement in ``path``, at any depth."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, ()) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module, tuple(a.name for a in node.names)
+
+
+def test_npu_jax_imports_neither_fusion_nor_precision():
+    """The registry names them as strings; no module of npu_jax imports them."""
+    for path in (_ROOT / "npu_jax").rglob("*.py"):
+        for module, _ in _imports(path):
+            assert module.split(".")[0] not in ("fusion", "precision"), (path, module)
+    text = (_ROOT / "npu_jax" / "cli" / "registry.py").read_text()
+    assert '"fusion.cli"' in text and '"precision.cli"' in text
+
+
+def test_fusion_and_precision_use_only_public_cli_helpers():
+    for package in ("fusion", "precision"):
+        for path in (_ROOT / package).rglob("*.py"):
+            for module, names in _imports(path):
+                if module.startswith("npu_jax.cli"):
+                    assert not [n for n in names if n.startswith("_")], (path, module, names)
+
+
+@pytest.mark.parametrize(
+    "parse, text, words",
+    [
+        (types.positive_int, "0", ["positive integer", "'0'"]),
+        (types.positive_int, "x", ["positive integer", "'x'"]),
+        (types.fraction, "1.5", ["(0, 1]", "'1.5'"]),
+        (types.preset, "nope", ["nope"]),
+        (types.int_or_pair(1), "1,2,3", [">= 1", "'1,2,3'"]),
+        (types.int_or_pair(0), "-1", [">= 0", "'-1'"]),
+        (types.padding, "middle", ["SAME or VALID", "'middle'"]),
+        (types.output_path, "/no/such/folder/t.json", ["/no/such/folder", "does not exist"]),
+        (types.choice_list(("a", "b")), "a,c", ["'c'", "a, b"]),
+    ],
+)
+def test_argument_types_name_the_value(parse, text, words):
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        parse(text)
+    for word in words:
+        assert word in str(e.value)
+
+
+def test_argument_types_accept_their_forms():
+    assert types.positive_int("7") == 7 and types.fraction("0.25") == 0.25
+    assert types.int_or_pair(1)("3") == 3 and types.int_or_pair(1)("2,1") == (2, 1)
+    assert types.padding("valid") == "VALID" and types.padding("0,2") == (0, 2)
+    assert types.preset("910b").name == "ascend910b"
+    assert types.choice_list(("a", "b"))(" b, a ") == ("b", "a")

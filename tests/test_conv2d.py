@@ -42,7 +42,7 @@ from jax import lax
 
 from npu_jax import Policy, presets
 from npu_jax.api.conv import conv2d
-from npu_jax.core.timing import PIPE_INDEX
+from npu_jax.core.pipes import PIPE_INDEX
 from npu_jax.errors import CapacityError, TilingError
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling
 from npu_jax.workload.conv import ConvGeometry, canonicalize

@@ -14,7 +14,12 @@ import pytest
 
 import fusion
 from fusion import cli as fcli
+from fusion.reading import fusion_reading
+from fusion.study import reference_output
 from npu_jax import cli
+from npu_jax.cli import registry
+from npu_jax.cli.data import demo_layers
+from npu_jax.cli.demo import DemoOptions
 from npu_jax.hw import presets
 
 # A small layer on the tiny core: each run is a couple of seconds of compiling.
@@ -106,13 +111,13 @@ def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direc
     monkeypatch.setattr(fusion, "analyze", _fake_analyze(direct, calls))
     assert cli.main(["fuse", "--reference", "--preset", "tiny,tiny-coupled"]) == 0
     out = capsys.readouterr().out
-    layers = cli._demo_conv_layers(presets.tiny())
+    layers = demo_layers(presets.tiny())
     assert [(c[3], c[4]) for c in calls] == [
         (hw, lay.name) for hw in ("tiny", "tiny-coupled") for lay in layers
     ]
     assert all(c[2] == ("bias", "relu") for c in calls)
     calls.clear()
-    section = fcli.demo_section(cli.DemoOptions(hw=presets.tiny()))
+    section = fcli.demo_section(DemoOptions(hw=presets.tiny()))
     assert [(c[3], c[4]) for c in calls] == [("tiny", lay.name) for lay in layers]
     # the fake analysis stands for every row: its own figures must come back in each table and reading
     for text, n_rows in ((out, 2 * len(layers)), (section, len(layers))):
@@ -124,7 +129,7 @@ def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direc
         assert f"{direct.faster_pct:.0f}% less time" in reading[1]
         assert f"speed-up {direct.speedup:.2f}x" in reading[1]
         assert direct.why in text
-    assert cli._demo_fusion in cli.DEMO_SECTIONS
+    assert fcli.demo_section in map(registry.section, registry.DEMO_SECTIONS)
 
 
 def test_reading_counts_layers_against_the_engineers_figures():
@@ -152,7 +157,7 @@ def test_reading_counts_layers_against_the_engineers_figures():
         row("convB 3x3", "chipB", False, 70.0, 20.0, 25, 750),
         row("convA 3x3", "chipC", True, 95.0, 30.0, 35, 715),
     ]
-    lines = fcli.fusion_reading(rows).splitlines()
+    lines = fusion_reading(rows).splitlines()
     assert len(lines) == 6
     assert lines[1].startswith(
         "- chipB (Fixpipe epilogue): 70% to 99% of the intermediate's GM round trip saved "
@@ -203,35 +208,37 @@ def test_fuse_bad_input_is_one_line_and_exit_2(capsys, extra, param):
 
 
 def test_reference_output_applies_the_chain():
-    from npu_jax.kernels.conv_geometry import canonicalize
-    from npu_jax.kernels.epilogue import canonical_steps
+    from npu_jax.mapping.epilogue import canonical_steps
+    from npu_jax.workload.conv import canonicalize
 
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal(_X), rng.standard_normal(_W)
     g = canonicalize(_X, _W, 1, 1, 1)
     bias, res = rng.standard_normal(32), rng.standard_normal((1, 32, 8, 8))
-    conv = fcli.reference_output(x, w, g, ())
-    got = fcli.reference_output(
-        x, w, g, canonical_steps(["bias", "residual", ("leaky_relu", 0.2)]), bias, res
-    )
+    conv = reference_output(x, w, g, ())
+    got = reference_output(x, w, g, canonical_steps(["bias", "residual", ("leaky_relu", 0.2)]), bias, res)
     pre = conv + bias[None, :, None, None] + res
     np.testing.assert_allclose(got, np.where(pre > 0, pre, 0.2 * pre))
-    clipped = fcli.reference_output(x, w, g, canonical_steps([("clipped_relu", 1.5), ("cast", "bf16")]))
+    clipped = reference_output(x, w, g, canonical_steps([("clipped_relu", 1.5), ("cast", "bf16")]))
     np.testing.assert_allclose(clipped, np.clip(conv, 0, 1.5))
 
 
 def test_npu_jax_does_not_import_fusion():
-    code = "import sys, npu_jax, npu_jax.cli; assert 'fusion' not in sys.modules, 'fusion imported'"
+    """Only building the parser (or running the demo) imports fusion and precision, by name."""
+    code = (
+        "import sys, npu_jax, npu_jax.cli, npu_jax.cli.demo, npu_jax.cli.conv2d, npu_jax.cli.search\n"
+        "assert not {'fusion', 'precision'} & set(sys.modules), 'fusion or precision imported'\n"
+        "npu_jax.cli.parser()\n"
+        "assert {'fusion.cli', 'precision.cli'} <= set(sys.modules)\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_layer_flags_override_the_reference_layer():
-    args = cli._parser().parse_args(["fuse", "--layer", "conv3_x", "--h", "14"])
+    args = cli.parser().parse_args(["fuse", "--layer", "conv3_x", "--h", "14"])
     lay = fcli._resolve_layer(args)
     assert lay.x_shape == (1, 128, 14, 28) and lay.w_shape == (128, 128, 3, 3) and lay.padding == 1
-    assert fcli._resolve_layer(cli._parser().parse_args(["fuse", "--layer", "conv1"])).name.startswith(
-        "conv1"
-    )
+    assert fcli._resolve_layer(cli.parser().parse_args(["fuse", "--layer", "conv1"])).name.startswith("conv1")
     assert lay.name == "14x28x128 3x3->128"
-    default = fcli._resolve_layer(cli._parser().parse_args(["fuse"]))
+    default = fcli._resolve_layer(cli.parser().parse_args(["fuse"]))
     assert default.x_shape == (1, 64, 16, 16) and default.name == "conv2_x crop 16x16x64"

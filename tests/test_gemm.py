@@ -22,9 +22,9 @@ from conftest import assert_bits_equal
 import npu_jax
 from npu_jax import MatmulTiling, Policy, presets
 from npu_jax.core import wide
-from npu_jax.core.timing import PIPE_INDEX
+from npu_jax.core.pipes import PIPE_INDEX
 from npu_jax.errors import CapacityError, TilingError
-from npu_jax.kernels.gemm import default_tiling
+from npu_jax.mapping.gemm import allocate_gemm, default_tiling
 
 
 def gamma(n, u=2.0**-24):
@@ -226,12 +226,10 @@ def test_mismatched_k_and_bad_inputs(rng):
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (100, 70, 130), (256, 256, 256), (512, 48, 2000)])
 def test_default_tiling_is_legal(hw_name, shape):
     """The default tiling fits every buffer (checked by the allocator) without running the kernel."""
-    from npu_jax.kernels.gemm import _build
-
     hw = HW[hw_name]
     M, N, K = shape
     t = default_tiling(M, N, K, hw)
-    plan, _ = _build(M, N, K, hw, t, "fp16", "fp16", 1)
+    plan, _ = allocate_gemm(hw, t, "fp16", "fp16")
     used = plan.used()
     for buf, n in used.items():
         assert n <= hw.buffer_bytes(buf)

@@ -27,10 +27,10 @@ from conftest import (
 
 from npu_jax.core import wide
 from npu_jax.core.buffers import Plan
-from npu_jax.core.instructions import Load3DGeometry, issue
+from npu_jax.core.isa import OPS, Load3DGeometry, charge
+from npu_jax.core.pipes import PIPE_INDEX, PIPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.sync import Queue
-from npu_jax.core.timing import OPS, PIPE_INDEX, PIPES
 from npu_jax.hw import presets
 
 A = presets.tiny().assumed  # the start-up latencies every cost below is built from
@@ -793,6 +793,7 @@ def test_vector_ops(rng):
         "VLeakyRelu",
         "VExp",
         "VCopy",
+        "VAbs",
     ]
     dst = {op: plan.alloc("UB", op, VS, "fp16") for op in ops}
     xv = f16(rng.uniform(-8, 8, VS))
@@ -825,6 +826,7 @@ def test_vector_ops(rng):
         "VRelu": np.maximum(x32, np.float32(0)),
         "VLeakyRelu": np.where(x32 >= 0, x32, x32 * np.float32(0.2)),
         "VCopy": x32,
+        "VAbs": np.abs(x32),
     }
     for op, r in ref32.items():
         assert_bits_equal(out.read(dst[op]), r.astype(np.float32).astype(np.float16), op)
@@ -934,14 +936,14 @@ def _empty_core(hw=None, trace_capacity=0):
 
 def test_set_wait_flag_moves_time():
     def prog(core, e):
-        core = issue(core, "MTE2", 100, "DataCopy")
-        core = issue(core, "MTE1", 10, "LoadData2D")
+        core = charge(core, "MTE2", 100, "DataCopy")
+        core = charge(core, "MTE1", 10, "LoadData2D")
         core = core.set_flag("MTE2_MTE1", e)  # fires at MTE2's free time: 100
-        core = issue(core, "MTE2", 50, "DataCopy")  # later MTE2 work does not move the flag
+        core = charge(core, "MTE2", 50, "DataCopy")  # later MTE2 work does not move the flag
         core = core.wait_flag("MTE2_MTE1", e)  # MTE1 held until 100
-        core = issue(core, "MTE1", 5, "LoadData2D")
+        core = charge(core, "MTE1", 5, "LoadData2D")
         # a flag that fired earlier than the waiter's own clock does not move it back
-        core = issue(core, "M", 500, "Mmad")
+        core = charge(core, "M", 500, "Mmad")
         core = core.set_flag("MTE1_M", 1)  # MTE1 at 105
         core = core.wait_flag("MTE1_M", 1)
         return core
@@ -955,9 +957,9 @@ def test_set_wait_flag_moves_time():
 
 def test_flags_are_per_id_and_when():
     core = _empty_core()
-    core = issue(core, "V", 30, "VAdd")
+    core = charge(core, "V", 30, "VAdd")
     core = core.set_flag("V_MTE3", 0)
-    core = issue(core, "V", 30, "VAdd")
+    core = charge(core, "V", 30, "VAdd")
     core = core.set_flag("V_MTE3", 1)
     assert bool(core.flag_set[PIPE_INDEX["V"], PIPE_INDEX["MTE3"], 0])
     c1 = core.wait_flag("V_MTE3", 1, when=False)  # predicated off: nothing changes
@@ -982,11 +984,11 @@ def test_flag_errors():
 
 def test_pipe_barrier_all():
     def prog(core):
-        core = issue(core, "MTE2", 70, "DataCopy")
-        core = issue(core, "M", 20, "Mmad")
+        core = charge(core, "MTE2", 70, "DataCopy")
+        core = charge(core, "M", 20, "Mmad")
         core = core.pipe_barrier("M")  # one pipe is already in order: no change
         core = core.pipe_barrier("ALL")
-        return issue(core, "V", 9, "VAdd")
+        return charge(core, "V", 9, "VAdd")
 
     core = run_both(prog, _empty_core())
     fa = wide.to_numpy(core.pipe_free)
@@ -1055,14 +1057,14 @@ def _events(core):
 
 def test_trace_records_in_order():
     def prog(core, go):
-        core = issue(core, "MTE2", 40, "DataCopy")
-        core = issue(core, "MTE1", 8, "LoadData2D")
-        core = issue(core, "MTE2", 40, "DataCopy")
-        core = issue(core, "M", 7, "Mmad", when=go)  # predicated off: not recorded
+        core = charge(core, "MTE2", 40, "DataCopy")
+        core = charge(core, "MTE1", 8, "LoadData2D")
+        core = charge(core, "MTE2", 40, "DataCopy")
+        core = charge(core, "M", 7, "Mmad", when=go)  # predicated off: not recorded
         core = core.set_flag("MTE2_M", 0).wait_flag("MTE2_M", 0)
-        core = issue(core, "M", 12, "Mmad")
+        core = charge(core, "M", 12, "Mmad")
         core = core.scalar(3)
-        return issue(core, "FIX", 5, "Fixpipe")
+        return charge(core, "FIX", 5, "Fixpipe")
 
     core = run_both(prog, _empty_core(trace_capacity=16), False)
     assert _events(core) == [
@@ -1083,7 +1085,7 @@ def test_trace_records_in_order():
 def test_trace_capacity_overflow():
     core = _empty_core(trace_capacity=3)
     for i in range(5):
-        core = issue(core, "V", i + 1, "VAdd")
+        core = charge(core, "V", i + 1, "VAdd")
     assert int(core.trace["n"]) == 5  # counts every event ...
     assert [e[3] - e[2] for e in _events(core)] == [1, 2, 3]  # ... keeps the first `capacity`
     assert busy(core, "V") == 15

@@ -111,7 +111,7 @@ def test_flag_wait_moves_consumer_and_queue_drains():
     # Copies (s2 + 256 B / 32) stream back to back through two slots; each 256-B ReLU (sv + 1)
     # waits for its copy, so V ends one ReLU after the fourth copy, and the drain brings MTE2
     # (waiting for its slots back) to the same cycle.
-    from npu_jax.core.timing import PIPE_INDEX
+    from npu_jax.core.pipes import PIPE_INDEX
 
     s = hw.assumed
     copy, relu = s.mte2_startup + 256 // 32, s.vector_startup + 1

@@ -1,12 +1,12 @@
-"""The machine: state pytree, buffers, instructions, pipes and timing, flags and queues."""
+"""The machine: state pytree, buffers, the instruction set (isa/), pipes, flags and queues."""
 
 from npu_jax.core.buffers import Alloc, Plan, Ref
-from npu_jax.core.instructions import Load3DGeometry
+from npu_jax.core.isa import OPS, Load3DGeometry
+from npu_jax.core.pipes import LANES, PIPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, Core, GmSpec, GmWindow, init_core
 from npu_jax.core.sync import Queue
-from npu_jax.core.timing import LANES, PIPES
 
 __all__ = [
     "Alloc",
@@ -16,6 +16,7 @@ __all__ = [
     "GmWindow",
     "LANES",
     "Load3DGeometry",
+    "OPS",
     "PIPES",
     "Plan",
     "Policy",

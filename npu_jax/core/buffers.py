@@ -14,9 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from npu_jax.errors import AlignmentError, CapacityError
-from npu_jax.hw.config import BUFFERS, HardwareConfig
+from npu_jax.hw.config import BUFFERS, FRACTAL_ROWS, HardwareConfig
+from npu_jax.hw.formats import FORMAT_BYTES, itemsize
 
+# The formats the emulator stores, as jnp dtypes (their sizes are declared in hw/formats.py).
 DTYPES = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32, "int32": jnp.int32}
+assert all(jnp.dtype(d).itemsize == FORMAT_BYTES[f] for f, d in DTYPES.items())
 # Layout tags. In L1 and UB the stored array *is* the layout: ND (rows, cols); NZ (C1, rows, C0);
 # NC1HWC0 feature-map tiles (C1, H, W, C0). In L0A/L0B/L0C the tags ZZ / ZN / NZ name the
 # hardware's fractal arrangement, but the emulator stores the logical (M, K) / (K, N) / (M, N)
@@ -24,10 +27,6 @@ DTYPES = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32, "int32
 # keeping the Cube's operands logical lets XLA run each Mmad as one plain dot (docs/design.md).
 # ``formats.fractal_view`` shows any L0 tile in its hardware arrangement.
 FORMATS = ("ND", "NZ", "ZZ", "ZN", "NC1HWC0")
-
-
-def itemsize(dtype: str) -> int:
-    return jnp.dtype(DTYPES[dtype]).itemsize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,20 +157,20 @@ class Plan:
 
 
 def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
-    """L0 tiles are whole 512-B fractals (1024-B for fp32 in L0C): (M, K) for L0A with M % 16 and
-    K % K0 == 0, (K, N) for L0B, (M, N) fp32 for L0C."""
-    k0 = hw.k0(itemsize(dtype))
+    """L0 tiles are whole fractals (FRACTAL_ROWS x K0 elements; FRACTAL_ROWS x FRACTAL_ROWS fp32 in
+    L0C): (M, K) for L0A with M % FRACTAL_ROWS and K % K0 == 0, (K, N) for L0B, (M, N) fp32 for L0C."""
+    k0, f = hw.k0(itemsize(dtype)), FRACTAL_ROWS
     want = {
-        "L0A": ("ZZ", "(M, K) with M % 16 == 0 and K % K0 == 0"),
-        "L0B": ("ZN", "(K, N) with K % K0 == 0 and N % 16 == 0"),
-        "L0C": ("NZ", "(M, N) fp32 with M % 16 == 0 and N % 16 == 0"),
+        "L0A": ("ZZ", f"(M, K) with M % {f} == 0 and K % K0 == 0"),
+        "L0B": ("ZN", f"(K, N) with K % K0 == 0 and N % {f} == 0"),
+        "L0C": ("NZ", f"(M, N) fp32 with M % {f} == 0 and N % {f} == 0"),
     }[buffer]
     if buffer == "L0A":
-        ok = len(shape) == 2 and shape[0] % 16 == 0 and shape[1] % k0 == 0
+        ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % k0 == 0
     elif buffer == "L0B":
-        ok = len(shape) == 2 and shape[0] % k0 == 0 and shape[1] % 16 == 0
+        ok = len(shape) == 2 and shape[0] % k0 == 0 and shape[1] % f == 0
     else:
-        ok = len(shape) == 2 and shape[0] % 16 == 0 and shape[1] % 16 == 0 and dtype == "fp32"
+        ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % f == 0 and dtype == "fp32"
     if fmt != want[0] or not ok:
         raise AlignmentError(
             f"{buffer} holds whole fractals: allocation {name!r} must be fmt={want[0]!r} of shape "

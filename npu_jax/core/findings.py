@@ -15,7 +15,7 @@ from npu_jax.core.checks.columns import CHECK_NAMES, KINDS, N_COORDS, Code, F
 from npu_jax.core.checks.replay import run_analysis
 from npu_jax.core.checks.sites import SiteTable
 from npu_jax.core.checks.synccheck import flag_name
-from npu_jax.core.timing import PIPES
+from npu_jax.core.pipes import PIPES
 from npu_jax.errors import SanitizerError, SanitizerWarning
 
 

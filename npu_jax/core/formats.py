@@ -2,19 +2,22 @@
 
 2-D matrices: ND (rows, cols); NZ (C1, rows, C0), the L1 "big-N small-z" layout; ZZ
 (M1, K1, M0, K0) for A in L0A; ZN (K1, N1, N0, K0) for B in L0B; L0C's NZ (N1, M1, M0, N0).
-Feature maps: NC1HWC0 with C0 = 32 B / itemsize (16 for fp16). Shapes must already be whole
-fractals (callers pad); the inverse of each is given for reading results back.
+Feature maps: NC1HWC0 with C0 = one fractal row (``hw.cube_k_bytes``) / itemsize (16 for fp16).
+Shapes must already be whole fractals (callers pad); the inverse of each is given for reading
+results back.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-F = 16  # fractal rows (M0 / N0)
+from npu_jax.hw.config import FRACTAL_ROWS as F  # fractal rows (M0 / N0)
+from npu_jax.hw.config import HardwareConfig
 
 
-def c0_of(dtype) -> int:
-    return 32 // jnp.dtype(dtype).itemsize
+def c0_of(hw: HardwareConfig, dtype) -> int:
+    """C0 of an array dtype on ``hw``: one fractal row of elements (``hw.c0``)."""
+    return hw.c0(jnp.dtype(dtype).itemsize)
 
 
 def nd_to_nz(x, c0: int):
@@ -107,9 +110,12 @@ def nc1hwc0_to_nchw(x, c: int):
     return x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c0, h, w)[:, :c]
 
 
-def fractal_view(x, fmt: str, k0: int = 16):
-    """A logical L0 tile in its hardware arrangement: ZZ (M1, K1, 16, K0) for an (M, K) L0A tile,
-    ZN (K1, N1, 16, K0) for a (K, N) L0B tile, NZ (N1, M1, 16, 16) for an (M, N) L0C tile."""
+def fractal_view(x, fmt: str, k0: int | None = None):
+    """A logical L0 tile in its hardware arrangement: ZZ (M1, K1, F, K0) for an (M, K) L0A tile,
+    ZN (K1, N1, F, K0) for a (K, N) L0B tile, NZ (N1, M1, F, F) for an (M, N) L0C tile
+    (F = FRACTAL_ROWS; ``k0`` = ``hw.k0(itemsize)``, 16 for fp16, needed for ZZ and ZN)."""
+    if fmt in ("ZZ", "ZN") and k0 is None:
+        raise ValueError(f"fractal_view of a {fmt} tile needs k0= (hw.k0(itemsize), 16 for fp16).")
     if fmt == "ZZ":
         return nd_to_zz(x, k0)
     if fmt == "ZN":

@@ -47,7 +47,7 @@ from npu_jax.core.checks.mutation import MutationResult, mutate, sweep_waits
 from npu_jax.core.checks.replay import analyze, run_analysis
 from npu_jax.core.checks.sites import TRACE, FlagOp, SiteTable, alloc_id, current_table, stage_base, tracing
 from npu_jax.core.findings import Finding, all_findings, findings_of, raise_or_warn
-from npu_jax.core.timing import PIPE_INDEX, PIPES
+from npu_jax.core.pipes import PIPE_INDEX, PIPES
 
 # memcheck codes that instructions build conditions with (``(bad, code, alloc, dim, value)``)
 BUF_OOB, MISALIGNED = Code.BUF_OOB, Code.MISALIGNED

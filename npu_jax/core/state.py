@@ -2,22 +2,25 @@
 
 :class:`Core` carries the arrays (GM tensors, on-chip allocations, pipe clocks, flags, counters,
 trace) and, as static metadata, the :class:`Context` (hardware, allocations, GM tensor specs,
-policy). Its methods are the instruction set; each returns a new Core.
+policy). Its methods are the instruction set; each returns a new Core. The methods dispatch to the
+functions that :mod:`npu_jax.core.isa` binds here (:func:`bind_instructions`), so this module
+imports no instruction.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
 from npu_jax.core import sanitize, wide
 from npu_jax.core.buffers import DTYPES, Alloc, poison
+from npu_jax.core.pipes import COUNTERS, PIPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.sanitize import Checks
-from npu_jax.core.timing import COUNTERS, PIPES
 from npu_jax.errors import WindowError
 from npu_jax.hw.config import HardwareConfig
 
@@ -100,7 +103,7 @@ _DATA_FIELDS = (
 
 @dataclasses.dataclass(frozen=True)
 class Core:
-    """One AI Core's state. Methods are instructions (see ``instructions.py``, ``sync.py``).
+    """One AI Core's state. Methods are instructions (see ``isa/``, ``sync.py``).
 
     Shapes (P = len(PIPES), E = hw.num_event_ids, C = len(COUNTERS), T = trace capacity;
     a trailing 2 is a wide integer, see ``wide.py``):
@@ -155,41 +158,41 @@ class Core:
             name, tuple(starts), tuple(int(s) for s in sizes), None if limit is None else tuple(limit)
         )
 
-    # ---- the instruction set, as methods returning a new Core (see instructions.py, sync.py) ----
+    # ---- the instruction set, as methods returning a new Core (see isa/, sync.py) ----
     def data_copy(self, *, dst, src, layout=None, kernel=None, block_n=None, when=True) -> Core:
-        return _ins().data_copy(
+        return _op("data_copy")(
             self, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n, when=when
         )
 
     def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:
-        return _ins().load2d(self, dst=dst, src=src, start=start, valid=valid, when=when)
+        return _op("load2d")(self, dst=dst, src=src, start=start, valid=valid, when=when)
 
     def load3d(self, **kw) -> Core:
-        return _ins().load3d(self, **kw)
+        return _op("load3d")(self, **kw)
 
     def mmad(self, *, dst, a, b, m, n, k, init=False, when=True) -> Core:
-        return _ins().mmad(self, dst=dst, a=a, b=b, m=m, n=n, k=k, init=init, when=when)
+        return _op("mmad")(self, dst=dst, a=a, b=b, m=m, n=n, k=k, init=init, when=when)
 
     def fixpipe(self, **kw) -> Core:
-        return _ins().fixpipe(self, **kw)
+        return _op("fixpipe")(self, **kw)
 
     def l0c_to_ub(self, *, dst, src, m, n, when=True) -> Core:
-        return _ins().l0c_to_ub(self, dst=dst, src=src, m=m, n=n, when=when)
+        return _op("l0c_to_ub")(self, dst=dst, src=src, m=m, n=n, when=when)
 
     def vector(self, op: str, dst, *srcs, **kw) -> Core:
-        return _ins().vector(self, op, dst, *srcs, **kw)
+        return _op("vector")(self, op, dst, *srcs, **kw)
 
     def scalar(self, cycles, when=True) -> Core:
-        return _ins().scalar(self, cycles, when)
+        return _op("scalar")(self, cycles, when)
 
     def set_flag(self, event: str, event_id=0, when=True) -> Core:
-        return _sync().set_flag(self, event, event_id, when)
+        return _op("set_flag")(self, event, event_id, when)
 
     def wait_flag(self, event: str, event_id=0, when=True) -> Core:
-        return _sync().wait_flag(self, event, event_id, when)
+        return _op("wait_flag")(self, event, event_id, when)
 
     def pipe_barrier(self, pipe: str = "ALL", when=True) -> Core:
-        return _sync().pipe_barrier(self, pipe, when)
+        return _op("pipe_barrier")(self, pipe, when)
 
     def at_tile(self, **coords) -> Core:
         """Name the tile being worked on (up to 4 ints, traced allowed), so that sanitizer findings
@@ -197,16 +200,39 @@ class Core:
         return sanitize.at_tile(self, coords)
 
 
-def _ins():
-    from npu_jax.core import instructions
+# name -> function(core, ...) -> Core: the instruction set behind Core's methods. Filled once, when
+# npu_jax.core is imported, by npu_jax.core.isa (which imports the instructions and sync.py).
+_INSTRUCTIONS: dict[str, Callable[..., Core]] = {}
+_METHODS = (
+    "data_copy",
+    "load2d",
+    "load3d",
+    "mmad",
+    "fixpipe",
+    "l0c_to_ub",
+    "vector",
+    "scalar",
+    "set_flag",
+    "wait_flag",
+    "pipe_barrier",
+)
 
-    return instructions
+
+def bind_instructions(**functions: Callable[..., Core]) -> None:
+    """Make ``functions`` (name -> instruction) the targets of Core's instruction methods."""
+    unknown = sorted(set(functions) - set(_METHODS))
+    if unknown:
+        raise ValueError(f"no Core method named {unknown}; the instruction methods are {_METHODS}.")
+    _INSTRUCTIONS.update(functions)
 
 
-def _sync():
-    from npu_jax.core import sync
-
-    return sync
+def _op(name: str) -> Callable[..., Core]:
+    try:
+        return _INSTRUCTIONS[name]
+    except KeyError:
+        raise RuntimeError(
+            f"Core.{name} has no instruction bound; import npu_jax.core (its isa module binds them)."
+        ) from None
 
 
 def _flatten_core(core: Core):

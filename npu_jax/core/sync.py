@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from npu_jax.core import sanitize, wide
 from npu_jax.core.buffers import Alloc
 from npu_jax.core.checks.sites import FlagOp
-from npu_jax.core.timing import PIPE_INDEX, PIPES
+from npu_jax.core.pipes import PIPE_INDEX, PIPES
 
 if TYPE_CHECKING:  # annotations only: state.py imports this module
     from npu_jax.core.state import Core

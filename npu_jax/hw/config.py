@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from npu_jax.hw.formats import itemsize
+
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 OVERFLOW_MODES = ("inf", "saturate")
 # M0 = N0: the rows (and columns) of every fractal, the unit of the L0 layouts, whatever the Cube's
@@ -209,9 +211,8 @@ class HardwareConfig:
         return self.k0(itemsize)
 
     def peak_flops_per_cycle(self, operand: str = "fp16") -> int:
-        """Cube FLOP per cycle per core: one (16 x K0 x 16) fractal MAC block per cycle."""
-        itemsize = {"fp16": 2, "bf16": 2, "fp32": 4, "int8": 1}[operand]
-        return 2 * self.cube_m * self.cube_n * self.k0(itemsize)
+        """Cube FLOP per cycle per core: one (cube_m x K0 x cube_n) MAC block per cycle."""
+        return 2 * self.cube_m * self.cube_n * self.k0(itemsize(operand))
 
     def peak_tflops(self, operand: str = "fp16") -> float:
         return self.peak_flops_per_cycle(operand) * self.num_cores * self.clock_ghz / 1e3
@@ -242,12 +243,8 @@ class HardwareConfig:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
 
-    @classmethod
-    def from_ini(cls, path, base: HardwareConfig | None = None) -> HardwareConfig:
-        """Read a CANN platform-config ``.ini`` over ``base`` (default: the 910B preset)."""
-        from npu_jax.hw.ini import load_ini
-
-        return load_ini(path, base)
+    # ``HardwareConfig.from_ini(path, base=None)`` is attached by ``hw/ini.py`` (which reads presets):
+    # this module imports neither, so the hw package's imports stay acyclic.
 
 
 def _check_buffer(buffer: str) -> str:

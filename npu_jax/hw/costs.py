@@ -171,6 +171,16 @@ def dma(h: HwNumbers, nbytes, bursts, rate, startup):
     return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate) + gaps)
 
 
+def dma_in(h: HwNumbers, nbytes, bursts, rate):
+    """DataCopy GM -> L1 / UB (MTE2) at ``rate``, the core's share of GM (:func:`gm_rate`)."""
+    return dma(h, nbytes, bursts, rate, h.mte2_su)
+
+
+def dma_out(h: HwNumbers, nbytes, bursts, rate):
+    """DataCopy UB -> GM (MTE3): the core's GM share ``rate``, capped by MTE3's UB -> GM port."""
+    return dma(h, nbytes, bursts, _xp(h.ub_gm_rate, rate).minimum(h.ub_gm_rate, rate), h.mte3_su)
+
+
 def onchip(nbytes, rate, startup):
     """A move inside the core (L1 -> L0, L0C -> UB, a vector pass): start-up plus bytes at ``rate``."""
     return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate))
@@ -236,3 +246,8 @@ def l0c_to_ub(h: HwNumbers, m, n):
 def vector(h: HwNumbers, nbytes):
     """One vector instruction (V): one repeat of ``vec_rate`` bytes per cycle over its widest operand."""
     return onchip(nbytes, h.vec_rate, h.vec_su)
+
+
+def scalar(h: HwNumbers, cycles):
+    """Scalar work (S): the cycles the kernel states (address arithmetic, loop control)."""
+    return cycles

@@ -10,6 +10,7 @@ import configparser
 import os
 
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.presets import ascend910b
 
 # ini key -> (HardwareConfig field, converter)
 _KEYS = {
@@ -70,8 +71,6 @@ _SECTIONS = {
 
 def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> HardwareConfig:
     """HardwareConfig from the ini at ``path``, starting from ``base`` (default ``ascend910b()``)."""
-    from npu_jax.hw import presets
-
     if not os.path.exists(path):
         raise FileNotFoundError(f"platform ini not found: {os.fspath(path)!r}")
     if base is not None and not isinstance(base, HardwareConfig):
@@ -108,7 +107,7 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
                 raise ValueError(
                     f"{os.fspath(path)}: key {key!r} in [{section}] must be a number, got {raw!r}."
                 ) from None
-    base = base if base is not None else presets.ascend910b()
+    base = base if base is not None else ascend910b()
     if "num_cores" in changes and "chip_gm_bytes_per_cycle" not in changes:
         changes["chip_gm_bytes_per_cycle"] = None  # re-derive from the per-core rate
     try:
@@ -117,3 +116,12 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
         bad = [src for f, src in source.items() if f in str(e)]
         where = f" (from {'; '.join(bad)})" if bad else ""
         raise type(e)(f"{os.fspath(path)}: {e}{where}") from None
+
+
+def _from_ini(cls, path, base: HardwareConfig | None = None) -> HardwareConfig:
+    """Read a CANN platform-config ``.ini`` over ``base`` (default: the 910B preset)."""
+    return load_ini(path, base)
+
+
+# A classmethod of HardwareConfig, defined here so that config.py imports neither this module nor presets.
+HardwareConfig.from_ini = classmethod(_from_ini)

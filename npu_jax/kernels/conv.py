@@ -23,12 +23,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core.buffers import Plan, itemsize
-from npu_jax.core.instructions import Load3DGeometry
+from npu_jax.core.buffers import Plan
+from npu_jax.core.isa import Load3DGeometry
 from npu_jax.core.state import GmSpec
 from npu_jax.core.sync import Queue
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import itemsize
 from npu_jax.kernels import epilogue as epi_mod
 from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
 from npu_jax.mapping.conv import ConvPlan

@@ -12,106 +12,13 @@ This is the unfused baseline's second kernel, and the remainder of a chain a Fix
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core.buffers import Plan, itemsize
-from npu_jax.core.run import launch
-from npu_jax.core.state import Context, GmSpec
+from npu_jax.core.state import GmSpec
 from npu_jax.core.sync import Queue
-from npu_jax.errors import CapacityError
-from npu_jax.mapping.epilogue import EpiloguePlan, Step
-
-
-def _r(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
-@dataclasses.dataclass(frozen=True)
-class EltwisePlan:
-    """Shapes and tiles of one element-wise launch over a (rows, cols) tensor.
-
-    ``rows`` may be traced (bounded runs); ``rows_cap`` and ``cols`` are static.
-    """
-
-    steps: tuple[Step, ...]
-    rows_cap: int
-    cols: int
-    in_fmt: str
-    out_fmt: str
-    vector: str
-    hw: object
-    rows_t: int
-    cols_t: int
-    rows: object = None
-
-    @property
-    def chain(self) -> EpiloguePlan:
-        return EpiloguePlan(self.steps, "ub", self.vector, self.out_fmt)
-
-    @property
-    def has_work_tile(self) -> bool:
-        return self.in_fmt != self.vector
-
-    @property
-    def n_rt(self):
-        r = self.rows_cap if self.rows is None else self.rows
-        return -(-r // self.rows_t)
-
-    @property
-    def n_ct(self) -> int:
-        return -(-self.cols // self.cols_t)
-
-    @property
-    def cores(self) -> int:
-        return max(1, min(self.hw.num_vector_cores, -(-self.rows_cap // self.rows_t) * self.n_ct))
-
-    def allocate(self) -> tuple[Plan, dict]:
-        plan, a, rt, ct = Plan(self.hw), {}, self.rows_t, self.cols_t
-        if self.chain.has("bias"):
-            a["bias"] = plan.alloc("UB", "bias_ub", (1, self.n_ct * ct), self.vector)
-        a["in"] = plan.alloc("UB", "in_ub", (rt, ct), self.in_fmt, stages=2)
-        if self.has_work_tile:
-            a["work"] = plan.alloc("UB", "work_ub", (rt, ct), self.vector)
-        if self.chain.has("residual"):
-            a["res"] = plan.alloc("UB", "res_ub", (rt, ct), self.vector, stages=2)
-        a["out"] = plan.alloc("UB", "out_ub", (rt, ct), self.out_fmt, stages=2)
-        return plan, a
-
-
-def make_eltwise_plan(
-    steps, rows_cap: int, cols: int, in_fmt: str, out_fmt: str, vector: str, hw, rows=None
-) -> EltwisePlan:
-    """Tile a (rows, cols) tensor for UB: whole channel rows when they fit (one contiguous burst
-    per tile), else channel blocks; rows per tile as many as the double-buffered queues allow, but
-    no more than gives every vector core two tiles (so all cores move data, each overlapping its
-    CopyIn, Compute and CopyOut)."""
-    ct = _r(cols, 16)
-    probe = EltwisePlan(tuple(steps), rows_cap, cols, in_fmt, out_fmt, vector, hw, 1, ct, rows)
-    per_row = (
-        2 * itemsize(in_fmt)
-        + 2 * itemsize(out_fmt)
-        + probe.has_work_tile * itemsize(vector)
-        + 2 * probe.chain.has("residual") * itemsize(vector)
-    )
-    bias = probe.chain.has("bias") * _r(cols, 16) * itemsize(vector)
-    slack = 8 * hw.ub_align
-    while ct > 16 and (hw.ub_bytes - bias - slack) // (per_row * ct) < 8:
-        ct = _r(ct // 2, 16)
-    fit = (hw.ub_bytes - bias - slack) // (per_row * ct)
-    spread = -(-rows_cap * -(-cols // ct) // (2 * hw.num_vector_cores))
-    rt = max(1, min(rows_cap, fit, spread))
-    while True:
-        p = dataclasses.replace(probe, rows_t=rt, cols_t=ct)
-        try:
-            p.allocate()
-            return p
-        except CapacityError:
-            if rt == 1:
-                raise
-            rt = max(1, rt * 3 // 4)
+from npu_jax.hw.costs import round_up
+from npu_jax.mapping.eltwise import EltwisePlan
 
 
 def eltwise_kernel(p: EltwisePlan):
@@ -198,7 +105,7 @@ def eltwise_kernel(p: EltwisePlan):
             core = q.drain(core)
         return core
 
-    pad = (_r(p.rows_cap, rt), n_ct * ct)
+    pad = (round_up(p.rows_cap, rt), n_ct * ct)
     gm = [GmSpec("y", (p.rows_cap, p.cols), pad, p.in_fmt)]
     if e.has("bias"):
         gm.append(GmSpec("bias", (1, p.cols), (1, n_ct * ct), p.vector))
@@ -208,48 +115,4 @@ def eltwise_kernel(p: EltwisePlan):
     return plan, tuple(gm), kernel
 
 
-def run_eltwise(
-    p: EltwisePlan,
-    y,
-    policy,
-    *,
-    bias=None,
-    residual=None,
-    trace_capacity: int = 0,
-    move_data: bool = True,
-    name: str = "eltwise",
-    checks=None,
-):
-    """Launch the kernel on y (rows_cap, cols) in ``p.in_fmt``. Returns (z, report)."""
-    from npu_jax.core.buffers import DTYPES
-
-    plan, gm, kernel = eltwise_kernel(p)
-    ins = {"y": jnp.asarray(y).astype(DTYPES[p.in_fmt])}
-    rows = p.rows_cap if p.rows is None else p.rows
-    extents = {"y": (rows, p.cols), "z": (rows, p.cols)}
-    if p.chain.has("bias"):
-        ins["bias"] = jnp.asarray(bias).reshape(1, p.cols).astype(DTYPES[p.vector])
-        extents["bias"] = (1, p.cols)
-    if p.chain.has("residual"):
-        ins["res"] = jnp.asarray(residual).reshape(p.rows_cap, p.cols).astype(DTYPES[p.vector])
-        extents["res"] = (rows, p.cols)
-    ctx = Context(
-        hw=p.hw,
-        allocs=tuple(plan.allocs),
-        gm=gm,
-        policy=policy,
-        n_cores=p.cores,
-        trace_capacity=trace_capacity,
-        move_data=move_data,
-        checks=checks,
-    )
-    outs, report = launch(
-        kernel,
-        ctx,
-        ins,
-        name=name,
-        operand=p.in_fmt,
-        workload=f"{' -> '.join(map(str, p.steps))} over ({p.rows_cap}, {p.cols})",
-        extents=extents,
-    )
-    return outs["z"], report
+__all__ = ["eltwise_kernel"]

@@ -12,10 +12,11 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from npu_jax.core.buffers import Plan, itemsize
+from npu_jax.core.buffers import Plan
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
 from npu_jax.workload.conv import ConvGeometry
@@ -74,8 +75,10 @@ class ConvTiling:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
-        if self.n % 16:
-            raise TilingError(f"ConvTiling.n (Cout block) must be a multiple of 16, got {self.n}.")
+        if self.n % FRACTAL_ROWS:
+            raise TilingError(
+                f"ConvTiling.n (Cout block) must be a multiple of {FRACTAL_ROWS} (one fractal), got {self.n}."
+            )
         for name in ("l1_stages", "l0_stages"):
             if getattr(self, name) not in (1, 2):
                 raise TilingError(f"ConvTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")

@@ -1,6 +1,6 @@
 """Epilogues: the element-wise chain a Cube kernel applies to its accumulator on the way out.
 
-A chain is a short tuple of :class:`Step` (bias add, ReLU / leaky ReLU / clipped ReLU, residual
+A chain is a short tuple of :class:`Step` (bias add, ReLU / leaky ReLU / clipped ReLU, abs, residual
 add of a second tensor, cast). Where it runs depends on the chip:
 
 * **Fixpipe** (separated chips, 910B): L0C -> GM in one instruction that adds the bias (fp32),
@@ -21,7 +21,7 @@ import dataclasses
 import math
 
 ACTIVATIONS = ("relu", "leaky_relu", "clipped_relu")
-STEP_OPS = ("bias", "residual", "cast") + ACTIVATIONS
+STEP_OPS = ("bias", "residual", "cast", "abs") + ACTIVATIONS
 FORMATS = ("fp16", "bf16", "fp32")
 
 
@@ -174,6 +174,8 @@ class EpiloguePlan:
                 ops.append(("VRelu", "inplace"))
             elif s.op == "leaky_relu":
                 ops.append(("VLeakyRelu", "inplace"))
+            elif s.op == "abs":
+                ops.append(("VAbs", "inplace"))
             elif s.op == "clipped_relu":
                 ops += [("VMaxs", "inplace"), ("VMins", "inplace")]
         if self.needs_out_tile:

@@ -14,9 +14,11 @@ import os
 import jax
 import numpy as np
 
-from npu_jax.core import wide
-from npu_jax.core.timing import COUNTER_INDEX, LANES, OPS, PATHS, PIPES, RATIO_NAMES
+from npu_jax.core import sanitize, wide
+from npu_jax.core.isa import OPS
+from npu_jax.core.pipes import COUNTER_INDEX, LANES, PATHS, PIPES, RATIO_NAMES
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.report.plot import plot_timeline
 
 _GM_PATHS = tuple(p for p in PATHS if "GM" in p)
 
@@ -171,8 +173,6 @@ class Report:
     def check(self) -> Report:
         """Raise (or warn, per the launch's ``checks``) if the run wrote an output element from two
         cores or a sanitizer found something, here or in ``extras``; returns self."""
-        from npu_jax.core import sanitize
-
         for r in [self] + [v for v in self.extras.values() if isinstance(v, Report)]:
             sanitize.raise_or_warn(r)
         return self
@@ -180,8 +180,6 @@ class Report:
     def findings(self) -> list:
         """The sanitizers' findings (first per check), decoded: ``sanitize.Finding`` objects whose
         ``message()`` names the instruction, its source line, pipe, allocation and tile."""
-        from npu_jax.core import sanitize
-
         return sanitize.findings_of(self)
 
     # ---- presentation --------------------------------------------------------------------------
@@ -267,8 +265,6 @@ class Report:
         self, path: str | os.PathLike | None = None, core: int = 0, ax=None, max_cycles: int | None = None
     ):
         """A Gantt chart of one core's pipes (matplotlib); saved as PNG when ``path`` is given."""
-        from npu_jax.report.plot import plot_timeline
-
         return plot_timeline(self, path=path, core=core, ax=ax, max_cycles=max_cycles)
 
 

@@ -12,7 +12,8 @@ import os
 
 import jax
 
-from npu_jax.core.timing import PIPES, RATIO_NAMES
+from npu_jax.core.pipes import PIPES, RATIO_NAMES
+from npu_jax.report.plot import plot_timeline
 from npu_jax.report.report import Report, write_chrome_trace
 
 
@@ -185,8 +186,6 @@ class SequenceReport:
 
     def plot_timeline(self, path=None, core: int = 0, ax=None, max_cycles: int | None = None, title=None):
         """A Gantt chart of one core across all parts (a dashed line where each part starts)."""
-        from npu_jax.report.plot import plot_timeline
-
         ax = plot_timeline(self, path=None, core=core, ax=ax, max_cycles=max_cycles, title=title)
         for (lab, _), off in zip(self.parts[1:], self.offsets[1:]):
             ax.axvline(off, color="k", ls="--", lw=0.8)

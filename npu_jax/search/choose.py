@@ -7,7 +7,9 @@ import itertools
 
 from npu_jax.cost.conv import predict_many
 from npu_jax.errors import NpuError
-from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
+from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import SPECS, ConvTiling, make_plan
 from npu_jax.workload.conv import ConvGeometry
 
@@ -22,9 +24,10 @@ def candidate_tilings(
 ):
     """Every legal tiling in a coarse grid (legal = validates against every buffer)."""
     sp = SPECS[strategy]
-    c0 = 32 // (2 if operand != "fp32" else 4)
+    c0 = hw.c0(itemsize(operand))
+    f = FRACTAL_ROWS
     c1 = -(-g.c // c0)
-    ns = sorted({min(-(-g.k // 16) * 16, v) for v in (16, 32, 64, 128, 256)})
+    ns = sorted({min(round_up(g.k, f), v) for v in (f, 2 * f, 4 * f, 8 * f, 16 * f)})
     k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (2, 4, 8, 16)})
     stages = (2,) if sp.double_buffer else (1,)
     cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})

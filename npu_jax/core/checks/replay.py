@@ -32,7 +32,7 @@ from npu_jax.core.checks.columns import (
 )
 from npu_jax.core.checks.record import Step
 from npu_jax.core.checks.sites import SiteTable, stage_base
-from npu_jax.core.timing import PIPES
+from npu_jax.core.pipes import PIPES
 
 _i32 = jnp.int32
 _On = collections.namedtuple("_On", "race mem init sync")

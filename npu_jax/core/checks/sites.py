@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from npu_jax.core.checks.columns import MAX_REFS, REF_W, SITE_W, Kind, Site
-from npu_jax.core.timing import PIPE_INDEX
+from npu_jax.core.pipes import PIPE_INDEX
 
 _CORE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP_DIRS = (

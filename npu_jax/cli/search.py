@@ -11,8 +11,18 @@ Prints the tiling found, the model's and the emulator's cycles, the evaluations 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+
+from npu_jax.cli.types import fraction, int_or_pair, padding, positive_int, preset
+from npu_jax.search import baselines
+from npu_jax.search.optimise import tile_search
+from npu_jax.workload.conv import canonicalize
+from npu_jax.workload.resnet50 import resnet50_convs
+
+NAME = "search"
+HELP = "find a Conv2D tiling by gradient descent on the cost model"
 
 DEFAULTS = (
     ("n", 1, "batch"),
@@ -25,33 +35,31 @@ DEFAULTS = (
 )
 
 
-def add_parser(subparsers) -> None:
-    """Add the ``search`` command to the ``npu-jax`` parser."""
-    from npu_jax.cli import _int_or_pair, _padding, _positive_int, _preset
-
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``search`` to the ``npu-jax`` subparsers."""
     s = subparsers.add_parser(
-        "search",
-        help="find a Conv2D tiling by gradient descent on the cost model",
+        NAME,
+        help=HELP,
         description="Differentiable tile-size search (img2col kernel): optax over "
         "the relaxed cost model, the winner checked on the emulator.",
     )
     for dim, default, what in DEFAULTS:
         s.add_argument(
             f"--{dim}",
-            type=_positive_int,
+            type=positive_int,
             default=default,
             metavar=dim.upper(),
             help=f"{what} (default {default})",
         )
-    s.add_argument("--stride", type=_int_or_pair(1), default=1, metavar="S", help="S or SH,SW (default 1)")
+    s.add_argument("--stride", type=int_or_pair(1), default=1, metavar="S", help="S or SH,SW (default 1)")
     s.add_argument(
-        "--padding", type=_padding, default=1, metavar="P", help="P, PH,PW, SAME or VALID (default 1)"
+        "--padding", type=padding, default=1, metavar="P", help="P, PH,PW, SAME or VALID (default 1)"
     )
-    s.add_argument("--dilation", type=_int_or_pair(1), default=1, metavar="D", help="D or DH,DW (default 1)")
+    s.add_argument("--dilation", type=int_or_pair(1), default=1, metavar="D", help="D or DH,DW (default 1)")
     s.add_argument("--resnet50", action="store_true", help="search every ResNet-50 conv layer instead")
     s.add_argument(
         "--preset",
-        type=_preset,
+        type=preset,
         default="ascend910b",
         metavar="NAME",
         help="hardware preset (default ascend910b)",
@@ -59,35 +67,30 @@ def add_parser(subparsers) -> None:
     s.add_argument("--fused", action="store_true", help="search the fused Conv + bias + ReLU kernel")
     s.add_argument(
         "--budget",
-        type=_fraction,
+        type=fraction,
         default=0.01,
         metavar="F",
         help="evaluations as a fraction of the layer's space (default 0.01)",
     )
     s.add_argument(
         "--starts",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="starts descended at once (default: one per loop order x split)",
     )
     s.add_argument(
-        "--steps", type=_positive_int, default=16, help="optax steps per start, at most (default 16)"
+        "--steps", type=positive_int, default=16, help="optax steps per start, at most (default 16)"
     )
     s.add_argument("--seed", type=int, default=0, help="PRNG seed of the starts (default 0)")
     s.add_argument("--finalists", type=int, default=2, help="candidates run on the emulator (default 2)")
     s.add_argument("--no-verify", action="store_true", help="skip the emulator runs")
     s.add_argument("--exhaustive", action="store_true", help="also cost the whole space (the optimum)")
     s.add_argument("--json", action="store_true", help="print the results as JSON")
-    s.set_defaults(func=run)
+    return s
 
 
 def run(args) -> int:
     """Run ``npu-jax search`` with parsed ``args``; returns the exit code."""
-    from npu_jax.kernels.conv_geometry import canonicalize
-    from npu_jax.search import baselines
-    from npu_jax.search.optimise import tile_search
-    from npu_jax.workloads import resnet50_convs
-
     hw = args.preset
     if args.resnet50:
         jobs = [(lay.name, lay.x_shape, lay.w_shape, lay.stride, lay.padding, 1) for lay in resnet50_convs()]
@@ -160,18 +163,6 @@ def run(args) -> int:
     return 0
 
 
-def _fraction(text: str) -> float:
-    import argparse
-
-    try:
-        v = float(text)
-    except ValueError:
-        v = float("nan")
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], e.g. 0.01; got {text!r}")
-    return v
-
-
 def _tiling_dict(t) -> dict:
     return dict(
         ho=t.ho,
@@ -197,3 +188,6 @@ def _line(r: dict) -> str:
     if "exhaustive_cycles" in r:
         s += f" | exhaustive {r['exhaustive_cycles']:,} ({r['exhaustive_evals']} evals), ratio {r['ratio']:.3f}"
     return s
+
+
+__all__ = ["DEFAULTS", "HELP", "NAME", "register", "run"]

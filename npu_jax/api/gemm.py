@@ -1,0 +1,127 @@
+"""The public GEMM entry point: C = A @ B on the emulated Cube."""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+
+from npu_jax.api.validate import check_common
+from npu_jax.core.buffers import DTYPES
+from npu_jax.core.policy import Policy
+from npu_jax.core.run import launch
+from npu_jax.core.state import Context, GmSpec, padded_shape
+from npu_jax.errors import AlignmentError, CapacityError, TilingError
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.gemm import build_kernel
+from npu_jax.mapping.gemm import MatmulTiling, allocate_gemm, default_tiling
+from npu_jax.mapping.hints import tiling_hint
+
+
+def matmul(
+    a,
+    b,
+    *,
+    hw: HardwareConfig | None = None,
+    tiling: MatmulTiling | None = None,
+    policy: Policy | None = None,
+    trace: bool | int = False,
+    checks=None,
+):
+    """C = A @ B on the emulated Cube. Returns ``(c, report)``.
+
+    Args:
+        a: (M, K) array; b: (K, N) array. Converted to ``policy.operand`` (default fp16) at the
+            boundary, as a host would before the kernel.
+        hw: hardware config (default ``presets.ascend910b()``).
+        tiling: a :class:`MatmulTiling` (default: :func:`default_tiling`).
+        policy: precision :class:`~npu_jax.core.policy.Policy` (fp16 in, fp32 accumulate, fp16 out).
+        trace: keep a per-core event trace (True = 4096 events, or an int capacity).
+        checks: sanitizers to run (``"all"``, ``"none"``, names, or a ``Checks``); None = the
+            process default (``npu_jax.default_checks``). Findings raise a SanitizerError.
+
+    Example:
+        >>> import jax.numpy as jnp, npu_jax
+        >>> c, rep = npu_jax.matmul(jnp.ones((64, 32)), jnp.ones((32, 48)),
+        ...                         hw=npu_jax.presets.tiny())
+        >>> float(c[0, 0]), rep.flops
+        (32.0, 196608)
+    """
+
+    hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
+    for name, arr in (("a", a), ("b", b)):
+        if arr is None or isinstance(arr, (str, bytes, dict)):
+            raise TypeError(f"matmul: {name} must be an array, got {type(arr).__name__}.")
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(
+            f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and b{tuple(b.shape)}."
+        )
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's K "
+            f"({a.shape[1]}) must equal b's K ({b.shape[0]})."
+        )
+    for name, x in (("a", a), ("b", b)):
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(f"matmul: {name} must be a float array, got {x.dtype}.")
+        if 0 in x.shape:
+            raise ValueError(f"matmul: {name} has an empty dimension {tuple(x.shape)}.")
+    M, K = a.shape
+    N = b.shape[1]
+    tiling = default_tiling(M, N, K, hw, policy.operand) if tiling is None else tiling
+    if not isinstance(tiling, MatmulTiling):
+        raise TypeError(f"tiling must be a MatmulTiling or None, got {type(tiling).__name__}.")
+    op = policy.operand
+    out = policy.output
+    n_blocks = math.ceil(M / tiling.m) * math.ceil(N / tiling.n)
+    if tiling.cores is not None and tiling.cores > hw.num_cores:
+        raise TilingError(
+            f"MatmulTiling.cores={tiling.cores} exceeds {hw.name}'s {hw.num_cores} cores; "
+            f"use cores <= {hw.num_cores} or None."
+        )
+    cores = min(hw.num_cores if tiling.cores is None else tiling.cores, n_blocks)
+    try:
+        plan, allocs = allocate_gemm(hw, tiling, op, out)
+    except (CapacityError, AlignmentError) as e:
+        raise tiling_hint(
+            e,
+            {
+                "a_l1": ("m", "k_l1", "l1_stages"),
+                "b_l1": ("n", "k_l1", "l1_stages"),
+                "a_l0": ("m", "k_l0", "l0_stages"),
+                "b_l0": ("n", "k_l0", "l0_stages"),
+                "c_l0c": ("m", "n"),
+                "c_ub": ("m", "n"),
+            },
+            tiling,
+        ) from None
+    kern = build_kernel(M, N, K, hw, tiling, allocs, cores)
+    kern = build_kernel(M, N, K, hw, tiling, allocs, cores)
+    gm = (
+        GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
+        GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
+        GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True),
+    )
+    ctx = Context(
+        hw=hw,
+        allocs=tuple(plan.allocs),
+        gm=gm,
+        policy=policy,
+        n_cores=cores,
+        trace_capacity=cap,
+        checks=checks,
+    )
+    # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
+    outs, report = launch(
+        kern,
+        ctx,
+        {"a": a.astype(DTYPES[op]), "b": b.astype(DTYPES[op])},
+        name="matmul",
+        workload=f"({M}x{K}) @ ({K}x{N}) {op}",
+        operand=op,
+    )
+    return outs["c"], report
+
+
+__all__ = ["matmul"]

@@ -1,0 +1,108 @@
+"""``npu-jax demo``: the default workloads, and what their numbers mean.
+
+The demo is a list of sections, each ``section(opts: DemoOptions) -> str``, named in
+:data:`npu_jax.cli.registry.DEMO_SECTIONS`: the 1024^3 fp16 GEMM and the four Conv2D strategies on
+the ResNet-50 reference layers come from here; ``precision`` and ``fusion`` add theirs there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from npu_jax.api.gemm import matmul
+from npu_jax.cli import registry
+from npu_jax.cli.data import demo_layers, demo_layers_text, random_operands
+from npu_jax.cli.types import add_preset_argument, output_path
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.report.reading import bottleneck_reading, strategies_reading, trace_note
+from npu_jax.studies import conv_strategies, format_rows
+
+NAME = "demo"
+HELP = "run the default workload and explain its report"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DemoOptions:
+    """What every demo section receives."""
+
+    hw: HardwareConfig
+    trace: str | None = None  # Chrome trace path (the GEMM section writes it)
+    plot: str | None = None  # timeline PNG path (the GEMM section writes it)
+
+
+def gemm_section(opts: DemoOptions) -> str:
+    """The default workload: a 1024 x 1024 x 1024 fp16 GEMM on the Cube."""
+    a, b = random_operands(1024, 1024, 1024)
+    keep = opts.trace is not None or opts.plot is not None
+    _, report = matmul(a, b, hw=opts.hw, trace=keep)
+    parts = [
+        "== GEMM 1024 x 1024 x 1024, fp16 in, fp32 accumulate ==",
+        report.summary(),
+        "",
+        bottleneck_reading(report),
+    ]
+    if opts.trace is not None:
+        parts.append(
+            f"Chrome trace written to {report.to_chrome_trace(opts.trace)} "
+            f"(open it in https://ui.perfetto.dev)."
+        )
+    if opts.plot is not None:
+        report.plot_timeline(opts.plot)
+        parts.append(f"Timeline of core 0 written to {opts.plot}.")
+    if keep and trace_note(report):
+        parts.append(trace_note(report))
+    return "\n".join(parts)
+
+
+def conv_strategies_section(opts: DemoOptions) -> str:
+    """The four Conv2D strategies on the ResNet-50 reference layers (timing-only runs)."""
+    layers = demo_layers(opts.hw)
+    progress = None
+    if sys.stderr.isatty():  # each run is a few seconds of compiling: show that work is going on
+        total = 4 * len(layers)
+        done = []
+
+        def progress(row):
+            done.append(row)
+            end = "\n" if len(done) == total else ""
+            print(f"\r  conv2d runs: {len(done)}/{total}", end=end, file=sys.stderr, flush=True)
+
+    rows = conv_strategies(opts.hw, layers, timing_only=True, progress=progress)
+    return "\n".join(
+        [
+            f"== Conv2D strategies on {demo_layers_text(opts.hw)}: timing-only runs, each with the "
+            f"chooser's tiling ==",
+            format_rows(rows),
+            "",
+            strategies_reading(rows),
+        ]
+    )
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``demo`` to the ``npu-jax`` subparsers."""
+    d = subparsers.add_parser(NAME, help=HELP)
+    add_preset_argument(d, "ascend910b")
+    d.add_argument("--trace", type=output_path, metavar="PATH", help="write a Chrome trace (JSON)")
+    d.add_argument("--plot", type=output_path, metavar="PATH", help="write a timeline plot (PNG)")
+    return d
+
+
+def run(args) -> int:
+    """Print every section of :data:`npu_jax.cli.registry.DEMO_SECTIONS`, in order."""
+    opts = DemoOptions(hw=args.preset, trace=args.trace, plot=args.plot)
+    print(
+        f"npu-jax demo on {opts.hw.name}: {opts.hw.num_cores} cores at {opts.hw.clock_ghz} GHz, "
+        f"peak {opts.hw.peak_tflops('fp16'):.2f} TFLOPS fp16\n",
+        flush=True,
+    )
+    for i, entry in enumerate(registry.DEMO_SECTIONS):
+        if i:
+            print()
+        print(registry.section(entry)(opts), flush=True)
+    return 0
+
+
+__all__ = ["HELP", "NAME", "DemoOptions", "conv_strategies_section", "gemm_section", "register", "run"]

@@ -1,0 +1,208 @@
+"""The data semantics of the Cube and of leaving L0C: Mmad (M), Fixpipe (FIX), L0C -> UB (V).
+
+Each function here is the ``semantics`` of one declaration in ``isa/table.py``: it checks its
+operands, computes and writes the data, and returns an :class:`Effect`. The Cube is one ``dot``
+on logical (M, K) x (K, N) tiles at HIGHEST precision.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+from npu_jax.core import sanitize
+from npu_jax.core.buffers import Ref
+from npu_jax.core.isa.data import (
+    broadcast_row,
+    gm_bursts,
+    mask,
+    rows_to_window,
+    stage_block,
+    window_valid,
+    write_gm,
+    write_ref,
+)
+from npu_jax.core.isa.decl import Effect
+from npu_jax.core.rounding import round_to
+from npu_jax.core.state import Core
+from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
+
+_i32 = jnp.int32
+
+
+# ---- Mmad (M) ----------------------------------------------------------------------------------
+def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
+    """Mmad: C (L0C, fp32) = A (L0A) @ B (L0B) [+ C], over the leading m x n x k (see ``isa.mmad``)."""
+    if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
+        raise ValueError(
+            f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> {dst.buffer}."
+        )
+    A = core.read(a.alloc, a.stage)  # (M, K)
+    B = core.read(b.alloc, b.stage)  # (K, N)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"Mmad K mismatch: A is {A.shape}, B is {B.shape}.")
+    M, K = A.shape
+    N = B.shape[1]
+    if dst.alloc.shape != (M, N) or dst.alloc.dtype != "fp32":
+        raise ValueError(
+            f"Mmad destination must be an fp32 ({M}, {N}) L0C tile, got {dst.alloc.dtype} {dst.alloc.shape}."
+        )
+    m_, n_, k_ = (jnp.asarray(v, _i32) for v in (m, n, k))
+    rows = jnp.arange(M, dtype=_i32) < m_
+    cols = jnp.arange(N, dtype=_i32) < n_
+    kk = jnp.arange(K, dtype=_i32) < k_
+    A32 = jnp.where(rows[:, None] & kk[None, :], A.astype(jnp.float32), 0.0)
+    B32 = jnp.where(kk[:, None] & cols[None, :], B.astype(jnp.float32), 0.0)
+    C = core.read(dst.alloc, dst.stage)
+    C0 = jnp.where(jnp.asarray(init), 0.0, C)
+    acc = core.ctx.policy.accumulate
+    hp = lax.Precision.HIGHEST
+    isz = itemsize(a.alloc.dtype)
+    k0 = core.hw.k0(isz)
+    if acc == "fp16_step":
+        # The running sum is rounded to fp16 after every K0-deep fractal step.
+        def step(c, ab):
+            a_k, b_k = ab  # (M, K0), (K0, N)
+            return round_to(c + jnp.dot(a_k, b_k, precision=hp), "fp16").astype(jnp.float32), None
+
+        a_steps = A32.reshape(M, K // k0, k0).transpose(1, 0, 2)
+        b_steps = B32.reshape(K // k0, k0, N)
+        Cn, _ = lax.scan(step, C0, (a_steps, b_steps))
+    elif acc == "fp16_mac":
+        # A true fp16 running sum: rounded after every multiply-add (rank-1 update per k).
+        def mac(c, ab):
+            a_k, b_k = ab  # (M,), (N,)
+            return round_to(c + a_k[:, None] * b_k[None, :], "fp16").astype(jnp.float32), None
+
+        Cn, _ = lax.scan(mac, C0, (A32.T, B32))
+    else:
+        Cn = C0 + jnp.dot(A32, B32, precision=hp, preferred_element_type=jnp.float32)
+        if acc == "fp16_tile":
+            Cn = round_to(Cn, "fp16").astype(jnp.float32)
+    Cn = jnp.where(rows[:, None] & cols[None, :], Cn, C)
+    core = write_ref(core, dst, Cn, when)
+    counts = (("flops", 2 * m_ * n_ * k_), ("flops_issued", costs.mmad_flops_issued(h, m_, n_, k_, isz)))
+    oob = sanitize.extent_oob(core, dst.alloc, {"m": m, "n": n, "k": k}, {"m": M, "n": N, "k": K}, "Mmad")
+    return Effect(
+        core,
+        cost=dict(m=m_, n=n_, k=k_, itemsize=isz),
+        counts=counts,
+        reads=(a, b, (dst, ~jnp.asarray(init, jnp.bool_))),
+        writes=(dst,),
+        oob=oob,
+    )
+
+
+# ---- leaving L0C: Fixpipe (910B) and L0C->UB (910/310P) ----------------------------------------
+def _l0c_nd(core: Core, src: Ref):
+    if src.buffer != "L0C":
+        raise ValueError(f"expected an L0C source, got {src.buffer}.")
+    return core.read(src.alloc, src.stage)
+
+
+def _activation(x, act: str | None, alpha: float, clip: float | None):
+    if act == "relu":
+        x = jnp.maximum(x, 0.0)
+    elif act == "leaky_relu":
+        x = jnp.where(x >= 0, x, x * jnp.float32(alpha))
+    elif act is not None:
+        raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {act!r}.")
+    if clip is not None:
+        x = jnp.minimum(x, jnp.float32(clip))
+    return x
+
+
+def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, bias):
+    """What both Fixpipe destinations share: the checks, L0C read, bias and activation (fp32)."""
+    hw = core.hw
+    if hw.coupled:
+        raise ValueError(
+            f"{hw.name} has no Fixpipe (coupled data path): move L0C with "
+            f"l0c_to_ub and finish the epilogue on the vector unit."
+        )
+    if relu and activation not in (None, "relu"):
+        raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
+    act = "relu" if relu else activation
+    nd = _l0c_nd(core, src)
+    if bias is not None:
+        nd = nd + broadcast_row(core, bias, nd.shape[1]).astype(jnp.float32)
+    nd = _activation(nd, act, alpha, clip)
+    m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
+    oob = sanitize.extent_oob(
+        core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"
+    )
+    return nd, m_, n_, oob
+
+
+def fixpipe_gm(
+    core: Core, h, when, *, dst, src: Ref, m, n, relu=False, activation=None, alpha=0.0, clip=None, bias=None
+):
+    """Fixpipe L0C -> a GM output window, converted to the policy's output format."""
+    nd, m_, n_, oob = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
+    spec = core.ctx.gm_spec(dst.name)
+    if not spec.output:
+        raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
+    out = core.ctx.policy.convert_out(nd, spec.dtype, core.hw, jnp.sum(core.n_instr), *dst.starts)
+    block = rows_to_window(out, dst.sizes)
+    valid = window_valid(core, dst, m_, n_)
+    nbytes, bursts = gm_bursts(core, dst, valid)
+    oob = oob + sanitize.gm_oob(core, dst)
+    core, written = write_gm(core, dst, block, valid, when)
+    return Effect(
+        core,
+        cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.gm_rate(h, core.ctx.n_cores)),
+        counts=(("L0C->GM", nbytes),),
+        reads=(src,),
+        oob=oob,
+        gm_writes=((dst, written),),
+    )
+
+
+def fixpipe_l1(
+    core: Core, h, when, *, dst, src: Ref, m, n, relu=False, activation=None, alpha=0.0, clip=None, bias=None
+):
+    """Fixpipe L0C -> a whole 2-D ND allocation stage in L1."""
+    nd, m_, n_, oob = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
+    if not (isinstance(dst, Ref) and dst.buffer == "L1"):
+        raise ValueError("Fixpipe writes to a GM window or an L1 allocation.")
+    out = core.ctx.policy.convert_out(nd, dst.alloc.dtype, core.hw, jnp.sum(core.n_instr))
+    shape = dst.alloc.shape if dst.offset is None else None
+    if shape is None or len(shape) != 2:
+        raise ValueError("Fixpipe to L1 writes a whole 2-D ND allocation stage.")
+    blk = out[: shape[0], : shape[1]]
+    blk = jnp.where(mask(shape, (m_, n_)), blk, stage_block(core, dst, shape))
+    core = write_ref(core, dst, blk, when)
+    return Effect(
+        core,
+        cost=dict(m=m_, n=n_),
+        counts=(("L0C->L1", m_ * n_ * itemsize(dst.alloc.dtype)),),
+        reads=(src,),
+        writes=(dst,),
+        oob=oob,
+    )
+
+
+def l0c_to_ub(core: Core, h, when, *, dst: Ref, src: Ref, m, n):
+    """L0C -> UB on the Vector pipe (910/310P coupled path), converting to ``dst``'s format."""
+    hw = core.hw
+    if not hw.coupled:
+        raise ValueError(f"{hw.name} has no L0C->UB path (separated data path): use fixpipe.")
+    if dst.buffer != "UB" or len(dst.alloc.shape) != 2:
+        raise ValueError(f"l0c_to_ub writes a 2-D UB allocation, got {dst.alloc.shape} in {dst.buffer}.")
+    nd = _l0c_nd(core, src)
+    shape = dst.alloc.shape
+    out = core.ctx.policy.convert_out(nd[: shape[0], : shape[1]], dst.alloc.dtype, hw, jnp.sum(core.n_instr))
+    m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
+    out = jnp.where(mask(shape, (m_, n_)), out, stage_block(core, dst, shape))
+    core = write_ref(core, dst, out, when)
+    lim = {"m": min(shape[0], src.alloc.shape[0]), "n": min(shape[1], src.alloc.shape[-1])}
+    oob = sanitize.extent_oob(core, src.alloc, {"m": m, "n": n}, lim, "L0CToUB")
+    return Effect(
+        core,
+        cost=dict(m=m_, n=n_),
+        counts=(("L0C->UB", m_ * n_ * itemsize(dst.alloc.dtype)),),
+        reads=(src,),
+        writes=(dst,),
+        oob=oob,
+    )

@@ -1,0 +1,113 @@
+"""``issue``: run one declared instruction -- its data, its cost, its counters, its pipe, its trace.
+
+Every instruction goes through :func:`issue`, the one place time is charged:
+
+1. the declaration's semantics write the data and say what the instruction did (an ``Effect``);
+2. the declaration's cost rule (``npu_jax/hw/costs.py``) turns that into cycles, with the numbers
+   of the core's hardware (``hw_numbers``, computed once per configuration);
+3. the bytes per path and FLOPs are counted, the sanitizers observe through their one hook
+   (``sanitize.on_issue``), and the pipe is charged (:func:`charge`): ``start = pipe_free[p]``,
+   ``end = start + cost``, in order on that pipe, recorded in the trace.
+
+``when`` (a bool, possibly traced) false makes an instruction a no-op that costs nothing -- how
+kernels predicate edge or idle iterations without Python control flow. Data is computed in program
+order; overlap between pipes shows only in time (see ``sync.py``).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from npu_jax.core import sanitize, wide
+from npu_jax.core.isa.decl import Effect, Instr, hw_numbers
+from npu_jax.core.isa.table import OP_INDEX
+from npu_jax.core.pipes import COUNTER_INDEX, PIPE_INDEX
+from npu_jax.core.state import Core
+
+_i32 = jnp.int32
+
+
+def _onehot(n: int, i, extra_dims: int = 1):
+    """Boolean one-hot of length n at i (static or traced), shaped to broadcast over wide limbs.
+
+    Updates use ``where(onehot, new, old)`` rather than ``.at[i].set``: elementwise selects fuse
+    into one XLA loop, scatters do not -- per-instruction bookkeeping stays cheap in a fori_loop.
+    """
+    oh = jnp.arange(n, dtype=_i32) == jnp.asarray(i, _i32)
+    return oh.reshape((n,) + (1,) * extra_dims)
+
+
+def issue(core: Core, instr: Instr, when=True, **args) -> Core:
+    """Run the declared instruction ``instr`` with operands ``args`` (its semantics' keywords)."""
+    h = hw_numbers(core.hw)
+    effect = instr.semantics(core, h, when, **args)
+    _check_declared(instr, effect)
+    core = effect.core
+    for path, amount in effect.counts:
+        core = count(core, path, amount, when)
+    cycles = instr.cost(h, **effect.cost)
+    for ref in [r[0] if isinstance(r, tuple) else r for r in effect.reads] + list(effect.writes):
+        sanitize.check_ref_static(ref, instr.name)
+    if core.san:
+        gm_writes = tuple((w, m) for w, m in effect.gm_writes if m is not None)
+        core = sanitize.on_issue(
+            core, instr.pipe, instr.name, when, effect.reads, effect.writes, effect.oob, gm_writes=gm_writes
+        )
+    return charge(core, instr.pipe, cycles, instr.name, when)
+
+
+def count(core: Core, name: str, amount, when=True) -> Core:
+    """Add ``amount`` (where ``when``) to counter ``name`` (a path's bytes, FLOPs)."""
+    amount = jnp.where(jnp.asarray(when), jnp.asarray(amount, _i32), 0)
+    oh = _onehot(core.counters.shape[0], COUNTER_INDEX[name])
+    return core.replace(counters=jnp.where(oh, wide.add_int(core.counters, amount), core.counters))
+
+
+def charge(core: Core, pipe: str, cycles, op: str, when=True) -> Core:
+    """Charge ``cycles`` to ``pipe`` (in order) for an ``op`` of ``OPS``, recording it in the trace.
+
+    The pipe bookkeeping of :func:`issue`, with no semantics, counters or checks: tests and
+    what-if studies use it to put given work on a pipe.
+    """
+    p = PIPE_INDEX[pipe]
+    when = jnp.asarray(when, jnp.bool_)
+    cost = jnp.where(when, jnp.asarray(cycles, _i32), 0)
+    start = core.pipe_free[p]
+    end = wide.add_int(start, cost)
+    oh = _onehot(core.pipe_free.shape[0], p)
+    core = core.replace(
+        pipe_free=jnp.where(oh, end, core.pipe_free),
+        pipe_busy=jnp.where(oh, wide.add_int(core.pipe_busy, cost), core.pipe_busy),
+        n_instr=core.n_instr + oh[:, 0] * when.astype(_i32),
+    )
+    if core.trace:
+        # one slot written per instruction (a dynamic-update-slice), not a select over the whole
+        # buffer: tracing costs the same whatever its capacity
+        t = core.trace
+        cap = t["pipe"].shape[0]
+        i = jnp.minimum(t["n"], cap - 1)
+        keep = when & (t["n"] < cap)
+        core = core.replace(
+            trace={
+                "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
+                "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
+                "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
+                "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
+                "n": t["n"] + when.astype(_i32),
+            }
+        )
+    return core
+
+
+def _check_declared(instr: Instr, effect: Effect) -> None:
+    """What the semantics did must be what the declaration lists (a trace-time check)."""
+    reads = [r[0] if isinstance(r, tuple) else r for r in effect.reads]
+    bad = [f"counted {p}" for p, _ in effect.counts if p not in instr.counts]
+    bad += [f"read {r.buffer}" for r in reads if r.buffer not in instr.reads]
+    bad += [f"wrote {r.buffer}" for r in effect.writes if r.buffer not in instr.writes]
+    bad += ["wrote GM" for _ in effect.gm_writes[:1] if "GM" not in instr.writes]
+    if bad:
+        raise RuntimeError(
+            f"{instr.name} on {instr.pipe} {', '.join(bad)}, which its declaration (reads {instr.reads}, "
+            f"writes {instr.writes}, counts {instr.counts}) does not list; fix it in core/isa/table.py."
+        )

@@ -1,0 +1,148 @@
+"""The data semantics of the Vector unit (V) and of scalar work (S).
+
+``vector`` is the ``semantics`` of every vector op's declaration in ``isa/table.py`` (one
+declaration per op, all sharing this function): whole UB allocation stages, computed in fp32 and
+rounded once to the destination's format.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+
+from npu_jax.core import sanitize
+from npu_jax.core.buffers import Ref
+from npu_jax.core.isa.data import broadcast_row, stage_block, write_ref
+from npu_jax.core.isa.decl import Effect
+from npu_jax.core.rounding import round_to
+from npu_jax.core.state import Core
+from npu_jax.hw.formats import itemsize
+
+_i32 = jnp.int32
+
+BINARY = {
+    "VAdd": jnp.add,
+    "VSub": jnp.subtract,
+    "VMul": jnp.multiply,
+    "VMax": jnp.maximum,
+    "VMin": jnp.minimum,
+}
+WITH_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum, "VMins": jnp.minimum}
+UNARY = ("VRelu", "VLeakyRelu", "VExp", "VCast", "VReduceSum", "VCopy", "VAbs")
+# every vector op, in the order of the trace's op names
+VECTOR_OPS = tuple(BINARY) + tuple(WITH_SCALAR) + UNARY
+
+
+def sources(op: str) -> int:
+    """How many source operands ``op`` takes."""
+    return 2 if op in BINARY else 1
+
+
+def _pairwise_sum(flat, fmt: str):
+    """Sum of ``flat`` as a pairwise tree with every partial sum rounded to ``fmt`` (fp32: the
+    adds' own rounding). The order is fixed by the tree, so the bits do not depend on how XLA
+    compiles the reduction (``jnp.sum`` gave eager and jitted runs sums one ulp apart)."""
+    n = 1 << max(0, (flat.shape[0] - 1).bit_length())
+    v = jnp.pad(flat.astype(jnp.float32), (0, n - flat.shape[0]))
+    while v.shape[0] > 1:
+        v = v[0::2] + v[1::2]
+        if fmt != "fp32":
+            v = round_to(v, fmt).astype(jnp.float32)
+    return v[0]
+
+
+def vector(
+    core: Core,
+    h,
+    when,
+    *,
+    op: str,
+    dst: Ref,
+    srcs: tuple[Ref, ...],
+    scalar=None,
+    alpha: float = 0.0,
+    mode: str = "nearest_even",
+    count_elems=None,
+):
+    """One vector instruction over whole UB allocation stages (see ``isa.vector``)."""
+    for r in (dst,) + srcs:
+        if r.buffer != "UB":
+            raise ValueError(f"vector ops work on UB, {r.alloc.name!r} is in {r.buffer}.")
+    shape = dst.alloc.shape
+
+    def operand(i, s):
+        a = s.alloc
+        if (
+            i == 1
+            and op in BINARY
+            and len(shape) == 2
+            and len(a.shape) == 2
+            and a.shape[0] == 1
+            and shape[0] > 1
+        ):
+            return jnp.broadcast_to(broadcast_row(core, s, shape[1]), shape)
+        return stage_block(core, s, a.shape)
+
+    xs = [operand(i, s).astype(jnp.float32) for i, s in enumerate(srcs)]
+    for s, x in zip(srcs, xs):
+        if op != "VReduceSum" and x.shape != shape:
+            raise ValueError(f"{op}: source {s.alloc.name!r} {x.shape} != destination {shape}.")
+    if len(srcs) != sources(op):
+        raise ValueError(f"{op} takes {sources(op)} source(s), got {len(srcs)}.")
+    if op in BINARY:
+        y = BINARY[op](xs[0], xs[1])
+    elif op in WITH_SCALAR:
+        if scalar is None:
+            raise ValueError(f"{op} needs scalar=.")
+        y = WITH_SCALAR[op](xs[0], jnp.asarray(scalar, jnp.float32))
+    elif op == "VRelu":
+        y = jnp.maximum(xs[0], 0.0)
+    elif op == "VLeakyRelu":
+        y = jnp.where(xs[0] >= 0, xs[0], xs[0] * jnp.float32(alpha))
+    elif op == "VExp":
+        y = jnp.exp(xs[0])
+    elif op == "VAbs":
+        y = jnp.abs(xs[0])
+    elif op == "VReduceSum":
+        flat = xs[0].reshape(-1)
+        if count_elems is not None:
+            flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, 0.0)
+        total = _pairwise_sum(flat, core.ctx.policy.vector)
+        y = stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
+    else:  # VCopy, VCast
+        y = xs[0]
+    over = core.ctx.policy.overflow_mode(core.hw)
+    vfmt = core.ctx.policy.vector
+    if vfmt != "fp32" and op != "VCast":  # the op runs in the policy's vector format
+        y = round_to(y, vfmt, overflow=over).astype(jnp.float32)
+    out = round_to(y, dst.alloc.dtype, mode if op == "VCast" else "nearest_even", overflow=over)
+    n_el = math.prod(shape) if count_elems is None else count_elems
+    if count_elems is not None:
+        keep = (jnp.arange(math.prod(shape)) < jnp.asarray(count_elems, _i32)).reshape(shape)
+        out = jnp.where(keep, out, stage_block(core, dst, shape))
+    width = max([itemsize(dst.alloc.dtype)] + [itemsize(s.alloc.dtype) for s in srcs])
+    counted = srcs[0] if op == "VReduceSum" else dst  # the operand whose elements are processed
+    if op == "VReduceSum":
+        n_el = math.prod(srcs[0].alloc.shape) if count_elems is None else count_elems
+    nbytes = jnp.asarray(n_el, _i32) * width
+    core = write_ref(core, dst, out, when)
+    oob = (
+        ()
+        if count_elems is None
+        else sanitize.extent_oob(
+            core,
+            counted.alloc,
+            {"count_elems": count_elems},
+            {"count_elems": math.prod(counted.alloc.shape)},
+            op,
+        )
+    )
+    return Effect(
+        core, cost=dict(nbytes=nbytes), counts=(("vector_bytes", nbytes),), reads=srcs, writes=(dst,), oob=oob
+    )
+
+
+def scalar(core: Core, h, when, *, cycles):
+    """Scalar work (address arithmetic, loop control): no data, ``cycles`` on pipe S."""
+    return Effect(core, cost=dict(cycles=cycles))

@@ -1,0 +1,37 @@
+"""The pipes of an AI Core and the counters every run keeps: the machine's fixed tables.
+
+Every instruction runs on one pipe, in program order on that pipe: ``start = pipe_free[p]``
+(raised by WaitFlag), ``end = start + cost``. Which instruction runs on which pipe, what it charges
+and what it costs is declared once per instruction in :mod:`npu_jax.core.isa` (the op names of the
+trace, ``OPS``, come from those declarations).
+"""
+
+from __future__ import annotations
+
+PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
+PIPE_INDEX = {p: i for i, p in enumerate(PIPES)}
+# Lane names of the vendor simulator's Chrome trace.
+LANES = {
+    "MTE2": "MTE2",
+    "MTE1": "MTE1",
+    "M": "CUBE",
+    "FIX": "FIXP",
+    "V": "VECTOR",
+    "MTE3": "MTE3",
+    "S": "SCALAR",
+}
+# Busy-ratio names in the vendor profiler's vocabulary.
+RATIO_NAMES = {
+    "M": "mac_ratio",
+    "MTE1": "mte1_ratio",
+    "MTE2": "mte2_ratio",
+    "MTE3": "mte3_ratio",
+    "FIX": "fixpipe_ratio",
+    "V": "vec_ratio",
+    "S": "scalar_ratio",
+}
+
+# Data paths whose bytes are counted, then the compute counters.
+PATHS = ("GM->L1", "GM->UB", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "L0C->UB", "UB->GM", "UB->L1")
+COUNTERS = PATHS + ("flops", "flops_issued", "vector_bytes")
+COUNTER_INDEX = {c: i for i, c in enumerate(COUNTERS)}

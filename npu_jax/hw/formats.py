@@ -1,0 +1,17 @@
+"""Bytes per element of every number format the machine stores or computes in.
+
+One table, read by the allocator (``core/buffers.py``), the fractal geometry (C0 = K0 =
+``cube_k_bytes / itemsize``), the instructions' byte counts and the cost model.
+"""
+
+from __future__ import annotations
+
+FORMAT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "int8": 1}
+
+
+def itemsize(fmt: str) -> int:
+    """Bytes of one element of ``fmt`` (``"fp16"``, ``"bf16"``, ``"fp32"``, ``"int32"``, ``"int8"``)."""
+    try:
+        return FORMAT_BYTES[fmt]
+    except (KeyError, TypeError):
+        raise ValueError(f"format must be one of {sorted(FORMAT_BYTES)}, got {fmt!r}.") from None

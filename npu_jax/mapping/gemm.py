@@ -1,0 +1,100 @@
+"""The GEMM mapping: its tiling, the default choice, and the allocation of its buffers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from npu_jax.core.buffers import Plan
+from npu_jax.errors import CapacityError, TilingError
+from npu_jax.hw.config import FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
+from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import itemsize
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulTiling:
+    """Tile sizes of the GEMM kernel (all multiples of 16; ``k_l1`` a multiple of ``k_l0``).
+
+    Attributes:
+        m, n: the output block held in L0C (fp32): m * n * 4 B <= L0C.
+        k_l1: K slice per L1 stage; k_l0: K slice per L0A/L0B stage.
+        l1_stages, l0_stages: 2 = ping-pong (double buffering), 1 = serial.
+        cores: cores to spread output blocks over (None = all of the preset's, capped by blocks).
+    """
+
+    m: int = 128
+    n: int = 256
+    k_l1: int = 256
+    k_l0: int = 64
+    l1_stages: int = 2
+    l0_stages: int = 2
+    cores: int | None = None
+
+    def __post_init__(self):
+        for name in ("m", "n", "k_l1", "k_l0"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v <= 0 or v % FRACTAL_ROWS:
+                raise TilingError(
+                    f"MatmulTiling.{name} must be a positive multiple of {FRACTAL_ROWS} (one fractal), got {v!r}."
+                )
+        if self.k_l1 % self.k_l0:
+            raise TilingError(
+                f"MatmulTiling.k_l1 ({self.k_l1}) must be a multiple of k_l0 "
+                f"({self.k_l0}); try k_l1={self.k_l1 - self.k_l1 % self.k_l0 or self.k_l0}."
+            )
+        for name in ("l1_stages", "l0_stages"):
+            if getattr(self, name) not in (1, 2):
+                raise TilingError(f"MatmulTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
+        if self.cores is not None and (not isinstance(self.cores, int) or self.cores < 1):
+            raise TilingError(f"MatmulTiling.cores must be None or an int >= 1, got {self.cores!r}.")
+
+
+def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "fp16") -> MatmulTiling:
+    """A legal tiling that keeps the Cube fed: the largest L0C block, then the deepest K slices."""
+    isz = itemsize(operand)
+    m = min(round_up(M, FRACTAL_ROWS), 128)
+    n = min(round_up(N, FRACTAL_ROWS), 256)
+    f = FRACTAL_ROWS
+    if f * f * L0C_ITEMSIZE > hw.l0c_bytes:
+        raise CapacityError(
+            f"{hw.name}: L0C holds {hw.l0c_bytes} B, less than one {f}x{f} fp32 output fractal "
+            f"({f * f * L0C_ITEMSIZE} B); no GEMM tiling fits. Raise l0c_bytes."
+        )
+    while m * n * L0C_ITEMSIZE > hw.l0c_bytes:  # halves the larger side; ends at one fractal (fits)
+        if n >= m and n > f:
+            n //= 2
+        else:
+            m //= 2
+        m, n = max(f, round_up(m, f)), max(f, round_up(n, f))
+    k_l0 = f
+    for cand in (8 * f, 4 * f, 2 * f, f):
+        if 2 * m * cand * isz <= hw.l0a_bytes and 2 * cand * n * isz <= hw.l0b_bytes:
+            k_l0 = cand
+            break
+    k_l0 = min(k_l0, round_up(K, FRACTAL_ROWS))
+    k_l1 = k_l0
+    while (
+        k_l1 + k_l0 <= round_up(K, FRACTAL_ROWS)
+        and k_l1 + k_l0 <= 1024
+        and 2 * (m + n) * (k_l1 + k_l0) * isz <= hw.l1_bytes // 2
+    ):
+        k_l1 += k_l0
+    return MatmulTiling(m=m, n=n, k_l1=k_l1, k_l0=k_l0)
+
+
+def allocate_gemm(hw: HardwareConfig, t: MatmulTiling, op: str, out: str) -> tuple[Plan, dict]:
+    """Every buffer of the GEMM kernel for tiling ``t``; raises CapacityError naming the buffer."""
+    isz = itemsize(op)
+    c0 = hw.c0(isz)
+    plan = Plan(hw)
+    a = {}
+    a["a_l1"] = plan.alloc("L1", "a_l1", (t.k_l1 // c0, t.m, c0), op, stages=t.l1_stages, fmt="NZ")
+    a["b_l1"] = plan.alloc("L1", "b_l1", (t.n // c0, t.k_l1, c0), op, stages=t.l1_stages, fmt="NZ")
+    a["a_l0"] = plan.alloc("L0A", "a_l0", (t.m, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
+    a["b_l0"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
+    a["c_l0"] = plan.alloc("L0C", "c_l0c", (t.m, t.n), "fp32", fmt="NZ")
+    a["c_ub"] = plan.alloc("UB", "c_ub", (t.m, t.n), out) if hw.coupled else None
+    return plan, a
+
+
+__all__ = ["MatmulTiling", "allocate_gemm", "default_tiling"]
