@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 import npu_jax
+from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.core.policy import Policy
 from npu_jax.cost.conv import lower_bound, predict
-from npu_jax.kernels.conv2d import ConvTiling, conv2d_bounded, make_plan
-from npu_jax.kernels.conv_geometry import ConvGeometry, canonicalize
+from npu_jax.mapping.conv import ConvTiling, make_plan
+from npu_jax.search.choose import choose_tiling
+from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 BOUND = ConvGeometry(2, 40, 14, 14, 48, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1))
 PRESETS = {"tiny": npu_jax.presets.tiny(), "tiny-coupled": npu_jax.presets.tiny(coupled=True)}
@@ -109,9 +111,6 @@ def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 128, 28, 28)).astype(np.float32)
     w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
-    from npu_jax.kernels.conv2d import conv2d
-    from npu_jax.kernels.conv_choose import choose_tiling
-
     g = canonicalize(x.shape, w.shape, 1, 1, 1)
     t = choose_tiling(g, strategy, hw)
     _, rep = conv2d(x, w, 1, 1, strategy=strategy, hw=hw, tiling=t, timing_only=True)

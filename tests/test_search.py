@@ -21,9 +21,9 @@ import pytest
 import npu_jax
 from npu_jax.cost.conv import predict
 from npu_jax.errors import NpuError
-from npu_jax.kernels.conv2d import ConvTiling, make_plan
-from npu_jax.kernels.conv_geometry import canonicalize
+from npu_jax.mapping.conv import ConvTiling, make_plan
 from npu_jax.search import baselines, exact, optimise, relaxed, space
+from npu_jax.workload.conv import canonicalize
 
 HW = {
     "910b": npu_jax.presets.ascend910b(),
@@ -246,8 +246,8 @@ def test_tile_search_rejects_bad_arguments():
 _SWEEP_SCRIPT = r"""
 import json, sys
 import jax, numpy as np, npu_jax
-from npu_jax.kernels.conv_geometry import canonicalize
 from npu_jax.search import sweep
+from npu_jax.workload.conv import canonicalize
 assert len(jax.devices()) == 4, jax.devices()
 layers = [canonicalize((1, 64, 14, 14), (64, 64, 3, 3), 1, 1), canonicalize((1, 256, 7, 7), (128, 256, 1, 1), 1, 0)]
 base = npu_jax.presets.ascend910b()

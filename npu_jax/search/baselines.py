@@ -22,10 +22,12 @@ import time
 
 import numpy as np
 
+from npu_jax.cost.conv import predict
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv2d import ConvTiling
-from npu_jax.kernels.conv_geometry import ConvGeometry
+from npu_jax.mapping.conv import ConvTiling
 from npu_jax.search import exact, optimise, space
+from npu_jax.search.choose import candidate_tilings, choose_tiling
+from npu_jax.workload.conv import ConvGeometry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +73,6 @@ def random_search(
 def chooser(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baseline:
     """The Conv2D issue's chooser for img2col (with ``fused``, under the fused kernel's own
     constraints, as ``fusion.conv_relu`` calls it), and the cost model's cycles for its pick."""
-    from npu_jax.cost.conv import predict
-    from npu_jax.kernels.conv_choose import candidate_tilings, choose_tiling
-
     epi, mid = optimise.fused_epilogue(hw) if fused else (None, "fp16")
     t0 = time.perf_counter()
     choose_tiling.cache_clear()

@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv_geometry import ConvGeometry
 from npu_jax.search import exact, optimise, relaxed, sweep
+from npu_jax.workload.conv import ConvGeometry
 
 
 def l1_sweep(

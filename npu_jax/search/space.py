@@ -1,6 +1,6 @@
 """The search space of the img2col kernel's tiling, and rounding into it.
 
-One point of the space is a :class:`~npu_jax.kernels.conv2d.ConvTiling` of the img2col strategy:
+One point of the space is a :class:`~npu_jax.mapping.conv.ConvTiling` of the img2col strategy:
 
 ====================  ===============================================  ==========================
 dimension             values                                           vendor name
@@ -35,9 +35,10 @@ import itertools
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv_geometry import ConvGeometry
+from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
+from npu_jax.hw.costs import HwNumbers, cdiv
 from npu_jax.search import exact
+from npu_jax.workload.conv import ConvGeometry
 
 DIMS = ("ho", "wo", "n", "cin1", "k_l0")  # the continuous (log-space) dimensions
 
@@ -75,13 +76,13 @@ class Space:
     def axis_values(self, dim: str, cin1: int | None = None) -> np.ndarray:
         """The values a dimension takes (``k_l0``'s depend on ``cin1``)."""
         g = self.g
-        c1 = -(-g.c // exact.C0)
+        c1 = cdiv(g.c, exact.C0)
         if dim == "ho":
             return balanced(g.ho)
         if dim == "wo":
             return balanced(g.wo)
         if dim == "n":
-            return 16 * balanced(-(-g.k // 16))
+            return FRACTAL_ROWS * balanced(cdiv(g.k, FRACTAL_ROWS))
         if dim == "cin1":
             return balanced(c1)
         if dim == "k_l0":
@@ -132,10 +133,10 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
         >>> build(g, npu_jax.presets.ascend910b()).size > 1000
         True
     """
-    c1 = -(-g.c // exact.C0)
+    c1 = cdiv(g.c, exact.C0)
     hos, wos = balanced(g.ho), balanced(g.wo)
-    hw_pairs = [(a, b) for a, b in itertools.product(hos, wos) if a * b >= min(16, g.ho * g.wo)]
-    ns = 16 * balanced(-(-g.k // 16))
+    hw_pairs = [(a, b) for a, b in itertools.product(hos, wos) if a * b >= min(FRACTAL_ROWS, g.ho * g.wo)]
+    ns = FRACTAL_ROWS * balanced(cdiv(g.k, FRACTAL_ROWS))
     rows = []
     for cin1 in balanced(c1):
         for k_l0 in exact.C0 * balanced(int(cin1) * g.kh * g.kw):
@@ -158,26 +159,27 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
 def legal_mask(g: ConvGeometry, hw: HardwareConfig, t: exact.Tilings, fused: bool = False) -> np.ndarray:
     """Which rows of ``t`` are legal img2col tilings of ``g`` on ``hw`` (numpy)."""
     L = exact.Layer(*(np.int64(v) for v in exact.layer_of(g)))
-    H = exact.Hw(*(np.asarray(v).item() for v in exact.hw_of(hw)))
+    exact.check_hw(hw)
     t = exact.Tilings(*(np.asarray(a, np.int64) for a in t))
-    return np.asarray(exact.legal(L, t, H, hw.num_cores, hw.coupled, fused, xp=np))
+    ok = exact.legal(L, t, HwNumbers.of(hw), hw.num_cores, hw.coupled, fused, np, exact.alignments(hw))
+    return np.asarray(ok)
 
 
 def in_space(L: exact.Layer, t: exact.Tilings):
     """The space's own restriction beyond legality: tiles of at least one fractal of positions
     (16) when the layer has that many."""
-    return t.ho * t.wo >= jnp.minimum(16, L.ho * L.wo)
+    return t.ho * t.wo >= jnp.minimum(FRACTAL_ROWS, L.ho * L.wo)
 
 
 def _bal(v, X):
     """Nearest balanced size of extent X to the real v: (size, trip count)."""
     t = jnp.clip(jnp.round(X / jnp.maximum(v, 1e-3)), 1, X).astype(jnp.int32)
-    return exact._cdiv(X, t), t
+    return cdiv(X, t), t
 
 
 def _bal_at(X, t):
     t = jnp.clip(t, 1, X)
-    return exact._cdiv(X, t)
+    return cdiv(X, t)
 
 
 def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
@@ -193,12 +195,12 @@ def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
     """
     v = jnp.exp(x)
     res = disc[0] > 0
-    c1 = exact._cdiv(L.c, exact.C0)
+    c1 = cdiv(L.c, exact.C0)
     taps = L.kh * L.kw
     divs = jnp.asarray(splits_of(num_cores), jnp.float32)
     want = disc[2].astype(jnp.float32)
-    X = dict(ho=L.ho, wo=L.wo, n=exact._cdiv(L.k, 16), cin1=c1)
-    vals = dict(ho=v[0], wo=v[1], n=v[2] / 16, cin1=v[3])
+    X = dict(ho=L.ho, wo=L.wo, n=cdiv(L.k, FRACTAL_ROWS), cin1=c1)
+    vals = dict(ho=v[0], wo=v[1], n=v[2] / FRACTAL_ROWS, cin1=v[3])
     base, trip = {}, {}
     for d in ("ho", "wo", "n", "cin1"):
         base[d], trip[d] = _bal(vals[d], X[d])
@@ -213,14 +215,16 @@ def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
     kb, tk, Xk = k_of(base["cin1"], v[4] / exact.C0)
 
     # the largest balanced Cout block (in 16s) that still makes the start's cout_split blocks
-    n_most = _bal_at(X["n"], exact._cdiv(X["n"], jnp.maximum(X["n"] // disc[2], 1)))
+    n_most = _bal_at(X["n"], cdiv(X["n"], jnp.maximum(X["n"] // disc[2], 1)))
 
     def row(ho, wo, n, cin1, k):
         n = jnp.minimum(n, n_most)
         # a divisor of the core count within both the start's split and the Cout blocks
-        ncb = exact._cdiv(L.k, n * 16)
+        ncb = cdiv(L.k, n * FRACTAL_ROWS)
         c = jnp.max(jnp.where(divs <= jnp.minimum(want, ncb), divs, 1.0)).astype(jnp.int32)
-        return jnp.stack([ho, wo, n * 16, cin1, k * exact.C0, disc[0], disc[1], c]).astype(jnp.int32)
+        return jnp.stack([ho, wo, n * FRACTAL_ROWS, cin1, k * exact.C0, disc[0], disc[1], c]).astype(
+            jnp.int32
+        )
 
     b = [base["ho"], base["wo"], base["n"], base["cin1"], kb]
     rows = [row(*b)]

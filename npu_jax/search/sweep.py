@@ -32,8 +32,8 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv_geometry import ConvGeometry
 from npu_jax.search import exact, optimise, relaxed, space
+from npu_jax.workload.conv import ConvGeometry
 
 BIG = np.int32(2**31 - 1)
 

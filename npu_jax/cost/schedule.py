@@ -1,0 +1,419 @@
+"""The Conv2D kernel's schedule in closed form, written once over arrays of (layer, tiling, hardware).
+
+``kernels/conv2d.py`` (``build_kernel``) is the truth: a core runs its items (an item = one output
+tile x one Cout block) one after another, each fetching its input tile and weight parts (MTE2),
+loading K steps into L0A / L0B (MTE1), multiplying them (Cube) and draining L0C (Fixpipe, or L0C
+-> UB, vector steps and MTE3 on coupled chips). This module gives its cycles without running it:
+
+* every instruction's cost is a rule of ``npu_jax/hw/costs.py`` evaluated for every core at once
+  (the core is the leading axis of every array);
+* the recurrence follows the kernel's flags: a fetch waits for the slot ``l1_stages`` fetches back
+  to be released (its last load done); a load waits for the previous load, its data and the Mmad
+  ``l0_stages`` steps back (L0 slot); an Mmad waits for its load and the previous Mmad, the first of
+  an item for the previous epilogue to have read L0C out. The epilogue queues on its own resource
+  (Fixpipe; or V then MTE3 through the one UB tile). Within a weight part the first two full K
+  steps are worked out and the rest advance by the steady period; the last step closes it.
+
+The code is written against an array module ``xp``: with numpy (:func:`npu_jax.cost.conv.predict`,
+the tiling chooser: item costs for all items at once, the recurrence a Python loop) or with
+``jax.numpy`` (the search: items and weight parts as ``lax.fori_loop`` with traced trip counts,
+``vmap``-ed over tilings). Both run the same functions below; :class:`Program` holds what changes a
+program's shape (core count, chip type, strategy structure, epilogue, formats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+from jax import lax
+
+from npu_jax.core.buffers import itemsize
+from npu_jax.hw import costs
+from npu_jax.hw.config import FRACTAL_ROWS
+from npu_jax.hw.costs import HwNumbers, cdiv
+from npu_jax.mapping.epilogue import EpiloguePlan
+
+
+class Layer(NamedTuple):
+    """A conv layer as integers (Python, numpy or jax; int32 scalars in the search)."""
+
+    n: object  # batch
+    c: object  # input channels
+    h: object  # input height
+    w: object  # input width
+    k: object  # output channels (Cout)
+    kh: object
+    kw: object
+    sh: object  # stride
+    sw: object
+    dh: object  # dilation
+    dw: object
+    pt: object  # top / left padding (bottom / right enter through ho, wo)
+    pl: object
+    ho: object  # output height
+    wo: object  # output width
+
+
+class Tile(NamedTuple):
+    """A tiling (``ConvTiling``'s fields; ``resident`` 0/1)."""
+
+    ho: object
+    wo: object
+    n: object
+    cin1: object
+    k_l0: object
+    resident: object
+    l1_stages: object
+    l0_stages: object
+    cout_split: object
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What fixes the shape of the schedule's program (static; hashable for compile caches).
+
+    ``num_cores``: length of the core vector (cores past the tiling's count stay idle)."""
+
+    num_cores: int
+    coupled: bool
+    reuse_input: bool = True  # the strategy's structure (``StrategySpec``)
+    nc1hwc0_source: bool = True
+    epi: EpiloguePlan | None = None
+    operand: str = "fp16"
+    output: str = "fp16"
+
+
+def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
+    """Loop counts and sizes of a tiling whose plan is bounded by its own layer (``ConvPlan``'s
+    properties with ``bound=None`` and ``cores=None``), over arrays. ``t`` needs ``ho, wo, n, cin1,
+    k_l0, cout_split``; ``c0`` is the channel block of the operand format."""
+    c1 = cdiv(L.c, c0)
+    ncb = cdiv(L.k, t.n)
+    n_th, n_tw = cdiv(L.ho, t.ho), cdiv(L.wo, t.wo)
+    n_tiles = L.n * n_th * n_tw
+    cores_sp = xp.maximum(1, xp.minimum(num_cores // t.cout_split, n_tiles))
+    cb_per = cdiv(ncb, t.cout_split)
+    cin1_eff = xp.minimum(t.cin1, c1)
+    k_l1 = cin1_eff * L.kh * L.kw * c0
+    return dict(
+        c1=c1,
+        k_total=c1 * L.kh * L.kw * c0,
+        k_l1=k_l1,
+        ncb=ncb,
+        n_th=n_th,
+        n_tw=n_tw,
+        n_tiles=n_tiles,
+        cores_sp=cores_sp,
+        cb_per=cb_per,
+        cores=cores_sp * t.cout_split,
+        tiles_per_core=cdiv(n_tiles, cores_sp),
+        n_parts=cdiv(c1, t.cin1),
+        m_t=costs.round_up(t.ho * t.wo, FRACTAL_ROWS),
+        h_in=(t.ho - 1) * L.sh + (L.kh - 1) * L.dh + 1,
+        w_in=(t.wo - 1) * L.sw + (L.kw - 1) * L.dw + 1,
+        # the plan's static capacities: with the layer as its own bound, the layer's figures
+        cin1_eff=cin1_eff,
+        k_l1_cap=k_l1,
+        cb_per_cap=cb_per,
+    )
+
+
+# ---- instruction costs of one item (every core at once) ------------------------------------------
+def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> dict:
+    """Costs and bytes of item ``j`` on cores ``b`` (broadcast: (cores,) or (cores, items))."""
+    isz, osz = itemsize(pr.operand), itemsize(pr.output)
+    c0 = costs.k0(h, isz)  # C0: one fractal row of the operand
+    cs, cb_per, ncb = t.cout_split, d["cb_per"], d["ncb"]
+    gm_rate = costs.gm_rate(h, d["cores"])
+    cb0 = (b % cs) * cb_per
+    tile = b // cs + (j // cb_per) * d["cores_sp"]
+    cbl = j % cb_per + 0 * b
+    cb = cb0 + cbl
+    live = (b < d["cores"]) & (tile < d["n_tiles"]) & (cb < ncb)
+    th = (tile // d["n_tw"]) % d["n_th"]
+    tw = tile % d["n_tw"]
+    ho_v = xp.minimum(t.ho, L.ho - th * t.ho)
+    wo_v = xp.minimum(t.wo, L.wo - tw * t.wo)
+    m_eff = (ho_v - 1) * t.wo + wo_v  # rows of L0C holding real outputs (row pitch t.wo)
+    nv = xp.minimum(t.n, L.k - cb * t.n)
+
+    # the input tile: fetched per item, or once per spatial tile (reuse)
+    fetch = live & (cbl == 0) if pr.reuse_input else live
+    ih0, iw0 = th * t.ho * L.sh - L.pt, tw * t.wo * L.sw - L.pl
+    r0, col0 = xp.maximum(ih0, 0), xp.maximum(iw0, 0)
+    rows = xp.minimum((ho_v - 1) * L.sh + (L.kh - 1) * L.dh + 1 + ih0, L.h) - r0
+    cols = xp.minimum((wo_v - 1) * L.sw + (L.kw - 1) * L.dw + 1 + iw0, L.w) - col0
+    cols_full = (col0 == 0) & (cols == L.w)
+    rows_full = (r0 == 0) & (rows == L.h)
+    planes = d["c1"] if pr.nc1hwc0_source else L.c  # one burst per (channel plane, row)
+    chans = d["c1"] * c0 if pr.nc1hwc0_source else L.c
+    x_bytes = chans * rows * cols * isz * fetch
+    x_bursts = xp.where(cols_full, 1, rows) * xp.where(cols_full & rows_full, 1, planes)
+    cx = costs.dma(h, x_bytes, x_bursts, gm_rate, h.mte2_su)
+
+    # one K step: Load3D (a fixed k_l0-deep window) and LoadData of kv rows, then the Mmad
+    l3 = costs.load_l0a(h, costs.load_l0a_bytes(h, m_eff, t.k_l0, isz))
+
+    # the epilogue: L0C -> GM (Fixpipe) or L0C -> UB -> (vector steps) -> GM (MTE3)
+    out_bytes = ho_v * wo_v * nv * osz * live
+    full_n = (cb == 0) & (nv == L.k)
+    full_w = (tw == 0) & (wo_v == L.wo)
+    out_bursts = xp.where(full_n, 1, wo_v) * xp.where(full_n & full_w, 1, ho_v)
+    if pr.coupled:
+        fx = costs.l0c_to_ub(h, m_eff, nv) * live
+        c3 = costs.dma(h, out_bytes, out_bursts, xp.minimum(h.ub_gm_rate, gm_rate), h.mte3_su)
+    else:
+        fx = costs.fixpipe_gm(h, m_eff, nv, out_bytes, out_bursts, gm_rate)
+        c3 = 0 * fx
+    z = 0 * fx
+    vpre, vres, vpost, cr, res_bytes = z, z, z, z, z
+    e = pr.epi
+    if e is not None and e.where == "ub":
+        vsz = itemsize(e.vector)
+        cnt = m_eff * t.n * live  # the tile's real rows, all its columns
+        seen_res = False
+        for _op, role in e.vector_ops():
+            cyc = costs.vector(h, cnt * (max(vsz, osz) if role == "cast" else vsz))
+            if role == "residual":
+                vres, seen_res = cyc, True
+            elif seen_res:
+                vpost = vpost + cyc
+            else:
+                vpre = vpre + cyc
+        if e.has("residual"):
+            res_bytes = ho_v * wo_v * nv * vsz * live
+            cr = costs.dma(h, res_bytes, out_bursts, gm_rate, h.mte2_su)
+    last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
+    return dict(
+        live=live,
+        fetch=fetch,
+        release=live & last_cb if pr.reuse_input else live,
+        cx=cx,
+        x_bytes=x_bytes,
+        m_eff=m_eff,
+        nv=nv,
+        l3=l3,
+        lf=l3 + _load_b(h, t.k_l0, nv, isz),
+        mmf=costs.mmad(h, m_eff, nv, t.k_l0, isz),
+        fx=fx,
+        c3=c3,
+        out_bytes=out_bytes,
+        vpre=vpre,
+        vres=vres,
+        vpost=vpost,
+        cr=cr,
+        res_bytes=res_bytes,
+    )
+
+
+def _load_b(h, kv, nv, isz):
+    return costs.load_l0b(h, costs.load_l0b_bytes(h, kv, nv, isz))
+
+
+def _part(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, it: dict, pi, xp) -> dict:
+    """Costs of weight part ``pi`` of an item (``it``: :func:`_item`'s arrays, broadcast to pi)."""
+    isz = itemsize(pr.operand)
+    c0 = costs.k0(h, isz)  # C0: one fractal row of the operand
+    nv, live = it["nv"], it["live"]
+    gm_rate = costs.gm_rate(h, d["cores"])
+    if pr.nc1hwc0_source:  # Cout-block-major copy: a block's rows are contiguous
+        rv = xp.minimum(d["k_l1_cap"], d["k_total"] - pi * d["k_l1"])
+        w_bytes = rv * nv * isz
+        w_bursts = xp.where(nv == t.n, 1, rv)
+    else:  # straight from OIHW: one burst per output channel unless the part spans every channel
+        cpart = d["cin1_eff"] * c0
+        cv = xp.clip(L.c - pi * cpart, 0, cpart)
+        w_bytes = nv * cv * L.kh * L.kw * isz
+        w_bursts = xp.where((pi == 0) & (cv == L.c), 1, nv)
+    w_bytes = xp.where(t.resident > 0, 0, w_bytes * live)
+    part_k = xp.minimum(d["k_l1"], d["k_total"] - pi * d["k_l1"])
+    steps = cdiv(part_k, t.k_l0)
+    kv_last = part_k - (steps - 1) * t.k_l0
+    kv_first = xp.where(steps > 1, t.k_l0, kv_last)
+    m_eff, l3 = it["m_eff"], it["l3"]
+    return dict(
+        cw=costs.dma(h, w_bytes, w_bursts, gm_rate, h.mte2_su),
+        w_bytes=w_bytes,
+        steps=steps,
+        l_first=l3 + _load_b(h, kv_first, nv, isz),
+        l_last=l3 + _load_b(h, kv_last, nv, isz),
+        mm_first=costs.mmad(h, m_eff, nv, kv_first, isz),
+        mm_last=costs.mmad(h, m_eff, nv, kv_last, isz),
+    )
+
+
+def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> dict:
+    """Per-core work before the first item: resident weights, then the epilogue's bias (MTE2)."""
+    isz = itemsize(pr.operand)
+    gm_rate = costs.gm_rate(h, d["cores"])
+    on = b < d["cores"]
+    cb0 = (b % t.cout_split) * d["cb_per"]
+    if pr.nc1hwc0_source:
+        blocks = xp.clip(d["ncb"] - cb0, 0, d["cb_per_cap"])
+        wr_bytes = blocks * d["k_total"] * t.n * isz
+    else:
+        wr_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per_cap"] * t.n) * L.c * L.kh * L.kw * isz
+    wr_bytes = xp.where((t.resident > 0) & on, wr_bytes, 0)
+    bias_bytes = 0 * wr_bytes
+    e = pr.epi
+    if e is not None and e.has("bias"):  # the core's Cout group's bias values
+        bias_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per_cap"] * t.n) * itemsize(e.bias_format) * on
+    one = 1 + 0 * wr_bytes
+    return dict(
+        wr_bytes=wr_bytes,
+        cw_res=costs.dma(h, wr_bytes, one, gm_rate, h.mte2_su),
+        bias_bytes=bias_bytes,
+        cbias=costs.dma(h, bias_bytes, one, gm_rate, h.mte2_su),
+    )
+
+
+def _full(v, shape):
+    v = np.asarray(v)
+    return v if v.shape == shape else np.broadcast_to(v, shape)
+
+
+def arrays(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers):
+    """numpy: (item costs (cores, items), part costs (cores, items, parts), per-core prologue)."""
+    b = np.arange(pr.num_cores)
+    items, nparts = d["tiles_per_core"] * d["cb_per"], d["n_parts"]
+    every = _item(pr, L, t, d, h, np.arange(items)[None, :], b[:, None], np)
+    wide = {k: np.asarray(v)[..., None] for k, v in every.items()}
+    parts = _part(pr, L, t, d, h, wide, np.arange(nparts)[None, None, :], np)
+    shape = every["live"].shape + (nparts,)
+    parts = {k: _full(v, shape) for k, v in parts.items()}
+    every = {k: _full(v, every["live"].shape) for k, v in every.items()}
+    return every, parts, _prologue(pr, L, t, d, h, b, np)
+
+
+# ---- the recurrence ------------------------------------------------------------------------------
+def _pick(xp, cond, a, b):
+    """``where(cond, a, b)``; a Python condition (numpy plans: the tiling is static) picks once."""
+    if isinstance(cond, (bool, np.bool_)):
+        return a if cond else b
+    return xp.where(cond, a, b)
+
+
+def _fori(xp, n, body, init):
+    if xp is np:
+        s = init
+        for i in range(int(n)):
+            s = body(i, s)
+        return s
+    return lax.fori_loop(0, n, body, init)
+
+
+def _step(xp, t):
+    """One K step (load, then Mmad) on (last load end, last Mmad end, the Mmad before it)."""
+    l0_two = t.l0_stages == 2
+
+    def step(le, me1, me2, lc, mc, ready, mfree, on):
+        ls = xp.maximum(xp.maximum(le, _pick(xp, l0_two, me2, me1)), ready)
+        le_n = ls + lc
+        me_n = xp.maximum(xp.maximum(le_n, me1), mfree) + mc
+        return xp.where(on, le_n, le), xp.where(on, me_n, me1), xp.where(on, me1, me2)
+
+    return step
+
+
+def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> dict:
+    """Cycles of the kernel (``cycles``, a scalar) and, with numpy, its GM bytes per path.
+
+    ``d``: the plan's loop counts (:func:`derived`, or a ``ConvPlan``'s properties). With numpy the
+    item and part costs are evaluated for all items at once and the recurrence loops in Python;
+    with jax they are evaluated inside ``lax.fori_loop`` bodies (trip counts may be traced)."""
+    b = xp.arange(pr.num_cores)
+    items = d["tiles_per_core"] * d["cb_per"]
+    nparts = d["n_parts"]
+    if xp is np:
+        every, parts, pro = arrays(pr, L, t, d, h)
+
+        def item_at(j):
+            return {k: v[:, j] for k, v in every.items()}
+
+        def part_at(j, it, q):
+            return {k: v[:, j, q] for k, v in parts.items()}
+    else:
+        pro = _prologue(pr, L, t, d, h, b, xp)
+
+        def item_at(j):
+            return _item(pr, L, t, d, h, j, b, xp)
+
+        def part_at(j, it, q):
+            return _part(pr, L, t, d, h, it, q, xp)
+
+    step = _step(xp, t)
+    l1_two = t.l1_stages == 2
+    res = t.resident > 0
+    has_res = pr.epi is not None and pr.epi.where == "ub" and pr.epi.has("residual")
+    z = 0 * b
+    # state: MTE2 free, last load end, last two Mmad ends, L0C free (Cube may start), epilogue
+    # queue free, residual slot free, loads that released the input / weight slots (newest first)
+    state0 = (
+        z + pro["cw_res"] + pro["cbias"],
+        z + pro["cw_res"],
+        z,
+        z,
+        z,
+        z + pro["cw_res"] + pro["cbias"],
+        z,
+        (z, z),
+        (z, z),
+    )
+
+    def item(j, s):
+        mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw = s
+        it = item_at(j)
+        lv = it["live"]
+        xe = xp.maximum(mte2, _pick(xp, l1_two, relx[1], relx[0])) + it["cx"]
+        mte2 = xp.where(it["fetch"], xe, mte2)
+        xready = xp.where(it["fetch"], xe, 0)
+        period = _pick(xp, t.l0_stages == 2, xp.maximum(it["lf"], it["mmf"]), it["lf"] + it["mmf"])
+
+        def part(q, ps):
+            mte2, l_, m1_, m2_, rw = ps
+            pc = part_at(j, it, q)
+            first = q == 0
+            we = xp.maximum(mte2, _pick(xp, l1_two, rw[1], rw[0])) + pc["cw"]
+            ready = _pick(xp, res, _pick(xp, first, xready, 0), _pick(xp, first, xp.maximum(we, xready), we))
+            mte2 = _pick(xp, res, mte2, xp.where(lv, we, mte2))
+            mf = _pick(xp, first, mfree, 0)
+            n_s = pc["steps"]
+            l_, m1_, m2_ = step(l_, m1_, m2_, pc["l_first"], pc["mm_first"], ready, mf, lv & (n_s >= 1))
+            nmid = xp.maximum(n_s - 2, 0)
+            for k in range(2):
+                l_, m1_, m2_ = step(l_, m1_, m2_, it["lf"], it["mmf"], 0, 0, lv & (nmid > k))
+            jump = xp.maximum(nmid - 2, 0) * period
+            l_, m1_, m2_ = l_ + jump, m1_ + jump, m2_ + jump
+            l_, m1_, m2_ = step(l_, m1_, m2_, pc["l_last"], pc["mm_last"], 0, 0, lv & (n_s >= 2))
+            return mte2, l_, m1_, m2_, (xp.where(lv, l_, rw[0]), xp.where(lv, rw[0], rw[1]))
+
+        mte2, l_, m1_, m2_, relw = _fori(xp, nparts, part, (mte2, le, me1, me2, relw))
+        rel = it["release"]
+        relx = (xp.where(rel, l_, relx[0]), xp.where(rel, relx[0], relx[1]))
+        ep_end = xp.maximum(m1_, ep_free) + it["fx"]  # L0C read out: the Cube may go on
+        v_end = ep_end + it["vpre"]
+        if has_res:  # MTE2 fetches the residual after this item's weights; the Vector waits for it
+            re = xp.maximum(mte2, res_free) + it["cr"]
+            mte2 = xp.where(lv, re, mte2)
+            v_end = xp.maximum(v_end, re) + it["vres"]
+            res_free = xp.where(lv, v_end, res_free)
+        v_end = v_end + it["vpost"]
+        le, me1, me2 = (xp.where(lv, a, c) for a, c in ((l_, le), (m1_, me1), (m2_, me2)))
+        mfree = xp.where(lv, ep_end, mfree)
+        ep_free = xp.where(lv, v_end + it["c3"], ep_free)
+        return mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw
+
+    s = _fori(xp, items, item, state0)
+    out = dict(cycles=xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1])))
+    if xp is np:
+        e = pr.epi
+        gm_l1 = every["x_bytes"].sum() + parts["w_bytes"].sum() + pro["wr_bytes"].sum()
+        gm_ub = every["res_bytes"].sum()
+        if e is not None and e.where == "fixpipe":
+            gm_l1 = gm_l1 + pro["bias_bytes"].sum()
+        else:
+            gm_ub = gm_ub + pro["bias_bytes"].sum()
+        out.update(gm_l1=int(gm_l1), gm_ub=int(gm_ub), gm_out=int(every["out_bytes"].sum()))
+    return out
