@@ -1,6 +1,6 @@
 """The Conv2D kernel's schedule in closed form, written once over arrays of (layer, tiling, hardware).
 
-``kernels/conv2d.py`` (``build_kernel``) is the truth: a core runs its items (an item = one output
+``kernels/conv.py`` (``build_kernel``) is the truth: a core runs its items (an item = one output
 tile x one Cout block) one after another, each fetching its input tile and weight parts (MTE2),
 loading K steps into L0A / L0B (MTE1), multiplying them (Cube) and draining L0C (Fixpipe, or L0C
 -> UB, vector steps and MTE3 on coupled chips). This module gives its cycles without running it:
@@ -29,10 +29,10 @@ from typing import NamedTuple
 import numpy as np
 from jax import lax
 
-from npu_jax.core.buffers import itemsize
 from npu_jax.hw import costs
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import HwNumbers, cdiv
+from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan
 
 

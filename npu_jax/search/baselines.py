@@ -3,12 +3,12 @@
 * :func:`exhaustive` costs every legal point of the space (:func:`space.build`) with the
   vectorised exact schedule: the optimum, at the price of the whole space in evaluations.
 * :func:`random_search` costs ``evals`` distinct points drawn uniformly from the space.
-* :func:`chooser` is the Conv2D issue's grid chooser (``kernels/conv_choose.py``), costed by
+* :func:`chooser` is the Conv2D issue's grid chooser (``search/choose.py``), costed by
   ``cost.conv.predict``; its grid is not this space, so ``in_space`` says whether its pick is in it.
 
 Example:
     >>> import npu_jax
-    >>> from npu_jax.kernels.conv_geometry import canonicalize
+    >>> from npu_jax.workload.conv import canonicalize
     >>> g = canonicalize((1, 64, 14, 14), (64, 64, 3, 3), 1, 1)
     >>> hw = npu_jax.presets.ascend910b()
     >>> exhaustive(g, hw).cycles <= random_search(g, hw, evals=100).cycles

@@ -14,7 +14,7 @@ Two questions, two tools:
 
 Example:
     >>> import npu_jax
-    >>> from npu_jax.workloads import RESNET50_REFERENCE
+    >>> from npu_jax.workload.resnet50 import RESNET50_REFERENCE
     >>> layers = [l.geometry() for l in RESNET50_REFERENCE]
     >>> sizes, totals, _ = l1_sweep(layers, npu_jax.presets.ascend910b(), [128, 512])  # doctest: +SKIP
 """

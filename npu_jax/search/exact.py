@@ -26,7 +26,7 @@ one that ``cost.conv.predict`` runs with numpy) over jax arrays, every instructi
 
 Example:
     >>> import jax, npu_jax
-    >>> from npu_jax.kernels.conv_geometry import canonicalize
+    >>> from npu_jax.workload.conv import canonicalize
     >>> from npu_jax.search import exact
     >>> hw = npu_jax.presets.ascend910b()
     >>> g = canonicalize((1, 64, 56, 56), (64, 64, 3, 3), 1, 1)
@@ -45,12 +45,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.core.buffers import itemsize
 from npu_jax.core.policy import Policy
 from npu_jax.cost import schedule as sched
 from npu_jax.cost.conv import layer_of as _layer_ints
 from npu_jax.hw.config import BUFFERS, FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, round_up
+from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import ConvTiling
 from npu_jax.mapping.epilogue import EpiloguePlan, canonical_steps, split
 from npu_jax.workload.conv import ConvGeometry

@@ -30,7 +30,7 @@ surrogate(r))`` with ``r`` the integer point ``round(exp(x))`` and ``exact`` the
 
 Example:
     >>> import jax.numpy as jnp, npu_jax
-    >>> from npu_jax.kernels.conv_geometry import canonicalize
+    >>> from npu_jax.workload.conv import canonicalize
     >>> from npu_jax.search import exact, relaxed
     >>> hw = npu_jax.presets.ascend910b()
     >>> L = exact.layer_of(canonicalize((1, 64, 56, 56), (64, 64, 3, 3), 1, 1))
@@ -44,9 +44,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from npu_jax.core.buffers import itemsize
 from npu_jax.hw.config import FRACTAL_ROWS, L0C_ITEMSIZE
 from npu_jax.hw.costs import cdiv
+from npu_jax.hw.formats import itemsize
 from npu_jax.search import exact
 
 DIMS = ("ho", "wo", "n", "cin1", "k_l0", "cout_split")

@@ -128,7 +128,7 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
 
     Example:
         >>> import npu_jax
-        >>> from npu_jax.kernels.conv_geometry import canonicalize
+        >>> from npu_jax.workload.conv import canonicalize
         >>> g = canonicalize((1, 512, 7, 7), (512, 512, 3, 3), 1, 1)
         >>> build(g, npu_jax.presets.ascend910b()).size > 1000
         True

@@ -13,7 +13,7 @@ and every other hardware figure are data.
 
 Example:
     >>> import npu_jax
-    >>> from npu_jax.workloads import RESNET50_REFERENCE
+    >>> from npu_jax.workload.resnet50 import RESNET50_REFERENCE
     >>> hws = [npu_jax.presets.ascend910b().replace(l1_bytes=s * 1024) for s in (256, 512)]
     >>> res = sweep([l.geometry() for l in RESNET50_REFERENCE], hws, starts=8)  # doctest: +SKIP
     >>> res.cycles.shape
