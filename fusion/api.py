@@ -5,13 +5,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from npu_jax.api.conv import run_plan
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
 from npu_jax.mapping.eltwise import make_eltwise_plan
 from npu_jax.mapping.epilogue import canonical_steps, split

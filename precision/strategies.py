@@ -43,7 +43,7 @@ import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
-from npu_jax.hw.costs import ceil_rate
+from npu_jax.hw import costs
 from precision.formats import FORMATS
 from precision.metrics import Metrics, compare
 from precision.rounding import round_to
@@ -101,12 +101,7 @@ def vector_pass_cycles(n_elems: int, in_fmt: str, out_fmt: str | None, vector_op
     rate = hw.gm_rate(cores)
     b_in = per * FORMATS[in_fmt].bits // 8
     b_out = 0 if out_fmt is None else per * FORMATS[out_fmt].bits // 8
-    mte2 = int(ceil_rate(b_in, rate))
-    vec = vector_ops * int(ceil_rate(per * 4, hw.vector_repeat_bytes))
-    mte3 = int(ceil_rate(b_out, rate)) if b_out else 0
-    a = hw.assumed
-    startup = a.mte2_startup + vector_ops * a.vector_startup + (a.mte3_startup if b_out else 0)
-    return startup + max(mte2, vec, mte3)
+    return int(costs.vector_pass(costs.HwNumbers.of(hw), b_in, b_out, per * 4, vector_ops, rate))
 
 
 # ---- workloads and reference ------------------------------------------------------------------------

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 import npu_jax
-from npu_jax.api.conv import run_plan
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.cost.conv import lower_bound, predict
 from npu_jax.errors import NpuError
 from npu_jax.hw.config import Assumed, HardwareConfig
+from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
 from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.search import exact

@@ -2,135 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
-from jax import lax
 
 from npu_jax.api.validate import check_arrays, check_common, check_flag
-from npu_jax.core import wide
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.policy import Policy
-from npu_jax.core.run import launch
-from npu_jax.core.state import Context, GmSpec
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.hw.costs import round_up
-from npu_jax.kernels.conv import build_kernel, relayout_kernel
-from npu_jax.mapping.conv import STRATEGIES, ConvPlan, ConvTiling, make_plan
+from npu_jax.kernels.launch import run_plan
+from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 
 # ---- running it ----------------------------------------------------------------------------------
-def run_plan(
-    p: ConvPlan,
-    x,
-    w,
-    policy: Policy,
-    trace_capacity: int = 0,
-    *,
-    bias=None,
-    residual=None,
-    name: str | None = None,
-    move_data: bool = True,
-    checks=None,
-):
-    """Launch a ConvPlan on x (N, C, H, W) and w (K, C, kh, kw), both at the bound's shape and in
-    the operand format. Returns (y NHWC at the bound's shape, report). ``move_data=False`` is the
-    timing-only mode: the same program, every cost and counter, and no data work at all.
-    ``checks``: the sanitizers (None = the process default); findings raise after a concrete run.
-
-    A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
-    (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them."""
-    g, B, t, hw, op = p.g, p.B, p.t, p.hw, p.operand
-    cap = trace_capacity
-    extras = {}
-    ext_x = (g.n, g.c, g.h, g.w)
-    if p.spec.nc1hwc0_source:
-        rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, p.bound)
-        rctx = Context(
-            hw=hw,
-            allocs=tuple(rplan.allocs),
-            gm=rgm,
-            policy=policy,
-            n_cores=rcores,
-            trace_capacity=cap,
-            move_data=move_data,
-            checks=checks,
-        )
-        routs, rrep = launch(
-            rkern,
-            rctx,
-            {"x": x},
-            name="relayout",
-            operand=op,
-            workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
-            extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)},
-        )
-        extras["relayout"] = rrep
-        # weights relaid offline (as a framework does at load time), Cout-block-major so each
-        # block's K rows are one contiguous run: (n_cb, K_total, n)
-        wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
-        wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
-        wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
-        gm_in = {"x5": routs["x5"], "wkn": wk}
-        nb_pad = t.cout_split * p.cb_per_cap  # whole groups, so every window stays inside
-        gm = (
-            GmSpec(
-                "x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op
-            ),
-            GmSpec("wkn", (p.n_cb_cap, p.k_total_cap, t.n), (nb_pad, p.k_total_cap + p.k_l1_cap, t.n), op),
-        )
-        extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.n_cb, p.k_total, t.n)}
-    else:
-        gm_in = {"x": x, "w": w}
-        cpad = round_up(p.c1_cap, p.cin1_eff) * p.c0
-        kpad = t.cout_split * p.cb_per_cap * t.n
-        gm = (
-            GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, cpad, B.h + p.h_in, B.w + p.w_in), op),
-            GmSpec("w", (B.k, B.c, B.kh, B.kw), (kpad, cpad, B.kh, B.kw), op),
-        )
-        extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
-    n_th_cap, n_tw_cap = -(-p.ho_cap // t.ho), -(-p.wo_cap // t.wo)
-    y_pad = (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, t.cout_split * p.cb_per_cap * t.n)
-    y_shape = (B.n, p.ho_cap, p.wo_cap, B.k)
-    e = p.epi
-    if e is not None and e.has("bias"):
-        gm += (GmSpec("bias", (1, B.k), (1, y_pad[3]), e.bias_format),)
-        gm_in["bias"] = _epi_input("bias", bias, (B.k,), e.bias_format).reshape(1, B.k)
-        extents["bias"] = (1, g.k)
-    if e is not None and e.has("residual"):
-        gm += (GmSpec("res", y_shape, y_pad, e.vector),)
-        gm_in["res"] = _epi_input("residual", residual, y_shape, e.vector)
-        extents["res"] = (g.n, g.ho, g.wo, g.k)
-    gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
-    extents["y"] = (g.n, g.ho, g.wo, g.k)
-    plan, kern = build_kernel(p)
-    ctx = Context(
-        hw=hw,
-        allocs=tuple(plan.allocs),
-        gm=gm,
-        policy=policy,
-        n_cores=p.cores,
-        trace_capacity=cap,
-        move_data=move_data,
-        checks=checks,
-    )
-    outs, report = launch(
-        kern,
-        ctx,
-        gm_in,
-        name=name or f"conv2d[{p.strategy}]",
-        workload=B.describe() if p.bound is None else "",
-        operand=op,
-        extents=extents,
-    )
-    # launch has raised the sanitizers' findings and overlapping writes (when concrete)
-    report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))
-    return outs["y"], report
-
-
 def conv2d(
     x,
     w,
@@ -230,30 +114,6 @@ def conv2d_bounded(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only, checks=checks
     )
     return jnp.transpose(y, (0, 3, 1, 2)), report
-
-
-def _epi_input(what: str, arr, shape, fmt: str):
-    if arr is None:
-        raise ValueError(f"the epilogue has a {what!r} step but no {what} array was given.")
-    arr = jnp.asarray(arr)
-    if tuple(arr.shape) != tuple(shape):
-        raise ValueError(f"{what} must have shape {tuple(shape)}, got {tuple(arr.shape)}.")
-    return arr.astype(DTYPES[fmt])
-
-
-def _conv_flops(g: ConvGeometry):
-    """2 N Ho Wo K C kh kw as a wide integer (exact past 2^31; traced geometry allowed)."""
-    if isinstance(g.n, int):
-        return wide.from_int(g.flops)
-    return wide.mul(g.n * g.ho * g.wo, 2 * g.k * g.c * g.kh * g.kw)
-
-
-def _mask_layer(a, extent):
-    """Zero everything of a bound-shaped array outside the layer's (traced) extent."""
-    keep = jnp.ones(a.shape, jnp.bool_)
-    for d, e in enumerate(extent):
-        keep = keep & (lax.broadcasted_iota(jnp.int32, a.shape, d) < e)
-    return jnp.where(keep, a, jnp.zeros((), a.dtype))
 
 
 __all__ = ["conv2d", "conv2d_bounded", "run_plan"]

@@ -27,7 +27,7 @@ def candidate_tilings(
     c0 = hw.c0(itemsize(operand))
     f = FRACTAL_ROWS
     c1 = -(-g.c // c0)
-    ns = sorted({min(round_up(g.k, f), v) for v in (f, 2 * f, 4 * f, 8 * f, 16 * f)})
+    ns = sorted({min(round_up(g.k, f), f << s) for s in range(5)})  # 1, 2, 4, 8, 16 fractals
     k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (2, 4, 8, 16)})
     stages = (2,) if sp.double_buffer else (1,)
     cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})

@@ -47,6 +47,7 @@ from npu_jax.core.policy import Policy
 from npu_jax.hw import presets
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import cdiv
+from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import ConvTiling, make_plan
 from npu_jax.search import exact, relaxed, space
 from npu_jax.search.local import (  # noqa: F401 (the coordinate search's names, re-exported)
@@ -365,10 +366,6 @@ def plan_of(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = Fa
 def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = False) -> int:
     """Cycles of the img2col kernel (with ``fused``: Conv + bias + ReLU) with tiling ``t`` on the
     emulator (timing-only run: the same program and costs, no data work)."""
-    # the launcher of a ConvPlan lives in the public API layer (above the search): imported here
-    # until it moves below (see the branch's report)
-    from npu_jax.api.conv import run_plan
-
     p = plan_of(g, t, hw, fused)
     x = jnp.zeros((g.n, g.c, g.h, g.w), DTYPES[p.operand])
     w = jnp.zeros((g.k, g.c, g.kh, g.kw), DTYPES[p.operand])
