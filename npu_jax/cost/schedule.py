@@ -151,7 +151,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     chans = d["c1"] * c0 if pr.nc1hwc0_source else L.c
     x_bytes = chans * rows * cols * isz * fetch
     x_bursts = xp.where(cols_full, 1, rows) * xp.where(cols_full & rows_full, 1, planes)
-    cx = costs.dma(h, x_bytes, x_bursts, gm_rate, h.mte2_su)
+    cx = costs.dma_in(h, x_bytes, x_bursts, gm_rate)
 
     # one K step: Load3D (a fixed k_l0-deep window) and LoadData of kv rows, then the Mmad
     l3 = costs.load_l0a(h, costs.load_l0a_bytes(h, m_eff, t.k_l0, isz))
@@ -163,7 +163,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     out_bursts = xp.where(full_n, 1, wo_v) * xp.where(full_n & full_w, 1, ho_v)
     if pr.coupled:
         fx = costs.l0c_to_ub(h, m_eff, nv) * live
-        c3 = costs.dma(h, out_bytes, out_bursts, xp.minimum(h.ub_gm_rate, gm_rate), h.mte3_su)
+        c3 = costs.dma_out(h, out_bytes, out_bursts, gm_rate)
     else:
         fx = costs.fixpipe_gm(h, m_eff, nv, out_bytes, out_bursts, gm_rate)
         c3 = 0 * fx
@@ -184,7 +184,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
                 vpre = vpre + cyc
         if e.has("residual"):
             res_bytes = ho_v * wo_v * nv * vsz * live
-            cr = costs.dma(h, res_bytes, out_bursts, gm_rate, h.mte2_su)
+            cr = costs.dma_in(h, res_bytes, out_bursts, gm_rate)
     last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
     return dict(
         live=live,
@@ -234,7 +234,7 @@ def _part(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, it: dict, pi, x
     kv_first = xp.where(steps > 1, t.k_l0, kv_last)
     m_eff, l3 = it["m_eff"], it["l3"]
     return dict(
-        cw=costs.dma(h, w_bytes, w_bursts, gm_rate, h.mte2_su),
+        cw=costs.dma_in(h, w_bytes, w_bursts, gm_rate),
         w_bytes=w_bytes,
         steps=steps,
         l_first=l3 + _load_b(h, kv_first, nv, isz),
@@ -263,9 +263,9 @@ def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> d
     one = 1 + 0 * wr_bytes
     return dict(
         wr_bytes=wr_bytes,
-        cw_res=costs.dma(h, wr_bytes, one, gm_rate, h.mte2_su),
+        cw_res=costs.dma_in(h, wr_bytes, one, gm_rate),
         bias_bytes=bias_bytes,
-        cbias=costs.dma(h, bias_bytes, one, gm_rate, h.mte2_su),
+        cbias=costs.dma_in(h, bias_bytes, one, gm_rate),
     )
 
 

@@ -7,8 +7,11 @@ arrays (the tiling chooser) or jax arrays, traced or not (the emulator, the sear
 one rule gives the same integer everywhere:
 
 * sizes are ceilinged by :func:`cdiv` (integer arithmetic);
-* a byte count over a rate is :func:`ceil_rate`: ``ceil(float32(bytes) / float32(rate))``, the
-  float32 division the emulator has always done, in every array module (exact below 2^24 B);
+* a byte count over a rate is :func:`ceil_rate`: the fewest cycles ``c`` with ``float32(c * rate)
+  >= bytes`` -- a test of float32 products, which every array module and backend rounds alike (a
+  float32 *division* does not: XLA divides by multiplying with a reciprocal, so 21 / 7 came to
+  3.0000002 and cost 4 cycles where numpy said 3). A rate shared by ``k`` cores is the fraction
+  ``Rate(chip, k)`` (:func:`gm_rate`), never the rounded ``chip / k`` (exact below 2^24 B);
 * with float arguments (the search's relaxation), :func:`cdiv` and :func:`ceil_rate` are straight-
   through ceilings: the forward value is the exact one, the gradient that of the division.
 
@@ -130,17 +133,51 @@ def round_up(a, m):
     return cdiv(a, m) * m
 
 
+class Rate(NamedTuple):
+    """A rate as a fraction: ``num`` bytes every ``den`` cycles (a core's share ``chip / cores`` of
+    the chip's GM rate). Every rule that takes a ``rate`` takes a plain number (B/cycle) or a Rate."""
+
+    num: object
+    den: object
+
+
+def _num_den(rate):
+    return (rate.num, rate.den) if isinstance(rate, Rate) else (rate, 1)
+
+
 def ceil_rate(nbytes, rate):
-    """Cycles to move ``nbytes`` at ``rate`` B/cycle: ``ceil(float32(nbytes) / float32(rate))`` as int32
-    (the same float32 division in every array module). Float jax ``nbytes`` gets a straight-through
-    ceiling (the relaxation); the result stays float then."""
-    if _is_jax(nbytes, rate):
-        q = jnp.asarray(nbytes, jnp.float32) / jnp.asarray(rate, jnp.float32)
-        if _is_float(nbytes):
-            return _ste(jnp.ceil(q), q)
-        return jnp.ceil(q).astype(jnp.int32)
-    out = np.ceil(np.asarray(nbytes, np.float32) / np.float32(rate)).astype(np.int64)
+    """Cycles to move ``nbytes`` at ``rate`` (B/cycle, or a :class:`Rate` ``num / den``): the fewest
+    ``c`` with ``float32(c * num) >= float32(nbytes * den)``, as int32 / int. The quotient's ceiling
+    is only the first guess: a float32 division rounds differently in numpy and XLA (which multiplies
+    by a reciprocal), so the guess is corrected by one either way with products, which round alike
+    everywhere. Float jax ``nbytes`` gets a straight-through ceiling (the relaxation); the result
+    stays float then."""
+    num, den = _num_den(rate)
+    if _is_jax(nbytes, num, den):
+        xp, f32 = jnp, jnp.float32
+        need = jnp.asarray(nbytes, f32) * jnp.asarray(den, f32)
+        r = jnp.asarray(num, f32)
+    else:
+        xp, f32 = np, np.float32
+        need = np.asarray(nbytes, f32) * np.asarray(den, f32)
+        r = np.asarray(num, f32)
+    q = need / r
+    c = xp.ceil(q)
+    c = xp.where((c - 1) * r >= need, c - 1, c)
+    c = xp.where(c * r < need, c + 1, c)
+    if xp is jnp:
+        return _ste(c, q) if _is_float(nbytes) else c.astype(jnp.int32)
+    out = c.astype(np.int64)
     return int(out) if out.ndim == 0 else out
+
+
+def slower(a, b):
+    """The slower of two rates (plain numbers or :class:`Rate`), as a :class:`Rate`."""
+    (an, ad), (bn, bd) = _num_den(a), _num_den(b)
+    xp = _xp(an, ad, bn, bd)
+    f32 = jnp.float32 if xp is jnp else np.float32
+    a_slower = xp.asarray(an, f32) * xp.asarray(bd, f32) <= xp.asarray(bn, f32) * xp.asarray(ad, f32)
+    return Rate(xp.where(a_slower, an, bn), xp.where(a_slower, ad, bd))
 
 
 def _when_nonzero(amount, cycles):
@@ -156,17 +193,20 @@ def k0(h: HwNumbers, itemsize):
     return h.cube_k_bytes // itemsize
 
 
-def gm_rate(h: HwNumbers, active_cores):
-    """One core's GM rate when ``active_cores`` cores move data at once (the chip's rate shared)."""
+def gm_rate(h: HwNumbers, active_cores) -> Rate:
+    """One core's GM rate when ``active_cores`` cores move data at once: its port ``gm``, or, where
+    the chip's rate binds, its share ``Rate(chip_gm, cores)`` (the fraction itself, not a rounded
+    quotient: :func:`ceil_rate`)."""
     xp = _xp(h.gm, h.chip_gm, active_cores)
-    return xp.minimum(h.gm, h.chip_gm / xp.maximum(1, active_cores))
+    cores = xp.maximum(1, active_cores)
+    return slower(h.gm, Rate(h.chip_gm, cores))
 
 
 # ---- the rules -----------------------------------------------------------------------------------
 def dma(h: HwNumbers, nbytes, bursts, rate, startup):
     """A DMA between GM and a core (DataCopy on MTE2 / MTE3): start-up, bytes at ``rate``, and a gap
     per discontiguous burst after the first."""
-    xp = _xp(nbytes, bursts, rate)
+    xp = _xp(nbytes, bursts, *_num_den(rate))
     gaps = xp.maximum(bursts - 1, 0) * h.burst
     return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate) + gaps)
 
@@ -178,7 +218,7 @@ def dma_in(h: HwNumbers, nbytes, bursts, rate):
 
 def dma_out(h: HwNumbers, nbytes, bursts, rate):
     """DataCopy UB -> GM (MTE3): the core's GM share ``rate``, capped by MTE3's UB -> GM port."""
-    return dma(h, nbytes, bursts, _xp(h.ub_gm_rate, rate).minimum(h.ub_gm_rate, rate), h.mte3_su)
+    return dma(h, nbytes, bursts, slower(h.ub_gm_rate, rate), h.mte3_su)
 
 
 def onchip(nbytes, rate, startup):
@@ -226,7 +266,7 @@ def l0c_bytes(m, n):
 
 def fixpipe_gm(h: HwNumbers, m, n, out_bytes, bursts, rate):
     """Fixpipe L0C -> GM (FIX): reading L0C and writing GM overlap; the slower sets the time."""
-    xp = _xp(m, n, out_bytes, bursts, rate)
+    xp = _xp(m, n, out_bytes, bursts, *_num_den(rate))
     gaps = xp.maximum(bursts - 1, 0) * h.burst
     read = ceil_rate(l0c_bytes(m, n), h.fix_rate)
     write = ceil_rate(out_bytes, rate) + gaps
