@@ -19,8 +19,9 @@ replaced by its shape: with two stages the kernel runs at its busiest chain
 (MTE2; MTE1; Cube + Fixpipe, which share L0C) plus the fill; with one stage the chains add up.
 :func:`penalty` turns buffer capacities (:func:`exact.buffer_needs`, the legality check's own code,
 over reals: alignment round-ups straight-through) and the space's bounds into smooth squared hinges.
-The surrogate's instruction costs keep their own smooth forms (trip counts ``max(x, 1)``, no
-ceilings): pricing them with ``hw/costs.py``'s straight-through ceilings was measured to cost the
+The surrogate's instruction costs are ``hw/costs.py``'s rules evaluated in
+:data:`~npu_jax.hw.costs.SMOOTH` arithmetic (sizes over blocks ``max(x, 1)``, bytes over rates
+unceilinged): pricing them with the exact rules' straight-through ceilings was measured to cost the
 search (46 of 53 ResNet-50 layers within 1.02x of the optimum instead of 53).
 
 :func:`relaxed_cycles` is the model the search descends: ``surrogate(x) * sg(exact(r) /
