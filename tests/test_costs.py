@@ -13,9 +13,11 @@ import pytest
 
 import npu_jax
 from npu_jax.hw import costs
+from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import EXACT, SMOOTH, HwNumbers
+from npu_jax.hw.formats import itemsize
 
-ISZ = 2  # fp16 operands: K0 = cube_k_bytes / 2
+ISZ = itemsize("fp16")  # the operands: K0 = cube_k_bytes / ISZ
 PRESETS = ("ascend910b", "ascend910", "ascend310p")
 # presets whose rates are whole bytes per cycle (a byte count can be a multiple of each)
 WHOLE_RATES = ("ascend910b", "ascend310p")
@@ -47,7 +49,7 @@ def _whole_sizes(rng, hw) -> dict:
     """Sizes at which no ceiling is active: whole fractals and Cube blocks, byte counts that every
     rate divides (``cores = 1``: the GM rate is the core's own)."""
     h = HwNumbers.of(hw)
-    block = int(np.lcm.reduce([hw.cube_m, hw.cube_n, costs.k0(h, ISZ), 16]))
+    block = int(np.lcm.reduce([hw.cube_m, hw.cube_n, costs.k0(h, ISZ), FRACTAL_ROWS]))
     m, n, k = (block * int(rng.integers(1, 12)) for _ in range(3))
     gm = int(costs.gm_rate(h, 1))
     port = int(min(h.ub_gm_rate, gm))
