@@ -98,10 +98,11 @@ def vector_pass_cycles(n_elems: int, in_fmt: str, out_fmt: str | None, vector_op
     overlapped (double-buffered), plus the start-ups of the cost table."""
     cores = max(1, min(hw.num_vector_cores, n_elems // 256 or 1))
     per = -(-n_elems // cores)
-    rate = hw.gm_rate(cores)
+    h = costs.HwNumbers.of(hw)
+    rate = costs.gm_rate(h, cores)  # the core's share of GM, exact (a fraction where the chip binds)
     b_in = per * FORMATS[in_fmt].bits // 8
     b_out = 0 if out_fmt is None else per * FORMATS[out_fmt].bits // 8
-    return int(costs.vector_pass(costs.HwNumbers.of(hw), b_in, b_out, per * 4, vector_ops, rate))
+    return int(costs.vector_pass(h, b_in, b_out, per * 4, vector_ops, rate))
 
 
 # ---- workloads and reference ------------------------------------------------------------------------

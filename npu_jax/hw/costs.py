@@ -15,12 +15,19 @@ one rule gives the same integer everywhere:
 * with float arguments (the search's relaxation), :func:`cdiv` and :func:`ceil_rate` are straight-
   through ceilings: the forward value is the exact one, the gradient that of the division.
 
+Every rule takes ``arith=``, the arithmetic it is evaluated in: :data:`EXACT` (the default: the
+integers above) or :data:`SMOOTH`, the same rule over reals with no ceiling anywhere -- a size over
+a block is ``max(a / b, 1)``, bytes over a rate ``bytes / rate``, an empty instruction is not tested
+for -- the smooth surrogate the tile search descends (``search/relaxed.py``). Where no ceiling is
+active (whole blocks, an exact division) both give the same value.
+
 The numbers a rule reads are a :class:`HwNumbers` (``HwNumbers.of(hw)``: Python scalars;
 ``HwNumbers.arrays(hw)``: float32 / int32 arrays that a sweep or a gradient may trace).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -128,11 +135,6 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-def round_up(a, m):
-    """``a`` rounded up to a multiple of ``m``."""
-    return cdiv(a, m) * m
-
-
 class Rate(NamedTuple):
     """A rate as a fraction: ``num`` bytes every ``den`` cycles (a core's share ``chip / cores`` of
     the chip's GM rate). Every rule that takes a ``rate`` takes a plain number (B/cycle) or a Rate."""
@@ -188,6 +190,43 @@ def _when_nonzero(amount, cycles):
     return xp.where(xp.asarray(amount) > 0, cycles, 0)
 
 
+class Arith(NamedTuple):
+    """The arithmetic a rule is evaluated in: its ceilings and its empty-instruction test."""
+
+    name: str
+    cdiv: Callable  # (a, b) -> blocks of b covering a
+    ceil_rate: Callable  # (nbytes, rate) -> cycles
+    when_nonzero: Callable  # (amount, cycles) -> cycles, 0 for an empty instruction
+
+
+def _smooth_cdiv(a, b):
+    """a / b blocks over reals, at least one (a trip count never falls under one): no ceiling."""
+    return jnp.maximum(a / b, 1.0)
+
+
+def _smooth_rate(nbytes, rate):
+    """Bytes over a rate (a number or a :class:`Rate`) in float32, not ceilinged."""
+    num, den = _num_den(rate)
+    return jnp.asarray(nbytes, jnp.float32) * jnp.asarray(den, jnp.float32) / jnp.asarray(num, jnp.float32)
+
+
+def _smooth_when_nonzero(amount, cycles):
+    """No zero test: a relaxed size is never empty (and a switch would cut the gradient)."""
+    return cycles
+
+
+EXACT = Arith("exact", cdiv, ceil_rate, _when_nonzero)
+"""Integer arithmetic (straight-through ceilings for jax floats): what the emulator and the exact
+model compute."""
+SMOOTH = Arith("smooth", _smooth_cdiv, _smooth_rate, _smooth_when_nonzero)
+"""Real arithmetic without ceilings (jax arrays): a differentiable surrogate of the same rules."""
+
+
+def round_up(a, m, *, arith: Arith = EXACT):
+    """``a`` rounded up to a multiple of ``m``."""
+    return arith.cdiv(a, m) * m
+
+
 def k0(h: HwNumbers, itemsize):
     """Fractal depth K0 for an operand of ``itemsize`` bytes (16 for fp16, 8 for fp32)."""
     return h.cube_k_bytes // itemsize
@@ -203,89 +242,96 @@ def gm_rate(h: HwNumbers, active_cores) -> Rate:
 
 
 # ---- the rules -----------------------------------------------------------------------------------
-def dma(h: HwNumbers, nbytes, bursts, rate, startup):
+# Each takes ``arith`` (keyword, :data:`EXACT` by default): the arithmetic its ceilings are done in.
+def dma(h: HwNumbers, nbytes, bursts, rate, startup, *, arith: Arith = EXACT):
     """A DMA between GM and a core (DataCopy on MTE2 / MTE3): start-up, bytes at ``rate``, and a gap
     per discontiguous burst after the first."""
     xp = _xp(nbytes, bursts, *_num_den(rate))
     gaps = xp.maximum(bursts - 1, 0) * h.burst
-    return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate) + gaps)
+    return arith.when_nonzero(nbytes, startup + arith.ceil_rate(nbytes, rate) + gaps)
 
 
-def dma_in(h: HwNumbers, nbytes, bursts, rate):
+def dma_in(h: HwNumbers, nbytes, bursts, rate, *, arith: Arith = EXACT):
     """DataCopy GM -> L1 / UB (MTE2) at ``rate``, the core's share of GM (:func:`gm_rate`)."""
-    return dma(h, nbytes, bursts, rate, h.mte2_su)
+    return dma(h, nbytes, bursts, rate, h.mte2_su, arith=arith)
 
 
-def dma_out(h: HwNumbers, nbytes, bursts, rate):
+def dma_out(h: HwNumbers, nbytes, bursts, rate, *, arith: Arith = EXACT):
     """DataCopy UB -> GM (MTE3): the core's GM share ``rate``, capped by MTE3's UB -> GM port."""
-    return dma(h, nbytes, bursts, slower(h.ub_gm_rate, rate), h.mte3_su)
+    return dma(h, nbytes, bursts, slower(h.ub_gm_rate, rate), h.mte3_su, arith=arith)
 
 
-def onchip(nbytes, rate, startup):
+def onchip(nbytes, rate, startup, *, arith: Arith = EXACT):
     """A move inside the core (L1 -> L0, L0C -> UB, a vector pass): start-up plus bytes at ``rate``."""
-    return _when_nonzero(nbytes, startup + ceil_rate(nbytes, rate))
+    return arith.when_nonzero(nbytes, startup + arith.ceil_rate(nbytes, rate))
 
 
-def load_l0a_bytes(h: HwNumbers, rows, cols, itemsize):
+def load_l0a_bytes(h: HwNumbers, rows, cols, itemsize, *, arith: Arith = EXACT):
     """Bytes an L0A load moves for an (M, K) window: whole (16 x K0) fractals."""
     kk = k0(h, itemsize)
-    return round_up(rows, FRACTAL_ROWS) * round_up(cols, kk) * itemsize
+    return round_up(rows, FRACTAL_ROWS, arith=arith) * round_up(cols, kk, arith=arith) * itemsize
 
 
-def load_l0b_bytes(h: HwNumbers, rows, cols, itemsize):
+def load_l0b_bytes(h: HwNumbers, rows, cols, itemsize, *, arith: Arith = EXACT):
     """Bytes an L0B load moves for a (K, N) window: whole (K0 x 16) fractals."""
     kk = k0(h, itemsize)
-    return round_up(rows, kk) * round_up(cols, FRACTAL_ROWS) * itemsize
+    return round_up(rows, kk, arith=arith) * round_up(cols, FRACTAL_ROWS, arith=arith) * itemsize
 
 
-def load_l0a(h: HwNumbers, nbytes):
+def load_l0a(h: HwNumbers, nbytes, *, arith: Arith = EXACT):
     """LoadData 2D / Load3D into L0A (MTE1)."""
-    return onchip(nbytes, h.l0a_rate, h.mte1_su)
+    return onchip(nbytes, h.l0a_rate, h.mte1_su, arith=arith)
 
 
-def load_l0b(h: HwNumbers, nbytes):
+def load_l0b(h: HwNumbers, nbytes, *, arith: Arith = EXACT):
     """LoadData 2D into L0B (MTE1)."""
-    return onchip(nbytes, h.l0b_rate, h.mte1_su)
+    return onchip(nbytes, h.l0b_rate, h.mte1_su, arith=arith)
 
 
-def mmad(h: HwNumbers, m, n, k, itemsize):
+def mmad(h: HwNumbers, m, n, k, itemsize, *, arith: Arith = EXACT):
     """Mmad (M): one (cube_m x K0 x cube_n) block per cycle, plus the pipeline's start-up."""
-    blocks = cdiv(m, h.cube_m) * cdiv(n, h.cube_n) * cdiv(k, k0(h, itemsize))
-    return _when_nonzero(blocks, h.mmad_su + blocks)
+    blocks = arith.cdiv(m, h.cube_m) * arith.cdiv(n, h.cube_n) * arith.cdiv(k, k0(h, itemsize))
+    return arith.when_nonzero(blocks, h.mmad_su + blocks)
 
 
-def mmad_flops_issued(h: HwNumbers, m, n, k, itemsize):
+def mmad_flops_issued(h: HwNumbers, m, n, k, itemsize, *, arith: Arith = EXACT):
     """FLOPs the Cube performs for an (m, n, k) Mmad: whole blocks, padding included."""
-    return 2 * round_up(m, h.cube_m) * round_up(n, h.cube_n) * round_up(k, k0(h, itemsize))
+    kk = k0(h, itemsize)
+    return (
+        2
+        * round_up(m, h.cube_m, arith=arith)
+        * round_up(n, h.cube_n, arith=arith)
+        * round_up(k, kk, arith=arith)
+    )
 
 
-def l0c_bytes(m, n):
+def l0c_bytes(m, n, *, arith: Arith = EXACT):
     """Bytes of the fp32 L0C fractals an (m, n) result occupies (what Fixpipe / L0C->UB read)."""
-    return round_up(m, FRACTAL_ROWS) * round_up(n, FRACTAL_ROWS) * L0C_ITEMSIZE
+    return round_up(m, FRACTAL_ROWS, arith=arith) * round_up(n, FRACTAL_ROWS, arith=arith) * L0C_ITEMSIZE
 
 
-def fixpipe_gm(h: HwNumbers, m, n, out_bytes, bursts, rate):
+def fixpipe_gm(h: HwNumbers, m, n, out_bytes, bursts, rate, *, arith: Arith = EXACT):
     """Fixpipe L0C -> GM (FIX): reading L0C and writing GM overlap; the slower sets the time."""
     xp = _xp(m, n, out_bytes, bursts, *_num_den(rate))
     gaps = xp.maximum(bursts - 1, 0) * h.burst
-    read = ceil_rate(l0c_bytes(m, n), h.fix_rate)
-    write = ceil_rate(out_bytes, rate) + gaps
-    return _when_nonzero(out_bytes, h.fix_su + xp.maximum(read, write))
+    read = arith.ceil_rate(l0c_bytes(m, n, arith=arith), h.fix_rate)
+    write = arith.ceil_rate(out_bytes, rate) + gaps
+    return arith.when_nonzero(out_bytes, h.fix_su + xp.maximum(read, write))
 
 
-def fixpipe_l1(h: HwNumbers, m, n):
+def fixpipe_l1(h: HwNumbers, m, n, *, arith: Arith = EXACT):
     """Fixpipe L0C -> L1 (FIX)."""
-    return onchip(l0c_bytes(m, n), h.fix_rate, h.fix_su)
+    return onchip(l0c_bytes(m, n, arith=arith), h.fix_rate, h.fix_su, arith=arith)
 
 
-def l0c_to_ub(h: HwNumbers, m, n):
+def l0c_to_ub(h: HwNumbers, m, n, *, arith: Arith = EXACT):
     """L0C -> UB on the Vector pipe (coupled chips)."""
-    return onchip(l0c_bytes(m, n), h.l0c_ub_rate, h.vec_su)
+    return onchip(l0c_bytes(m, n, arith=arith), h.l0c_ub_rate, h.vec_su, arith=arith)
 
 
-def vector(h: HwNumbers, nbytes):
+def vector(h: HwNumbers, nbytes, *, arith: Arith = EXACT):
     """One vector instruction (V): one repeat of ``vec_rate`` bytes per cycle over its widest operand."""
-    return onchip(nbytes, h.vec_rate, h.vec_su)
+    return onchip(nbytes, h.vec_rate, h.vec_su, arith=arith)
 
 
 def scalar(h: HwNumbers, cycles):

@@ -19,8 +19,9 @@ replaced by its shape: with two stages the kernel runs at its busiest chain
 (MTE2; MTE1; Cube + Fixpipe, which share L0C) plus the fill; with one stage the chains add up.
 :func:`penalty` turns buffer capacities (:func:`exact.buffer_needs`, the legality check's own code,
 over reals: alignment round-ups straight-through) and the space's bounds into smooth squared hinges.
-The surrogate's instruction costs keep their own smooth forms (trip counts ``max(x, 1)``, no
-ceilings): pricing them with ``hw/costs.py``'s straight-through ceilings was measured to cost the
+The surrogate's instruction costs are ``hw/costs.py``'s rules evaluated in
+:data:`~npu_jax.hw.costs.SMOOTH` arithmetic (sizes over blocks ``max(x, 1)``, bytes over rates
+unceilinged): pricing them with the exact rules' straight-through ceilings was measured to cost the
 search (46 of 53 ResNet-50 layers within 1.02x of the optimum instead of 53).
 
 :func:`relaxed_cycles` is the model the search descends: ``surrogate(x) * sg(exact(r) /
@@ -44,8 +45,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from npu_jax.hw.config import FRACTAL_ROWS, L0C_ITEMSIZE
-from npu_jax.hw.costs import cdiv
+from npu_jax.hw import costs
+from npu_jax.hw.config import FRACTAL_ROWS
+from npu_jax.hw.costs import SMOOTH, cdiv
 from npu_jax.hw.formats import itemsize
 from npu_jax.search import exact
 
@@ -129,40 +131,38 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
     k_l1 = cin1e * taps * exact.C0
     parts = jnp.where(res, 1.0, soft_ceil(c1 / cin1))
     steps = parts * soft_ceil(k_l1 / k_l0)
-    gm_rate = jnp.minimum(hw.gm, hw.chip_gm / cores)
+    gm_rate = costs.gm_rate(hw, cores)
     nv = jnp.minimum(n, Lf.k)
     m = ho_e * wo_e
-    m16, n16, k16 = soft_ceil(m / F), soft_ceil(nv / F), soft_ceil(k_l0 / exact.C0)
     # one K step: Load3D (L0A) + LoadData (L0B), and the Mmad
-    load = 2 * hw.mte1_su + m16 * F * k_l0 * ISZ / hw.l0a_rate + k16 * exact.C0 * n16 * F * ISZ / hw.l0b_rate
-    mmad = hw.mmad_su + m16 * n16 * k16
+    l0a_bytes = costs.load_l0a_bytes(hw, m, k_l0, ISZ, arith=SMOOTH)
+    l0b_bytes = costs.load_l0b_bytes(hw, k_l0, nv, ISZ, arith=SMOOTH)
+    load = costs.load_l0a(hw, l0a_bytes, arith=SMOOTH) + costs.load_l0b(hw, l0b_bytes, arith=SMOOTH)
+    mmad = costs.mmad(hw, m, nv, k_l0, ISZ, arith=SMOOTH)
     # input tile (halo included) and weight parts; bursts: one per row and channel block unless
     # the tile spans whole rows (whole planes)
     rows = jnp.minimum((ho_e - 1) * Lf.sh + (Lf.kh - 1) * Lf.dh + 1, Lf.h)
     cols = jnp.minimum((wo_e - 1) * Lf.sw + (Lf.kw - 1) * Lf.dw + 1, Lf.w)
     wc, wr = _full(wo, Lf.wo), _full(ho, Lf.ho)
     x_bursts = wc * (wr + (1 - wr) * c1) + (1 - wc) * rows * c1
-    cx = hw.mte2_su + c1 * exact.C0 * rows * cols * ISZ / gm_rate + (x_bursts - 1) * hw.burst
-    cw = hw.mte2_su + k_l1 * nv * ISZ / gm_rate
-    cw_res = hw.mte2_su + cb_per * k_total * n * ISZ / gm_rate
+    cx = costs.dma_in(hw, c1 * exact.C0 * rows * cols * ISZ, x_bursts, gm_rate, arith=SMOOTH)
+    cw = costs.dma_in(hw, k_l1 * nv * ISZ, 1, gm_rate, arith=SMOOTH)
+    cw_res = costs.dma_in(hw, cb_per * k_total * n * ISZ, 1, gm_rate, arith=SMOOTH)
     # epilogue: L0C out; one burst per output row of the tile unless it holds every channel
     out_bytes = m * nv * ISZ
     wn = _full(n, Lf.k)
     out_bursts = wn * (wc + (1 - wc) * ho_e) + (1 - wn) * m
-    l0c_bytes = m16 * F * n16 * F * L0C_ITEMSIZE
     if coupled:
-        fx = hw.vec_su + l0c_bytes / hw.l0c_ub_rate
-        c3 = hw.mte3_su + out_bytes / jnp.minimum(hw.ub_gm_rate, gm_rate) + (out_bursts - 1) * hw.burst
+        fx = costs.l0c_to_ub(hw, m, nv, arith=SMOOTH)
+        c3 = costs.dma_out(hw, out_bytes, out_bursts, gm_rate, arith=SMOOTH)
         if fused:  # the epilogue's vector steps (VAdd bias, VRelu, VCast) over the UB tile
             epi, out = exact.epilogue(coupled)
             vsz, osz = itemsize(epi.vector), itemsize(out)
             for _op, role in epi.vector_ops():
                 width = max(vsz, osz) if role == "cast" else vsz
-                c3 = c3 + (hw.vec_su + m * n * width / hw.vec_rate)
+                c3 = c3 + costs.vector(hw, m * n * width, arith=SMOOTH)
     else:
-        fx = hw.fix_su + jnp.maximum(
-            l0c_bytes / hw.fix_rate, out_bytes / gm_rate + (out_bursts - 1) * hw.burst
-        )
+        fx = costs.fixpipe_gm(hw, m, nv, out_bytes, out_bursts, gm_rate, arith=SMOOTH)
         c3 = jnp.zeros_like(fx)
     # per item, on each chain: MTE2 (input once per spatial tile, weight parts), MTE1 (loads),
     # Cube + Fixpipe (they share the one L0C tile), and the epilogue's own queue

@@ -1,0 +1,161 @@
+"""The cost rules' two arithmetics (``npu_jax/hw/costs.py``): :data:`~npu_jax.hw.costs.SMOOTH`, the
+same rules over reals that the tile search's surrogate descends, equals :data:`~npu_jax.hw.costs.EXACT`
+wherever no ceiling is active (whole fractals, byte counts that a rate divides), lies under it
+elsewhere (a ceiling only rounds up), and is differentiable in the sizes and in the hardware's rates.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax.hw import costs
+from npu_jax.hw.config import FRACTAL_ROWS
+from npu_jax.hw.costs import EXACT, SMOOTH, HwNumbers
+from npu_jax.hw.formats import itemsize
+
+ISZ = itemsize("fp16")  # the operands: K0 = cube_k_bytes / ISZ
+PRESETS = ("ascend910b", "ascend910", "ascend310p")
+# presets whose rates are whole bytes per cycle (a byte count can be a multiple of each)
+WHOLE_RATES = ("ascend910b", "ascend310p")
+SIZES = ("m", "n", "k", "nbytes", "bursts", "vbytes", "out_bytes", "cores")
+
+
+def _hw(name: str):
+    return npu_jax.presets.tiny() if name == "tiny" else npu_jax.presets.get(name)
+
+
+def _rules(h: HwNumbers, s: dict, arith) -> dict:
+    """Every rule of an instruction at the sizes ``s``, in ``arith``."""
+    gm = costs.gm_rate(h, s["cores"])
+    return dict(
+        dma_in=costs.dma_in(h, s["nbytes"], s["bursts"], gm, arith=arith),
+        dma_out=costs.dma_out(h, s["out_bytes"], s["bursts"], gm, arith=arith),
+        load_l0a=costs.load_l0a(h, costs.load_l0a_bytes(h, s["m"], s["k"], ISZ, arith=arith), arith=arith),
+        load_l0b=costs.load_l0b(h, costs.load_l0b_bytes(h, s["k"], s["n"], ISZ, arith=arith), arith=arith),
+        mmad=costs.mmad(h, s["m"], s["n"], s["k"], ISZ, arith=arith),
+        flops=costs.mmad_flops_issued(h, s["m"], s["n"], s["k"], ISZ, arith=arith),
+        fixpipe_gm=costs.fixpipe_gm(h, s["m"], s["n"], s["out_bytes"], s["bursts"], gm, arith=arith),
+        fixpipe_l1=costs.fixpipe_l1(h, s["m"], s["n"], arith=arith),
+        l0c_to_ub=costs.l0c_to_ub(h, s["m"], s["n"], arith=arith),
+        vector=costs.vector(h, s["vbytes"], arith=arith),
+    )
+
+
+def _whole_sizes(rng, hw) -> dict:
+    """Sizes at which no ceiling is active: whole fractals and Cube blocks, byte counts that every
+    rate divides (``cores = 1``: the GM rate is the core's own)."""
+    h = HwNumbers.of(hw)
+    block = int(np.lcm.reduce([hw.cube_m, hw.cube_n, costs.k0(h, ISZ), FRACTAL_ROWS]))
+    m, n, k = (block * int(rng.integers(1, 12)) for _ in range(3))
+    gm = int(costs.gm_rate(h, 1))
+    port = int(min(h.ub_gm_rate, gm))
+    return dict(
+        m=m,
+        n=n,
+        k=k,
+        nbytes=gm * int(rng.integers(1, 5000)),
+        out_bytes=int(np.lcm(gm, port)) * int(rng.integers(1, 5000)),
+        vbytes=int(h.vec_rate) * int(rng.integers(1, 64)),
+        bursts=int(rng.integers(1, 40)),
+        cores=1,
+    )
+
+
+def _smooth(hw, sizes: dict, jit: bool) -> dict:
+    """The SMOOTH rules at float32 sizes, over the hardware's arrays (as the search calls them)."""
+
+    def f(s):
+        return _rules(HwNumbers.arrays(hw), s, SMOOTH)
+
+    s = {k: jnp.float32(v) for k, v in sizes.items()}
+    return (jax.jit(f) if jit else f)(s)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("preset", WHOLE_RATES + ("tiny",))
+def test_smooth_equals_exact_without_ceilings(preset, jit):
+    hw, rng = _hw(preset), np.random.default_rng()
+    for _ in range(5):
+        s = _whole_sizes(rng, hw)
+        exact = _rules(HwNumbers.of(hw), s, EXACT)
+        smooth = _smooth(hw, s, jit)
+        for name, v in exact.items():
+            assert float(smooth[name]) == float(v), (name, s, float(smooth[name]), v)
+
+
+@pytest.mark.parametrize("preset", PRESETS + ("tiny",))
+def test_smooth_under_exact(preset):
+    """At any sizes a ceiling only rounds up: SMOOTH <= EXACT, and a whole block (or a cycle per
+    rate division) at most apart per ceiling."""
+    hw, rng = _hw(preset), np.random.default_rng()
+    for _ in range(10):
+        s = dict(
+            m=int(rng.integers(1, 300)),
+            n=int(rng.integers(1, 300)),
+            k=int(rng.integers(1, 600)),
+            nbytes=int(rng.integers(1, 1 << 20)),
+            out_bytes=int(rng.integers(1, 1 << 18)),
+            vbytes=int(rng.integers(1, 1 << 14)),
+            bursts=int(rng.integers(1, 40)),
+            cores=int(rng.integers(1, hw.num_cores + 1)),
+        )
+        exact = _rules(HwNumbers.of(hw), s, EXACT)
+        smooth = _smooth(hw, s, False)
+        for name, v in exact.items():
+            sv = float(smooth[name])
+            assert sv <= v * (1 + 1e-6), (name, s, sv, v)  # float32 division vs its ceiling
+            assert sv > 0, (name, s, sv)
+        # a rate's ceiling adds under one cycle
+        assert exact["vector"] - float(smooth["vector"]) < 1 + 1e-3
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_smooth_rules_differentiable(preset):
+    """The gradient of every SMOOTH rule in the sizes is finite and agrees with a central difference
+    (sizes above one block, away from the ``max(., 1)`` kink), and the rates' gradients are there."""
+    hw, rng = _hw(preset), np.random.default_rng()
+    h = HwNumbers.arrays(hw)
+    s0 = dict(
+        m=rng.uniform(40, 300),
+        n=rng.uniform(40, 300),
+        k=rng.uniform(40, 600),
+        nbytes=rng.uniform(1e3, 1e5),
+        out_bytes=rng.uniform(1e3, 1e5),
+        vbytes=rng.uniform(1e3, 1e4),
+        bursts=rng.uniform(2, 40),
+        cores=1.0,
+    )
+    x0 = jnp.array([s0[k] for k in SIZES], jnp.float32)
+    for name in _rules(h, {k: jnp.float32(v) for k, v in s0.items()}, SMOOTH):
+
+        def f(x, name=name):
+            return _rules(h, dict(zip(SIZES, x)), SMOOTH)[name]
+
+        g = np.asarray(jax.grad(f)(x0))
+        assert np.all(np.isfinite(g)) and np.any(g > 0), (name, g)
+        for i in np.flatnonzero(g):
+            step = jnp.zeros_like(x0).at[i].set(0.5)
+            fd = float(f(x0 + step) - f(x0 - step))  # the rules are (bi)linear between kinks
+            assert fd == pytest.approx(g[i], rel=2e-2), (name, SIZES[i], fd, g[i])
+    # co-design differentiates the hardware: more bytes per cycle, fewer cycles
+    vb = jnp.float32(s0["vbytes"])
+    d_rate = jax.grad(lambda r: costs.vector(h._replace(vec_rate=r), vb, arith=SMOOTH))(h.vec_rate)
+    assert float(d_rate) == pytest.approx(-float(vb) / float(h.vec_rate) ** 2, rel=1e-4)
+    nb = jnp.float32(s0["nbytes"])
+    d_gm = jax.grad(lambda r: costs.dma_in(h, nb, 1, costs.gm_rate(h._replace(gm=r), 1), arith=SMOOTH))(h.gm)
+    assert float(d_gm) < 0
+
+
+def test_exact_is_the_default():
+    """A rule called without ``arith`` is the integer rule (the emulator's and the exact model's)."""
+    hw, rng = _hw("ascend910"), np.random.default_rng()
+    h = HwNumbers.of(hw)
+    m, n, k = (int(rng.integers(1, 300)) for _ in range(3))
+    assert costs.mmad(h, m, n, k, ISZ) == costs.mmad(h, m, n, k, ISZ, arith=EXACT)
+    blocks = -(-m // hw.cube_m) * -(-n // hw.cube_n) * -(-k // costs.k0(h, ISZ))
+    assert costs.mmad(h, m, n, k, ISZ) == h.mmad_su + blocks
+    assert costs.vector(h, 0) == 0 and float(costs.vector(h, jnp.float32(0), arith=SMOOTH)) == h.vec_su
