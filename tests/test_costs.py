@@ -51,7 +51,7 @@ def _whole_sizes(rng, hw) -> dict:
     h = HwNumbers.of(hw)
     block = int(np.lcm.reduce([hw.cube_m, hw.cube_n, costs.k0(h, ISZ), FRACTAL_ROWS]))
     m, n, k = (block * int(rng.integers(1, 12)) for _ in range(3))
-    gm = int(costs.gm_rate(h, 1))
+    gm = int(costs.gm_rate(h, 1).per_cycle)
     port = int(min(h.ub_gm_rate, gm))
     return dict(
         m=m,

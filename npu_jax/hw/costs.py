@@ -142,6 +142,11 @@ class Rate(NamedTuple):
     num: object
     den: object
 
+    @property
+    def per_cycle(self):
+        """The rate as one number (B/cycle), rounded: for reports and tests, never for a cost."""
+        return self.num / self.den
+
 
 def _num_den(rate):
     return (rate.num, rate.den) if isinstance(rate, Rate) else (rate, 1)
