@@ -77,7 +77,7 @@ class ConvTiling:
                 raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
         if self.n % FRACTAL_ROWS:
             raise TilingError(
-                f"ConvTiling.n (Cout block) must be a multiple of {FRACTAL_ROWS} (one fractal), got {self.n}."
+                f"ConvTiling.n (Cout block) must be a multiple of {FRACTAL_ROWS}, got {self.n} (whole fractals)."
             )
         for name in ("l1_stages", "l0_stages"):
             if getattr(self, name) not in (1, 2):
