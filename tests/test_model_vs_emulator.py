@@ -2,7 +2,7 @@
 
 The hardware is drawn from the presets and from random valid :class:`HardwareConfig` s (Cube 16x16
 or 32x32, other rates, start-ups, burst gaps, buffer sizes, core counts, coupled or not); the
-strategy, the tiling and the fused epilogue (Fixpipe or UB, bias / ReLU / residual) at random. Each
+strategy, the tiling and the fused epilogue (Fixpipe or UB, bias / ReLU / residual / abs) at random. Each
 (hardware, strategy, tiling, epilogue) compiles one timing-only kernel bounded by ``BOUND``; random
 layers inside the bound then run through it with their fields traced. ``cost.conv.predict`` sees only
 the plan and must give the emulator's cycles and GM bytes exactly, and the search's jax schedule
@@ -31,7 +31,7 @@ from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 KiB = 1024
 BOUND = ConvGeometry(2, 40, 12, 12, 48, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1))
-CHAINS = (("bias", "relu"), ("relu",), ("bias", "residual", "relu"), ("leaky_relu",))
+CHAINS = (("bias", "relu"), ("relu",), ("bias", "residual", "relu"), ("leaky_relu",), ("bias", "abs"))
 GROUPS = 12  # (hardware, strategy, tiling) programs: 4 on presets, 8 on random configs
 LAYERS = 26  # random layers through each program
 
@@ -277,3 +277,12 @@ def test_ceil_rate_same_in_numpy_and_jit(rate):
     assert np.array_equal(want, got)
     exact = -(-(ns.astype(np.int64) * den * 10) // int(round(num * 10)))  # num has one decimal here
     assert np.array_equal(want, exact), ns[want != exact][:5]
+
+
+def test_abs_step_needs_no_model_edit(rng):
+    """docs/design.md's worked example: VAbs was declared (isa/vector.py, table.py) and an ``abs``
+    epilogue step added (mapping/epilogue.py); the schedule charges the chain's vector ops through
+    ``costs.vector`` with no edit of its own, and equals the emulator on a UB (coupled) epilogue."""
+    hw = npu_jax.presets.tiny(coupled=True)
+    checked = sum(check_triples(rng, hw, "img2col", ("bias", "abs"), 1, 3) for _ in range(4))
+    assert checked > 0
