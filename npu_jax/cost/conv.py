@@ -60,10 +60,9 @@ def _inputs(p: ConvPlan):
     return pr, layer_of(p.g), tile, d, HwNumbers.of(p.hw)
 
 
-def predict(p: ConvPlan, xp=np) -> Prediction:
-    """Cycles and bytes of a ConvPlan, in closed form (numpy: ``xp`` is kept for callers that
-    name it; the search runs the same schedule in jax through :mod:`npu_jax.search.exact`)."""
-    _numpy_only(xp)
+def predict(p: ConvPlan) -> Prediction:
+    """Cycles and bytes of a ConvPlan, in closed form (numpy; the search runs the same schedule in
+    jax through :mod:`npu_jax.search.exact`)."""
     pr, L, t, d, h = _inputs(p)
     s = schedule(pr, L, t, d, h, np)
     path_out = "UB->GM" if p.hw.coupled else "L0C->GM"
@@ -75,11 +74,10 @@ def predict(p: ConvPlan, xp=np) -> Prediction:
     )
 
 
-def lower_bound(p: ConvPlan, xp=np, serial: bool = False) -> int:
+def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     """A cheap lower bound on ``predict(p).cycles``: the busiest pipe of the busiest core, each
     pipe's work summed (no schedule). ``serial=True`` instead sums every pipe's work (an upper
     bound for the single-buffered chain). Used to rank the chooser's candidates."""
-    _numpy_only(xp)
     c, q, pro = arrays(*_inputs(p))
     live = c["live"][..., None]
     n_s = q["steps"]
@@ -94,14 +92,6 @@ def lower_bound(p: ConvPlan, xp=np, serial: bool = False) -> int:
     if serial:
         return int((mte1 + cube + mte2 + epi).max())
     return int(np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max())
-
-
-def _numpy_only(xp) -> None:
-    if xp is not np:
-        raise ValueError(
-            f"predict and lower_bound evaluate plans with numpy, got xp={xp!r}; for traced or batched "
-            "tilings use npu_jax.search.exact.cycles (the same schedule in jax)."
-        )
 
 
 def predict_many(

@@ -13,7 +13,8 @@ way Cout blocks and spatial tiles divide over the cores stays a fixed choice of 
 
 :func:`surrogate` is the cost model written over reals: the same per-instruction costs (start-up
 plus bytes / rate, one fractal per Cube cycle, a gap per GM burst) for a full tile, trip counts
-through a relaxed ceiling (:func:`soft_ceil`), the burst counts' switches (a tile spanning whole
+through the rules' smooth ceiling (``SMOOTH.cdiv``: max(a / b, 1); the search's points sit on
+balanced sizes, whose trip counts are nearly integers), the burst counts' switches (a tile spanning whole
 rows, a Cout block holding every channel) through sigmoids in log space, and the schedule
 replaced by its shape: with two stages the kernel runs at its busiest chain
 (MTE2; MTE1; Cube + Fixpipe, which share L0C) plus the fill; with one stage the chains add up.
@@ -98,13 +99,6 @@ def project(x, disc, L: exact.Layer, num_cores: int):
     return x.at[4].set(jnp.minimum(x[4], kmax))
 
 
-def soft_ceil(x):
-    """A trip count over reals: max(x, 1). The search's points sit on balanced sizes, whose trip
-    counts X / size are (nearly) integers, so no ceiling is needed there; in between, the count
-    moves smoothly (a subgradient at 1)."""
-    return jnp.maximum(x, 1.0)
-
-
 def _full(v, extent):
     """Smooth indicator of ``v >= extent`` in log space (0.94 at v = extent, 0.06 at half of it)."""
     return jax.nn.sigmoid(8.0 * (jnp.log(v) - jnp.log(extent) + 0.35))
@@ -120,17 +114,17 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
     taps = Lf.kh * Lf.kw
     cin1e = jnp.minimum(cin1, c1)
     ho_e, wo_e = jnp.minimum(ho, Lf.ho), jnp.minimum(wo, Lf.wo)
-    n_tiles = Lf.n * soft_ceil(Lf.ho / ho) * soft_ceil(Lf.wo / wo)
-    ncb = soft_ceil(Lf.k / n)
-    cb_per = soft_ceil(ncb / cs)
+    n_tiles = Lf.n * SMOOTH.cdiv(Lf.ho, ho) * SMOOTH.cdiv(Lf.wo, wo)
+    ncb = SMOOTH.cdiv(Lf.k, n)
+    cb_per = SMOOTH.cdiv(ncb, cs)
     cores_sp = jnp.maximum(1.0, jnp.minimum(num_cores / cs, n_tiles))
     cores = cores_sp * cs
-    tiles_pc = soft_ceil(n_tiles / cores_sp)
+    tiles_pc = SMOOTH.cdiv(n_tiles, cores_sp)
     items = tiles_pc * cb_per
     k_total = c1 * taps * exact.C0
     k_l1 = cin1e * taps * exact.C0
-    parts = jnp.where(res, 1.0, soft_ceil(c1 / cin1))
-    steps = parts * soft_ceil(k_l1 / k_l0)
+    parts = jnp.where(res, 1.0, SMOOTH.cdiv(c1, cin1))
+    steps = parts * SMOOTH.cdiv(k_l1, k_l0)
     gm_rate = costs.gm_rate(hw, cores)
     nv = jnp.minimum(n, Lf.k)
     m = ho_e * wo_e
