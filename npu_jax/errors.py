@@ -30,3 +30,87 @@ class WindowError(NpuError, ValueError):
 
 class SanitizerWarning(UserWarning):
     """A sanitizer finding reported as a warning (``Checks(..., action="warn")``)."""
+
+
+class InputError(NpuError, ValueError):
+    """A public entry point's argument has an illegal value (a range, a shape, a file's contents).
+
+    The message names the parameter, the value given and the fix."""
+
+
+class InputTypeError(NpuError, TypeError):
+    """A public entry point's argument has the wrong type (a string where a bool is asked, ``True``
+    where a count is, an object or complex array where a float one is)."""
+
+
+class SizeError(NpuError, ValueError):
+    """A call would allocate more than the process's limit (``npu_jax.set_max_bytes``, or the
+    ``NPU_JAX_MAX_BYTES`` environment variable). The message gives the estimate, its parts and the
+    limit; raise the limit or shrink the call."""
+
+
+class ConfigError(NpuError, ValueError):
+    """A hardware configuration whose costs cannot be represented exactly (one instruction's cycles
+    past the counters' exact range), or whose file is not a configuration."""
+
+
+class GradientError(NpuError, NotImplementedError):
+    """``jax.grad`` (or any JAX differentiation) through an emulated kernel: refused, because the
+    emulator's rounding is bit arithmetic whose derivative is zero almost everywhere."""
+
+
+# ---- argument checks shared by every layer (the lowest layer, so the search may use them too) -----
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def check_bool(fn: str, name: str, v) -> bool:
+    """``v`` as a bool: Python and numpy bools only (the string ``"no"`` or ``1`` is refused)."""
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return bool(v)
+    raise InputTypeError(f"{fn}: {name} must be True or False, got {type(v).__name__} {v!r}.")
+
+
+def check_int(fn: str, name: str, v, lo: int | None = None, hi: int | None = None, fix: str = "") -> int:
+    """``v`` as an int in [lo, hi]: Python and numpy integers, never a bool or a float."""
+    if isinstance(v, bool) or type(v).__name__ == "bool_" or not hasattr(v, "__index__"):
+        raise InputTypeError(
+            f"{fn}: {name} must be an int, got {type(v).__name__} {v!r}" + (f"; {fix}" if fix else ".")
+        )
+    v = int(v.__index__())
+    lo_ = _INT64[0] if lo is None else lo
+    hi_ = _INT64[1] if hi is None else hi
+    if not lo_ <= v <= hi_:
+        raise InputError(f"{fn}: {name} must be in [{lo_}, {hi_}], got {v}" + (f"; {fix}" if fix else "."))
+    return v
+
+
+def check_number(fn: str, name: str, v, lo: float | None = None, hi: float | None = None, *, open_lo=False):
+    """``v`` as a finite real number (int or float, never a bool or a string) in [lo, hi]
+    (``(lo, hi]`` with ``open_lo``)."""
+    if isinstance(v, bool) or type(v).__name__ == "bool_" or isinstance(v, (str, bytes, complex)):
+        raise InputTypeError(f"{fn}: {name} must be a real number, got {type(v).__name__} {v!r}.")
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise InputTypeError(f"{fn}: {name} must be a real number, got {type(v).__name__} {v!r}.") from None
+    if f != f or f in (float("inf"), float("-inf")):
+        raise InputError(f"{fn}: {name} must be finite, got {v!r}.")
+    if (lo is not None and (f <= lo if open_lo else f < lo)) or (hi is not None and f > hi):
+        rng = f"{'(' if open_lo else '['}{lo}, {hi}]"
+        raise InputError(f"{fn}: {name} must be in {rng}, got {v!r}.")
+    return f
+
+
+def check_seed(fn: str, name: str, v) -> int:
+    """A PRNG seed: an int in [0, 2**63 - 1] (what both ``numpy.random.default_rng`` and
+    ``jax.random.key`` take)."""
+    return check_int(fn, name, v, 0, 2**63 - 1, fix="a seed is a non-negative 63-bit integer")
+
+
+def check_choice(fn: str, name: str, v, allowed) -> str:
+    """``v`` one of ``allowed`` (strings)."""
+    if not isinstance(v, str):
+        raise InputTypeError(f"{fn}: {name} must be one of {tuple(allowed)}, got {type(v).__name__} {v!r}.")
+    if v not in allowed:
+        raise InputError(f"{fn}: {name} must be one of {tuple(allowed)}, got {v!r}.")
+    return v

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-from npu_jax.api.validate import check_arrays, check_common, check_flag
+from npu_jax.api.validate import check_arrays, check_common, check_flag, no_grad, state_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
+from npu_jax.errors import InputError, InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
@@ -62,9 +65,11 @@ def conv2d(
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
     x, w = check_arrays(x, w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
-    check_flag("timing_only", timing_only)
+    check_choice("conv2d", "strategy", strategy, STRATEGIES)
+    timing_only = check_flag("timing_only", timing_only)
+    _check_tiling(tiling)
+    state_bytes("conv2d", hw, hw.num_cores, _gm_bytes(g), cap, checks)
+    x, w = no_grad("conv2d", x, w)
     op = policy.operand
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
@@ -96,16 +101,22 @@ def conv2d_bounded(
     Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report.
     """
     hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
-    check_flag("timing_only", timing_only)
-    x, w = check_arrays(x, w)
+    timing_only = check_flag("timing_only", timing_only, "conv2d_bounded")
+    x, w = check_arrays(x, w, "conv2d_bounded")
+    check_choice("conv2d_bounded", "strategy", strategy, STRATEGIES)
+    check_bound("conv2d_bounded", g, bound)
+    if not isinstance(tiling, ConvTiling):
+        raise InputTypeError(f"conv2d_bounded: tiling must be a ConvTiling, got {type(tiling).__name__}.")
+    state_bytes("conv2d_bounded", hw, hw.num_cores, _gm_bytes(bound), 0, checks)
+    x, w = no_grad("conv2d_bounded", x, w)
     if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (
         bound.k,
         bound.c,
         bound.kh,
         bound.kw,
     ):
-        raise ValueError(
-            f"x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
+        raise InputError(
+            f"conv2d_bounded: x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
             f"{(bound.n, bound.c, bound.h, bound.w)} and {(bound.k, bound.c, bound.kh, bound.kw)}."
         )
     op = policy.operand
@@ -116,4 +127,47 @@ def conv2d_bounded(
     return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
-__all__ = ["conv2d", "conv2d_bounded", "run_plan"]
+def _check_tiling(tiling) -> None:
+    if tiling is not None and not isinstance(tiling, ConvTiling):
+        raise InputTypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__} {tiling!r}.")
+
+
+def _gm_bytes(g: ConvGeometry) -> int:
+    """GM bytes of a conv (x, w, y at 4 B an element, the widest format, and y's written mask)."""
+    out = g.n * g.k * max(g.ho, 1) * max(g.wo, 1)
+    return 4 * (g.n * g.c * g.h * g.w + g.k * g.c * g.kh * g.kw) + 5 * out
+
+
+_BOUND_FIELDS = ("n", "c", "h", "w", "k", "kh", "kw")
+
+
+def check_bound(fn: str, g, bound) -> None:
+    """``g`` and ``bound`` ConvGeometry values, and ``g`` inside ``bound`` wherever ``g``'s fields are
+    concrete (a traced layer is the caller's promise): a layer larger than its bound would give an
+    output of the bound's shape, silently cut."""
+    for name, v in (("g", g), ("bound", bound)):
+        if not isinstance(v, ConvGeometry):
+            raise InputTypeError(
+                f"{fn}: {name} must be a ConvGeometry (npu_jax.workload.conv.canonicalize(x_shape, "
+                f"w_shape, ...)), got {type(v).__name__}."
+            )
+    over = []
+    for f in _BOUND_FIELDS:
+        gv, bv = getattr(g, f), getattr(bound, f)
+        if isinstance(gv, (int, np.integer)) and int(gv) > bv:
+            over.append(f"{f}={int(gv)} > {bv}")
+    ho_b = bound.h + bound.pads[0] + bound.pads[1]
+    wo_b = bound.w + bound.pads[2] + bound.pads[3]
+    try:
+        if int(g.ho) > ho_b or int(g.wo) > wo_b:
+            over.append(f"output {int(g.ho)}x{int(g.wo)} > {ho_b}x{wo_b}")
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        pass  # traced: the caller's promise
+    if over:
+        raise InputError(
+            f"{fn}: the layer g does not fit its bound ({', '.join(over)}); give a bound at least as "
+            f"large as every layer in every field (e.g. bound=g for one layer)."
+        )
+
+
+__all__ = ["check_bound", "conv2d", "conv2d_bounded", "run_plan"]

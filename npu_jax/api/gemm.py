@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 
-import jax.numpy as jnp
-
-from npu_jax.api.validate import check_common
+from npu_jax.api.validate import as_array, check_common, no_grad, state_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec, padded_shape
-from npu_jax.errors import AlignmentError, CapacityError, TilingError
+from npu_jax.errors import AlignmentError, CapacityError, InputError, InputTypeError, TilingError
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.gemm import build_kernel
 from npu_jax.mapping.gemm import MatmulTiling, allocate_gemm, default_tiling
@@ -49,29 +47,24 @@ def matmul(
     """
 
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
-    for name, arr in (("a", a), ("b", b)):
-        if arr is None or isinstance(arr, (str, bytes, dict)):
-            raise TypeError(f"matmul: {name} must be an array, got {type(arr).__name__}.")
-    a, b = jnp.asarray(a), jnp.asarray(b)
+    a, b = as_array("matmul", "a", a), as_array("matmul", "b", b)
     if a.ndim != 2 or b.ndim != 2:
-        raise ValueError(
+        raise InputError(
             f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and b{tuple(b.shape)}."
         )
     if a.shape[1] != b.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's K "
             f"({a.shape[1]}) must equal b's K ({b.shape[0]})."
         )
     for name, x in (("a", a), ("b", b)):
-        if not jnp.issubdtype(x.dtype, jnp.floating):
-            raise TypeError(f"matmul: {name} must be a float array, got {x.dtype}.")
         if 0 in x.shape:
-            raise ValueError(f"matmul: {name} has an empty dimension {tuple(x.shape)}.")
+            raise InputError(f"matmul: {name} has an empty dimension {tuple(x.shape)}.")
+    if tiling is not None and not isinstance(tiling, MatmulTiling):
+        raise InputTypeError(f"matmul: tiling must be a MatmulTiling or None, got {type(tiling).__name__}.")
     M, K = a.shape
     N = b.shape[1]
     tiling = default_tiling(M, N, K, hw, policy.operand) if tiling is None else tiling
-    if not isinstance(tiling, MatmulTiling):
-        raise TypeError(f"tiling must be a MatmulTiling or None, got {type(tiling).__name__}.")
     op = policy.operand
     out = policy.output
     n_blocks = math.ceil(M / tiling.m) * math.ceil(N / tiling.n)
@@ -97,12 +90,15 @@ def matmul(
             tiling,
         ) from None
     kern = build_kernel(M, N, K, hw, tiling, allocs, cores)
-    kern = build_kernel(M, N, K, hw, tiling, allocs, cores)
     gm = (
         GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
         GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
         GmSpec("c", (M, N), padded_shape((M, N), (tiling.m, tiling.n)), out, output=True),
     )
+    # each core holds its copy of the padded GM tensors (and the output's written mask)
+    gm_bytes = sum(math.prod(g.padded) * (4 + g.output) for g in gm)
+    state_bytes("matmul", hw, cores, gm_bytes, cap, checks)
+    a, b = no_grad("matmul", a, b)
     ctx = Context(
         hw=hw,
         allocs=tuple(plan.allocs),

@@ -1,13 +1,147 @@
-"""Arguments every public entry point shares, checked and canonicalised once, at the boundary."""
+"""Arguments every public entry point shares, checked and canonicalised once, at the boundary.
+
+One layer: types (real bools, real ints, array-likes converted once with their dtype checked),
+ranges, finiteness, and the size of what a call would allocate, estimated and refused above a
+limit the user can raise (:func:`set_max_bytes`, ``NPU_JAX_MAX_BYTES``). Every error is one of the
+package's own (:mod:`npu_jax.errors`) and names the entry point, the parameter, the value and the fix.
+The primitive checks (``check_bool``, ``check_int``, ...) live in :mod:`npu_jax.errors`, the lowest
+layer, so that the search (below this layer) uses the same ones.
+
+Gradients: the emulated kernels are bit arithmetic (rounding by integer operations), whose
+derivative is zero almost everywhere, so ``jax.grad`` through them would return zeros in silence.
+:func:`no_grad` refuses it with a :class:`~npu_jax.errors.GradientError` (docs/errors.md).
+"""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+import contextlib
+import os
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from npu_jax.core.checks.columns import LW, SLACK
 from npu_jax.core.policy import Policy
 from npu_jax.core.sanitize import Checks
+from npu_jax.errors import (
+    GradientError,
+    InputError,
+    InputTypeError,
+    SizeError,
+    check_bool,
+    check_int,
+    check_seed,
+)
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
+
+TRACE_DEFAULT = 4096  # events per core that ``trace=True`` keeps
+TRACE_EVENT_BYTES = 24  # pipe, op (int32) and start, end (wide: two int32 each)
+_MAX_BYTES_ENV = "NPU_JAX_MAX_BYTES"
+_DEFAULT_MAX_BYTES = 4 << 30
+_max_bytes: list[int | None] = [None]  # set_max_bytes's value (None: the environment or the default)
+
+
+# ---- the allocation limit ---------------------------------------------------------------------------
+def max_bytes() -> int:
+    """Bytes one call may allocate for its emulated state: :func:`set_max_bytes`'s value, else
+    ``NPU_JAX_MAX_BYTES``, else 4 GiB."""
+    if _max_bytes[0] is not None:
+        return _max_bytes[0]
+    env = os.environ.get(_MAX_BYTES_ENV)
+    if env is None:
+        return _DEFAULT_MAX_BYTES
+    try:
+        v = int(float(env))
+    except ValueError:
+        raise InputError(
+            f"{_MAX_BYTES_ENV}={env!r} must be a number of bytes (e.g. 8e9); unset it or fix it."
+        ) from None
+    if v <= 0:
+        raise InputError(f"{_MAX_BYTES_ENV}={env!r} must be > 0 bytes.")
+    return v
+
+
+def set_max_bytes(n: int | None) -> contextlib.AbstractContextManager:
+    """Set the per-call allocation limit (bytes; None = back to ``NPU_JAX_MAX_BYTES`` or 4 GiB).
+    Usable as a context manager too, which restores the previous limit:
+
+    Example:
+        >>> import npu_jax
+        >>> with npu_jax.set_max_bytes(16 << 30):
+        ...     pass
+    """
+    old = _max_bytes[0]
+    _max_bytes[0] = None if n is None else check_int("set_max_bytes", "n", n, 1)
+
+    @contextlib.contextmanager
+    def restore():
+        try:
+            yield
+        finally:
+            _max_bytes[0] = old
+
+    return restore()
+
+
+def check_size(fn: str, parts: dict) -> int:
+    """Refuse a call whose estimated allocation (``parts``: what -> bytes) exceeds :func:`max_bytes`."""
+    total = int(sum(parts.values()))
+    limit = max_bytes()
+    if total > limit:
+        big = ", ".join(f"{k} {v / 2**20:,.1f} MiB" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+        raise SizeError(
+            f"{fn}: this call would allocate about {total / 2**20:,.1f} MiB ({big}), over the limit of "
+            f"{limit / 2**20:,.1f} MiB. Shrink the call (smaller trace, tensors, checks capacity or "
+            f"fewer cores), or raise the limit with npu_jax.set_max_bytes(n) or {_MAX_BYTES_ENV}=n."
+        )
+    return total
+
+
+def state_bytes(fn: str, hw: HardwareConfig, cores: int, gm_bytes: int, cap: int, checks: Checks) -> int:
+    """Estimate (and refuse above the limit) what a launch allocates: per core, the on-chip buffers
+    (at most the chip's capacities), its copy of the GM tensors (``gm_bytes``, written masks
+    included), the event trace and the sanitizer log."""
+    onchip = sum(hw.buffer_bytes(b) for b in ("L1", "L0A", "L0B", "L0C", "UB"))
+    log = (checks.capacity + SLACK) * LW * 4 if checks.enabled else 0
+    parts = {
+        "on-chip buffers": cores * onchip,
+        "GM tensors": cores * int(gm_bytes),
+        f"trace ({cap} events/core)": cores * cap * TRACE_EVENT_BYTES,
+        f"sanitizer log ({checks.capacity} rows/core)": cores * log,
+    }
+    return check_size(fn, parts)
+
+
+# ---- the shared arguments ---------------------------------------------------------------------------
+def check_hw(hw, fn: str) -> HardwareConfig:
+    hw = presets.ascend910b() if hw is None else hw
+    if not isinstance(hw, HardwareConfig):
+        raise InputTypeError(
+            f"{fn}: hw must be a HardwareConfig (e.g. npu_jax.presets.get({hw!r}) for a preset "
+            f"name), got {type(hw).__name__}."
+        )
+    return hw
+
+
+def check_policy(policy, fn: str) -> Policy:
+    policy = Policy() if policy is None else policy
+    if not isinstance(policy, Policy):
+        hint = f"Policy(operand={policy!r})" if isinstance(policy, str) else "Policy(operand='bf16')"
+        raise InputTypeError(
+            f"{fn}: policy must be an npu_jax.Policy or None, got {type(policy).__name__} "
+            f"{policy!r}; e.g. {hint}."
+        )
+    check_seed(fn, "policy.seed", policy.seed)
+    return policy
+
+
+def check_trace(trace, fn: str) -> int:
+    """``trace``: a bool (True = 4096 events per core) or an int capacity in [0, 2**31 - 1]."""
+    if isinstance(trace, (bool, np.bool_)):
+        return TRACE_DEFAULT if trace else 0
+    return check_int(fn, "trace", trace, 0, 2**31 - 1, fix="pass a bool or an event capacity >= 0")
 
 
 def check_common(hw, policy, checks, trace, fn: str):
@@ -17,40 +151,100 @@ def check_common(hw, policy, checks, trace, fn: str):
     None -> ``Policy()``, ``checks`` -> a :class:`~npu_jax.core.sanitize.Checks` (None = the process
     default), ``trace`` True -> 4096 events, False -> 0, an int >= 0 -> itself.
     """
-
-    hw = presets.ascend910b() if hw is None else hw
-    if not isinstance(hw, HardwareConfig):
-        raise TypeError(
-            f"{fn}: hw must be a HardwareConfig (e.g. npu_jax.presets.get({hw!r}) for a preset "
-            f"name), got {type(hw).__name__}."
+    hw = check_hw(hw, fn)
+    policy = check_policy(policy, fn)
+    if checks is not None and not isinstance(checks, (str, Checks, list, tuple, set, frozenset)):
+        raise InputTypeError(
+            f"{fn}: checks must be None, 'all', 'none', check names or a Checks, got "
+            f"{type(checks).__name__} {checks!r}."
         )
-    policy = Policy() if policy is None else policy
-    if not isinstance(policy, Policy):
-        raise TypeError(
-            f"{fn}: policy must be an npu_jax.Policy or None, got {type(policy).__name__} "
-            f"{policy!r}; e.g. Policy(operand='bf16')."
+    try:
+        checks = Checks.parse(checks)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{fn}: {e}") from None
+    return hw, policy, checks, check_trace(trace, fn)
+
+
+def check_flag(name: str, v, fn: str = "conv2d") -> bool:
+    """A bool option (numpy bools count; ``"no"`` or ``1`` do not)."""
+    return check_bool(fn, name, v)
+
+
+def as_array(fn: str, name: str, v, *, floating: bool = True):
+    """``v`` converted once to a jax array whose dtype is a real float (``floating``) or a real
+    number; None, strings, dicts, object and complex arrays are refused naming ``name``."""
+    if v is None or isinstance(v, (str, bytes, dict)):
+        raise InputTypeError(f"{fn}: {name} must be an array, got {type(v).__name__}.")
+    if not isinstance(v, (jax.Array, np.ndarray)):
+        try:
+            v = np.asarray(v)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise InputTypeError(
+                f"{fn}: {name} must be an array-like of numbers, got {type(v).__name__} ({e})."
+            ) from None
+    dt = np.dtype(v.dtype)
+    if dt.kind in "OSUVMm":
+        raise InputTypeError(
+            f"{fn}: {name} must be a numeric array, got dtype {dt}; convert it, e.g. np.asarray({name}, "
+            f"np.float32)."
         )
-    checks = Checks.parse(checks)
-    if isinstance(trace, bool):
-        cap = 4096 if trace else 0
-    elif isinstance(trace, int) and trace >= 0:
-        cap = trace
-    else:
-        raise ValueError(f"{fn}: trace must be a bool or an event capacity >= 0, got {trace!r}.")
-    return hw, policy, checks, cap
+    if dt.kind == "c":
+        raise InputTypeError(
+            f"{fn}: {name} must be real, got dtype {dt}; the emulated chip has no complex arithmetic "
+            f"(pass {name}.real and {name}.imag separately)."
+        )
+    if floating and not jnp.issubdtype(dt, jnp.floating):
+        raise InputTypeError(f"{fn}: {name} must be a float array, got {dt}; cast it first.")
+    return jnp.asarray(v)
 
 
-def check_flag(name: str, v) -> None:
-    if not isinstance(v, (bool, jnp.bool_)):
-        raise TypeError(f"conv2d: {name} must be True or False, got {v!r}.")
+def check_arrays(x, w, fn: str = "conv2d"):
+    """x and w as float jax arrays (see :func:`as_array`)."""
+    return as_array(fn, "x", x), as_array(fn, "w", w)
 
 
-def check_arrays(x, w):
-    for name, arr in (("x", x), ("w", w)):
-        if arr is None or isinstance(arr, (str, bytes, dict)):
-            raise TypeError(f"conv2d: {name} must be an array, got {type(arr).__name__}.")
-    x, w = jnp.asarray(x), jnp.asarray(w)
-    for name, arr in (("x", x), ("w", w)):
-        if not jnp.issubdtype(arr.dtype, jnp.floating):
-            raise TypeError(f"conv2d: {name} must be a float array, got {arr.dtype}; cast it first.")
-    return x, w
+def nbytes(*arrays, itemsize: int | None = None) -> int:
+    """Bytes of ``arrays`` (at ``itemsize`` per element when given)."""
+    return sum(int(np.prod(a.shape, dtype=np.int64)) * (itemsize or a.dtype.itemsize) for a in arrays)
+
+
+# ---- gradients --------------------------------------------------------------------------------------
+def no_grad(fn: str, *arrays):
+    """``arrays`` unchanged; any JAX differentiation through them (``grad``, ``jvp``, ``vjp``,
+    ``jacfwd``...) raises a :class:`GradientError` naming ``fn``. Arrays that are not being
+    differentiated pass at no cost (the rule runs only inside a differentiation)."""
+    return _no_grad(fn)(*arrays)
+
+
+def _no_grad(fn: str):
+    @jax.custom_jvp
+    def ident(*xs):
+        return xs
+
+    @ident.defjvp
+    def _refuse(primals, tangents):
+        raise GradientError(
+            f"{fn}: jax.grad (or any JAX differentiation) through an emulated kernel is not supported: "
+            f"its rounding is bit arithmetic whose derivative is zero almost everywhere, so the gradient "
+            f"would be silently wrong. Differentiate the reference (jnp.dot / lax.conv_general_dilated "
+            f"at the same precision) instead, or wrap the inputs in jax.lax.stop_gradient."
+        )
+
+    return ident
+
+
+__all__ = [
+    "as_array",
+    "check_arrays",
+    "check_common",
+    "check_flag",
+    "check_hw",
+    "check_policy",
+    "check_size",
+    "check_trace",
+    "max_bytes",
+    "nbytes",
+    "no_grad",
+    "set_max_bytes",
+    "state_bytes",
+]
