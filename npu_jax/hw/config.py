@@ -11,6 +11,7 @@ import dataclasses
 import math
 
 from npu_jax.hw.formats import itemsize
+from npu_jax.hw.limits import check_assumed, check_costs
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 OVERFLOW_MODES = ("inf", "saturate")
@@ -47,6 +48,7 @@ class Assumed:
         for name in ("fixpipe_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Assumed.{name} must be > 0, got {getattr(self, name)}.")
+        check_assumed(self)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,6 +183,7 @@ class HardwareConfig:
             raise ValueError(f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}.")
         if not isinstance(self.assumed, Assumed):
             raise TypeError(f"assumed must be an Assumed, got {type(self.assumed).__name__}.")
+        check_costs(self, FRACTAL_ROWS, L0C_ITEMSIZE)
 
     # ---- derived figures -------------------------------------------------------------------
     def buffer_bytes(self, buffer: str) -> int:

@@ -60,12 +60,18 @@ def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "f
             f"{hw.name}: L0C holds {hw.l0c_bytes} B, less than one {f}x{f} fp32 output fractal "
             f"({f * f * L0C_ITEMSIZE} B); no GEMM tiling fits. Raise l0c_bytes."
         )
-    while m * n * L0C_ITEMSIZE > hw.l0c_bytes:  # halves the larger side; ends at one fractal (fits)
+    # halve the larger side until the fp32 block fits L0C: at most log2(m) + log2(n) halvings, each
+    # taking one side closer to one fractal, which fits (checked above): a bounded loop by construction
+    for _ in range(m.bit_length() + n.bit_length()):
+        if m * n * L0C_ITEMSIZE <= hw.l0c_bytes:
+            break
         if n >= m and n > f:
             n //= 2
         else:
             m //= 2
         m, n = max(f, round_up(m, f)), max(f, round_up(n, f))
+    if m * n * L0C_ITEMSIZE > hw.l0c_bytes:  # unreachable by the count above; one fractal fits
+        m = n = f
     k_l0 = f
     for cand in (8 * f, 4 * f, 2 * f, f):
         if 2 * m * cand * isz <= hw.l0a_bytes and 2 * cand * n * isz <= hw.l0b_bytes:
@@ -73,11 +79,14 @@ def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "f
             break
     k_l0 = min(k_l0, round_up(K, FRACTAL_ROWS))
     k_l1 = k_l0
-    while (
-        k_l1 + k_l0 <= round_up(K, FRACTAL_ROWS)
-        and k_l1 + k_l0 <= 1024
-        and 2 * (m + n) * (k_l1 + k_l0) * isz <= hw.l1_bytes // 2
-    ):
+    # deepest K slice per L1 stage: whole k_l0 steps, at most 1024 deep (a bounded loop)
+    for _ in range(1024 // k_l0):
+        if not (
+            k_l1 + k_l0 <= round_up(K, FRACTAL_ROWS)
+            and k_l1 + k_l0 <= 1024
+            and 2 * (m + n) * (k_l1 + k_l0) * isz <= hw.l1_bytes // 2
+        ):
+            break
         k_l1 += k_l0
     return MatmulTiling(m=m, n=n, k_l1=k_l1, k_l0=k_l0)
 

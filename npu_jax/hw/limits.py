@@ -1,0 +1,112 @@
+"""Every cost representable: a configuration whose instructions could leave the exact range is refused.
+
+The emulator counts cycles in int32 per instruction (whole runs in wide, two-int32 counters), and a
+transfer's cycles come from :func:`npu_jax.hw.costs.ceil_rate`, whose float32 products are exact
+(and so agree between numpy and XLA) only while the cycle count stays below 2**24. So a
+:class:`~npu_jax.hw.config.HardwareConfig` (with its :class:`~npu_jax.hw.config.Assumed` table) is
+checked when it is built: the largest instruction any kernel can issue -- the largest buffer a
+transfer can fill or drain, over the slowest rate it can run at (a core's share of the chip's GM
+rate with every core active), plus its start-up and one burst gap per element -- must stay below
+those limits. The bounds are upper bounds on the rules of ``costs.py`` (not the rules themselves):
+a configuration they refuse names the instruction, the figure and the fix.
+
+This module imports nothing of ``config.py`` (which calls it from ``__post_init__``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from npu_jax.errors import ConfigError
+from npu_jax.hw.formats import FORMAT_BYTES
+
+TRANSFER_CYCLES_MAX = 2**24  # float32's exact integers: ceil_rate's products are exact below this
+INSTRUCTION_CYCLES_MAX = 2**31 - 1  # one instruction's cycles are an int32
+STARTUP_MAX = 2**20  # any one start-up figure of the Assumed table (cycles)
+_MIN_ITEMSIZE = min(FORMAT_BYTES.values())
+_MAX_OPERAND_BYTES = 4  # the widest Cube operand (fp32): K0 = cube_k_bytes // 4 must be >= 1
+
+
+def check_assumed(a) -> None:
+    """Start-ups and burst overhead of an Assumed table: whole cycle counts (a float would be
+    truncated when costs read it) within :data:`STARTUP_MAX`."""
+    for f in dataclasses.fields(a):
+        v = getattr(a, f.name)
+        if f.name.endswith("_per_cycle"):
+            continue
+        if isinstance(v, float) and not v.is_integer():
+            raise ConfigError(f"Assumed.{f.name} is a cycle count and must be a whole number, got {v!r}.")
+        if v > STARTUP_MAX:
+            raise ConfigError(
+                f"Assumed.{f.name}={v!r} cycles exceeds {STARTUP_MAX} (2**20): no instruction starts that "
+                f"slowly, and its sums must stay inside int32. Use a value <= {STARTUP_MAX}."
+            )
+
+
+def _rate_cycles(nbytes: float, rate: float) -> float:
+    return math.ceil(nbytes / rate)
+
+
+def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
+    """Refuse ``hw`` if one instruction's cost could leave the exact range (see the module doc).
+
+    Also refuses a ``cube_k_bytes`` that is not a whole number of the widest operand (K0 = C0 would
+    be 0 for fp32: a division by zero in every fractal count)."""
+    if hw.cube_k_bytes % _MAX_OPERAND_BYTES:
+        raise ConfigError(
+            f"HardwareConfig.cube_k_bytes must be a multiple of {_MAX_OPERAND_BYTES} (one fp32 element: "
+            f"K0 = C0 = cube_k_bytes / itemsize must be whole for every operand), got {hw.cube_k_bytes}."
+        )
+    a = hw.assumed
+    cores = hw.num_cores
+    gm_share = hw.gm_bytes_per_cycle
+    if hw.chip_gm_bytes_per_cycle is not None:
+        gm_share = min(gm_share, hw.chip_gm_bytes_per_cycle / cores)
+    ub_gm = min(hw.ub_to_gm_rate, gm_share)
+    l0c_read = hw.l0c_bytes  # fp32 fractals Fixpipe / L0C -> UB read at most
+    burst = a.gm_burst_overhead
+    # (instruction, bytes, rate, start-up, burst gaps possible): the largest of each kind
+    transfers = [
+        ("DataCopy GM -> L1 (MTE2)", hw.l1_bytes, gm_share, a.mte2_startup, True, "gm_bytes_per_cycle"),
+        ("DataCopy GM -> UB (MTE2)", hw.ub_bytes, gm_share, a.mte2_startup, True, "gm_bytes_per_cycle"),
+        ("DataCopy UB -> GM (MTE3)", hw.ub_bytes, ub_gm, a.mte3_startup, True, "ub_to_gm_bytes_per_cycle"),
+        ("LoadData L1 -> L0A (MTE1)", hw.l0a_bytes, hw.l1_to_l0a_bytes_per_cycle, a.mte1_startup, False,
+         "l1_to_l0a_bytes_per_cycle"),
+        ("LoadData L1 -> L0B (MTE1)", hw.l0b_bytes, hw.l0b_rate, a.mte1_startup, False,
+         "l1_to_l0b_bytes_per_cycle"),
+        ("Fixpipe L0C read", l0c_read, a.fixpipe_bytes_per_cycle, a.fixpipe_startup, False,
+         "Assumed.fixpipe_bytes_per_cycle"),
+        ("Fixpipe -> GM write", l0c_read, gm_share, a.fixpipe_startup, True, "gm_bytes_per_cycle"),
+        ("L0C -> UB (V)", l0c_read, hw.l0c_to_ub_bytes_per_cycle, a.vector_startup, False,
+         "l0c_to_ub_bytes_per_cycle"),
+        ("L1 -> UB", hw.l1_bytes, hw.l1_to_ub_bytes_per_cycle, a.mte2_startup, False,
+         "l1_to_ub_bytes_per_cycle"),
+        ("vector instruction (V)", hw.ub_bytes, hw.vector_repeat_bytes, a.vector_startup, False,
+         "vector_repeat_bytes"),
+    ]  # fmt: skip
+    for what, nbytes, rate, startup, gaps, knob in transfers:
+        cyc = _rate_cycles(nbytes, rate)
+        total = startup + cyc + (nbytes // _MIN_ITEMSIZE) * burst * gaps
+        if cyc >= TRANSFER_CYCLES_MAX or total > INSTRUCTION_CYCLES_MAX:
+            raise ConfigError(
+                f"{hw.name}: one {what} of {nbytes} B at {rate:.6g} B/cycle would cost {total:,} cycles "
+                f"({cyc:,} for the transfer), past the exact range ({TRANSFER_CYCLES_MAX:,} transfer "
+                f"cycles, {INSTRUCTION_CYCLES_MAX:,} per instruction); raise {knob} to at least "
+                f"{nbytes / (TRANSFER_CYCLES_MAX - 1):.3g} or shrink the buffer."
+            )
+    # Mmad: blocks = cdiv(m, cube_m) cdiv(n, cube_n) cdiv(k, K0) with m n <= L0C / 4 B, m, n, k >= one
+    # fractal row, and k K0-deep slices bounded by L0A / L0B holding m >= 16 rows of k
+    f = fractal_rows
+    mn = hw.l0c_bytes / l0c_itemsize
+    k_slices = min(hw.l0a_bytes, hw.l0b_bytes) / (f * hw.cube_k_bytes) + 1
+    blocks = mn * (1 / hw.cube_m + 1 / f) * (1 / hw.cube_n + 1 / f) * k_slices
+    if a.mmad_startup + blocks > INSTRUCTION_CYCLES_MAX:
+        raise ConfigError(
+            f"{hw.name}: one Mmad could take {a.mmad_startup + blocks:,.0f} cycles (L0C {hw.l0c_bytes} B, "
+            f"L0A/L0B {min(hw.l0a_bytes, hw.l0b_bytes)} B, Cube {hw.cube_m}x{hw.cube_n}x{hw.cube_k_bytes} B), "
+            f"past int32; enlarge the Cube (cube_m, cube_n, cube_k_bytes) or shrink L0A/L0B/L0C."
+        )
+
+
+__all__ = ["INSTRUCTION_CYCLES_MAX", "STARTUP_MAX", "TRANSFER_CYCLES_MAX", "check_assumed", "check_costs"]
