@@ -6,15 +6,24 @@ import jax
 import jax.numpy as jnp
 
 from npu_jax.api.eltwise import run_eltwise
-from npu_jax.api.validate import check_arrays
+from npu_jax.api.validate import (
+    as_array,
+    check_arrays,
+    check_bound,
+    check_common,
+    check_flag,
+    no_grad,
+    state_bytes,
+)
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
-from npu_jax.hw import presets
+from npu_jax.core.sanitize import Checks
+from npu_jax.errors import InputError, InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
 from npu_jax.mapping.eltwise import make_eltwise_plan
-from npu_jax.mapping.epilogue import canonical_steps, split
+from npu_jax.mapping.epilogue import Step, canonical_steps, split
 from npu_jax.report.sequence import SequenceReport
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
@@ -74,23 +83,19 @@ def conv2d_fused(
         ((1, 32, 8, 8), ['conv'])
     """
 
-    hw = presets.ascend910b() if hw is None else hw
-    if not isinstance(hw, HardwareConfig):
-        raise TypeError(
-            f"hw must be a HardwareConfig (e.g. npu_jax.presets.ascend910b()), got {type(hw).__name__}."
-        )
-    policy = Policy() if policy is None else policy
-    if not isinstance(fused, bool):
-        raise TypeError(f"fused must be True or False, got {fused!r}.")
-    x, w = check_arrays(x, w)
+    fn = "conv2d_fused"
+    hw, policy, checks, cap = check_common(hw, policy, checks, trace, fn)
+    fused = check_flag("fused", fused, fn)
+    timing_only = check_flag("timing_only", timing_only, fn)
+    x, w = check_arrays(x, w, fn)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
-    steps = canonical_steps(epilogue)
+    check_choice(fn, "strategy", strategy, STRATEGIES)
+    steps = _steps(epilogue)
+    if tiling is not None and not isinstance(tiling, ConvTiling):
+        raise InputTypeError(f"{fn}: tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
     if tiling is None:
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
-    cap = 4096 if trace is True else int(trace)
     return _run(
         x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
     )
@@ -119,14 +124,21 @@ def conv2d_fused_bounded(
     hold the layer in their leading corner; one compiled program serves every layer inside the
     bound. The vector kernel of an unfused run sweeps the bound's whole output tensor.
     """
-    policy = Policy() if policy is None else policy
-    x, w = check_arrays(x, w)
+    fn = "conv2d_fused_bounded"
+    hw, policy, checks, _ = check_common(hw, policy, checks, False, fn)
+    fused = check_flag("fused", fused, fn)
+    timing_only = check_flag("timing_only", timing_only, fn)
+    x, w = check_arrays(x, w, fn)
+    check_choice(fn, "strategy", strategy, STRATEGIES)
+    check_bound(fn, g, bound)
+    if not isinstance(tiling, ConvTiling):
+        raise InputTypeError(f"{fn}: tiling must be a ConvTiling, got {type(tiling).__name__}.")
     return _run(
         x,
         w,
         g,
         bound,
-        canonical_steps(epilogue),
+        _steps(epilogue),
         bias,
         residual,
         fused,
@@ -148,6 +160,11 @@ def _run(
     names = {s.op for s in steps}
     bias = _operand("bias", bias, "bias" in names, (B.k,))
     residual = _operand("residual", residual, "residual" in names, (B.n, B.k, ho_b, wo_b))
+    gm = 4 * (B.n * B.c * B.h * B.w + B.k * B.c * B.kh * B.kw + B.k) + 9 * B.n * B.k * ho_b * wo_b
+    state_bytes("conv2d_fused", hw, hw.num_cores, gm, cap, Checks.parse(checks))
+    x, w = no_grad("conv2d_fused", x, w)
+    bias = None if bias is None else no_grad("conv2d_fused", bias)[0]
+    residual = None if residual is None else no_grad("conv2d_fused", residual)[0]
     res_nhwc = None if residual is None else jnp.transpose(residual, (0, 2, 3, 1))
     epi, rest, mid, final = split(steps, hw, policy, fused)
     op = policy.operand
@@ -236,18 +253,29 @@ def conv_relu(
     )
 
 
+def _steps(epilogue):
+    """The epilogue canonicalised (:func:`canonical_steps`), its errors the package's, naming it."""
+    if epilogue is not None and not isinstance(epilogue, (str, Step, tuple, list)):
+        raise InputTypeError(
+            f"conv2d_fused: epilogue must be a step name, a (name, arg) pair or a list of them, e.g. "
+            f"['bias', 'relu']; got {type(epilogue).__name__} {epilogue!r}."
+        )
+    try:
+        return canonical_steps(epilogue)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"conv2d_fused: epilogue: {e}") from None
+
+
 def _operand(name: str, arr, wanted: bool, shape):
     if arr is None:
         if wanted:
-            raise ValueError(
+            raise InputError(
                 f"the epilogue has a {name!r} step but {name}=None; pass a {name} of shape {shape}."
             )
         return None
     if not wanted:
-        raise ValueError(f"{name} was given but the epilogue has no {name!r} step; add it to epilogue=[...].")
-    arr = jnp.asarray(arr)
-    if not jnp.issubdtype(arr.dtype, jnp.floating):
-        raise TypeError(f"{name} must be a float array, got {arr.dtype}.")
+        raise InputError(f"{name} was given but the epilogue has no {name!r} step; add it to epilogue=[...].")
+    arr = as_array("conv2d_fused", name, arr)
     if tuple(arr.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(arr.shape)}.")
+        raise InputError(f"conv2d_fused: {name} must have shape {tuple(shape)}, got {tuple(arr.shape)}.")
     return arr

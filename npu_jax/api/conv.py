@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
-from npu_jax.api.validate import check_arrays, check_common, check_flag, no_grad, state_bytes
+from npu_jax.api.validate import check_arrays, check_bound, check_common, check_flag, no_grad, state_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.errors import InputError, InputTypeError, check_choice
@@ -138,36 +136,4 @@ def _gm_bytes(g: ConvGeometry) -> int:
     return 4 * (g.n * g.c * g.h * g.w + g.k * g.c * g.kh * g.kw) + 5 * out
 
 
-_BOUND_FIELDS = ("n", "c", "h", "w", "k", "kh", "kw")
-
-
-def check_bound(fn: str, g, bound) -> None:
-    """``g`` and ``bound`` ConvGeometry values, and ``g`` inside ``bound`` wherever ``g``'s fields are
-    concrete (a traced layer is the caller's promise): a layer larger than its bound would give an
-    output of the bound's shape, silently cut."""
-    for name, v in (("g", g), ("bound", bound)):
-        if not isinstance(v, ConvGeometry):
-            raise InputTypeError(
-                f"{fn}: {name} must be a ConvGeometry (npu_jax.workload.conv.canonicalize(x_shape, "
-                f"w_shape, ...)), got {type(v).__name__}."
-            )
-    over = []
-    for f in _BOUND_FIELDS:
-        gv, bv = getattr(g, f), getattr(bound, f)
-        if isinstance(gv, (int, np.integer)) and int(gv) > bv:
-            over.append(f"{f}={int(gv)} > {bv}")
-    ho_b = bound.h + bound.pads[0] + bound.pads[1]
-    wo_b = bound.w + bound.pads[2] + bound.pads[3]
-    try:
-        if int(g.ho) > ho_b or int(g.wo) > wo_b:
-            over.append(f"output {int(g.ho)}x{int(g.wo)} > {ho_b}x{wo_b}")
-    except (TypeError, jax.errors.ConcretizationTypeError):
-        pass  # traced: the caller's promise
-    if over:
-        raise InputError(
-            f"{fn}: the layer g does not fit its bound ({', '.join(over)}); give a bound at least as "
-            f"large as every layer in every field (e.g. bound=g for one layer)."
-        )
-
-
-__all__ = ["check_bound", "conv2d", "conv2d_bounded", "run_plan"]
+__all__ = ["conv2d", "conv2d_bounded", "run_plan"]

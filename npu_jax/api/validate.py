@@ -35,6 +35,7 @@ from npu_jax.errors import (
 )
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.workload.conv import ConvGeometry
 
 TRACE_DEFAULT = 4096  # events per core that ``trace=True`` keeps
 TRACE_EVENT_BYTES = 24  # pipe, op (int32) and start, end (wide: two int32 each)
@@ -208,6 +209,38 @@ def nbytes(*arrays, itemsize: int | None = None) -> int:
     return sum(int(np.prod(a.shape, dtype=np.int64)) * (itemsize or a.dtype.itemsize) for a in arrays)
 
 
+_BOUND_FIELDS = ("n", "c", "h", "w", "k", "kh", "kw")
+
+
+def check_bound(fn: str, g, bound) -> None:
+    """``g`` and ``bound`` ConvGeometry values, and ``g`` inside ``bound`` wherever ``g``'s fields are
+    concrete (a traced layer is the caller's promise): a layer larger than its bound would give an
+    output of the bound's shape, silently cut."""
+    for name, v in (("g", g), ("bound", bound)):
+        if not isinstance(v, ConvGeometry):
+            raise InputTypeError(
+                f"{fn}: {name} must be a ConvGeometry (npu_jax.workload.conv.canonicalize(x_shape, "
+                f"w_shape, ...)), got {type(v).__name__}."
+            )
+    over = []
+    for f in _BOUND_FIELDS:
+        gv, bv = getattr(g, f), getattr(bound, f)
+        if isinstance(gv, (int, np.integer)) and int(gv) > bv:
+            over.append(f"{f}={int(gv)} > {bv}")
+    ho_b = bound.h + bound.pads[0] + bound.pads[1]
+    wo_b = bound.w + bound.pads[2] + bound.pads[3]
+    try:
+        if int(g.ho) > ho_b or int(g.wo) > wo_b:
+            over.append(f"output {int(g.ho)}x{int(g.wo)} > {ho_b}x{wo_b}")
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        pass  # traced: the caller's promise
+    if over:
+        raise InputError(
+            f"{fn}: the layer g does not fit its bound ({', '.join(over)}); give a bound at least as "
+            f"large as every layer in every field (e.g. bound=g for one layer)."
+        )
+
+
 # ---- gradients --------------------------------------------------------------------------------------
 def no_grad(fn: str, *arrays):
     """``arrays`` unchanged; any JAX differentiation through them (``grad``, ``jvp``, ``vjp``,
@@ -236,6 +269,7 @@ def _no_grad(fn: str):
 __all__ = [
     "as_array",
     "check_arrays",
+    "check_bound",
     "check_common",
     "check_flag",
     "check_hw",

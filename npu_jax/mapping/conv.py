@@ -80,9 +80,11 @@ class ConvTiling:
                 f"ConvTiling.n (Cout block) must be a multiple of {FRACTAL_ROWS}, got {self.n} (whole fractals)."
             )
         for name in ("l1_stages", "l0_stages"):
-            if getattr(self, name) not in (1, 2):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) not in (1, 2):
                 raise TilingError(f"ConvTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
-        if self.cores is not None and (not isinstance(self.cores, int) or self.cores < 1):
+        if self.cores is not None and (
+            not isinstance(self.cores, int) or isinstance(self.cores, bool) or self.cores < 1
+        ):
             raise TilingError(f"ConvTiling.cores must be None or an int >= 1, got {self.cores!r}.")
 
 

@@ -33,7 +33,7 @@ class MatmulTiling:
     def __post_init__(self):
         for name in ("m", "n", "k_l1", "k_l0"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v <= 0 or v % FRACTAL_ROWS:
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v % FRACTAL_ROWS:
                 raise TilingError(
                     f"MatmulTiling.{name} must be a positive multiple of {FRACTAL_ROWS} (one fractal), got {v!r}."
                 )
@@ -43,9 +43,11 @@ class MatmulTiling:
                 f"({self.k_l0}); try k_l1={self.k_l1 - self.k_l1 % self.k_l0 or self.k_l0}."
             )
         for name in ("l1_stages", "l0_stages"):
-            if getattr(self, name) not in (1, 2):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) not in (1, 2):
                 raise TilingError(f"MatmulTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
-        if self.cores is not None and (not isinstance(self.cores, int) or self.cores < 1):
+        if self.cores is not None and (
+            not isinstance(self.cores, int) or isinstance(self.cores, bool) or self.cores < 1
+        ):
             raise TilingError(f"MatmulTiling.cores must be None or an int >= 1, got {self.cores!r}.")
 
 
