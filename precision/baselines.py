@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import pathlib
+import re
 from collections.abc import Callable
 
 import jax
@@ -27,6 +29,7 @@ import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
+from npu_jax.errors import InputError, InputTypeError, check_bool, check_number
 from precision.formats import get_format
 from precision.metrics import COUNT_METRICS, ERROR_METRICS, SCORE_METRICS, Metrics, compare
 from precision.strategies import StackSpec, conv, conv3x3_ref, reference, run_strategy
@@ -126,8 +129,30 @@ def _case(name: str) -> Case:
         raise KeyError(f"no baseline case {name!r}; registered: {sorted(CASES)}.") from None
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def _path(name: str, directory=None) -> pathlib.Path:
-    return pathlib.Path(DEFAULT_DIR if directory is None else directory) / f"{name}.json"
+    """``<directory>/<name>.json``; the name is a plain file stem, so the path stays inside the
+    directory (no separators, no ``..``, no absolute path)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
+        raise InputError(
+            f"baseline name must be a plain name of letters, digits, '_', '.' or '-' (a file stem inside "
+            f"the baselines directory), got {name!r}."
+        )
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise InputTypeError(
+            f"directory must be a path or None, got {type(directory).__name__} {directory!r}."
+        )
+    root = pathlib.Path(DEFAULT_DIR if directory is None else directory)
+    if root.exists() and not root.is_dir():
+        raise InputError(
+            f"directory {str(root)!r} is not a directory; give the folder that holds the baselines."
+        )
+    p = root / f"{name}.json"
+    if p.resolve().parent != root.resolve():
+        raise InputError(f"baseline {name!r} would resolve outside {str(root)!r}; use a plain name.")
+    return p
 
 
 def write(name: str, metrics: Metrics, directory=None, description: str = "") -> pathlib.Path:
@@ -152,7 +177,32 @@ def load(name: str, directory=None) -> dict:
             f"precision baseline {name!r} not found at {p}; create it deliberately with "
             f"`npu-jax precision --update-baselines` (or pytest --precision-update-baselines)."
         )
-    return json.loads(p.read_text())["metrics"]
+    if not p.is_file():
+        raise InputError(f"precision baseline {name!r}: {p} is not a file.")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(
+            f"precision baseline {name!r}: {p} is not a JSON baseline ({type(e).__name__}: {e}); rewrite it "
+            f"with `npu-jax precision --update-baselines`."
+        ) from None
+    metrics = doc.get("metrics") if isinstance(doc, dict) else None
+    if not isinstance(metrics, dict):
+        raise InputError(
+            f"precision baseline {name!r}: {p} has no 'metrics' table (keys: "
+            f"{sorted(doc) if isinstance(doc, dict) else type(doc).__name__}); rewrite it with "
+            f"`npu-jax precision --update-baselines`."
+        )
+    known = set(ERROR_METRICS + SCORE_METRICS + COUNT_METRICS + ("ulp_above_1",))
+    for k, v in metrics.items():
+        if k in known and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise InputError(f"precision baseline {name!r}: {p}: metric {k!r} must be a number, got {v!r}.")
+    if not known & set(metrics):
+        raise InputError(
+            f"precision baseline {name!r}: {p}: 'metrics' holds none of the known metrics "
+            f"{sorted(known)}; got keys {sorted(metrics)}."
+        )
+    return metrics
 
 
 def update_baselines(names=None, directory=None) -> list[pathlib.Path]:
@@ -206,11 +256,19 @@ def assert_precision(
 
     Returns the measured metrics. Raises AssertionError with the drift of each metric.
     """
-    m = (
-        result
-        if isinstance(result, Metrics)
-        else compare(*result[:2], abs_ref=result[2] if len(result) > 2 else None)
-    )
+    if isinstance(result, Metrics):
+        m = result
+    elif isinstance(result, (tuple, list)) and len(result) in (2, 3):
+        m = compare(*result[:2], abs_ref=result[2] if len(result) > 2 else None)
+    else:
+        raise InputTypeError(
+            f"assert_precision: result must be a Metrics or (out, ref) / (out, ref, abs_ref), got "
+            f"{type(result).__name__}."
+        )
+    _path(baseline, directory)  # the name checked before any work
+    if rtol is not None:
+        rtol = check_number("assert_precision", "rtol", rtol, 0.0)
+    update = check_bool("assert_precision", "update", update)
     if update:
         write(baseline, m, directory)
         return m

@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from npu_jax.errors import InputError, InputTypeError, check_number
 from precision.formats import get_format
 
 # metrics where larger is worse / better; the rest are counts
@@ -48,6 +49,7 @@ class Metrics:
         n_underflow: zeros in out where ref is not zero; n_subnormal: out values below the
             smallest normal of ``fmt`` (precision lost to the small end).
         n: number of elements; fmt: the format ulps and subnormals are counted in.
+        n_ref_nonfinite: NaNs and infinities in ref (each fails every metric it touches).
     """
 
     rel_l2: float
@@ -66,14 +68,16 @@ class Metrics:
     n_subnormal: int
     n: int
     fmt: str
+    n_ref_nonfinite: int = 0
 
     @property
     def vendor_pass(self) -> bool:
-        return self.vendor_ratio >= 0.999
+        """The vendor's rule (>= 99.9% of elements within 0.1%), and nothing non-finite anywhere."""
+        return self.vendor_ratio >= 0.999 and self.finite
 
     @property
     def finite(self) -> bool:
-        return self.n_nan == 0 and self.n_overflow == 0
+        return self.n_nan == 0 and self.n_overflow == 0 and self.n_ref_nonfinite == 0
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -98,56 +102,95 @@ def _ulp(r: np.ndarray, fmt) -> np.ndarray:
     return np.exp2(e - f.man_bits)
 
 
+def _real_array(name: str, v) -> np.ndarray:
+    """``v`` as a real numeric numpy array (jax, numpy or nested lists), refused with the parameter
+    named when it is None, a string, an object or a complex array."""
+    if v is None or isinstance(v, (str, bytes, dict)):
+        raise InputTypeError(f"compare: {name} must be an array, got {type(v).__name__}.")
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError) as e:
+        raise InputTypeError(f"compare: {name} must be an array-like of numbers ({e}).") from None
+    if a.dtype.kind == "c":
+        raise InputTypeError(
+            f"compare: {name} must be real, got dtype {a.dtype}; compare .real and .imag separately."
+        )
+    if a.dtype.kind not in "fiub" and not (a.dtype.kind == "V" and a.dtype.itemsize <= 2):
+        raise InputTypeError(f"compare: {name} must be a numeric array, got dtype {a.dtype}.")
+    return a
+
+
 def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics:
     """Every error metric of ``out`` against ``ref`` (see :class:`Metrics`).
 
+    Non-finite values cannot pass: an element where ``out`` or ``ref`` is NaN or infinite counts as
+    an infinite error in every metric it touches (``rel_l2``, ``max_*``, ``ulp_*``,
+    ``componentwise`` become ``inf``; ``vendor_ratio`` and ``ulp_above_1`` count it as failing;
+    ``cosine`` becomes NaN, which meets no threshold); ``n_nan`` / ``n_overflow`` count them in
+    ``out``, ``n_ref_nonfinite`` in ``ref``. An exact match is a zero error (zeros against zeros
+    included).
+
     Args:
-        out: the result under test (any float array; jax or numpy).
+        out: the result under test (any real array; jax or numpy).
         ref: the reference, same shape (float64 or fp32-at-HIGHEST).
         abs_ref: the same computation on absolute values (|x| * |w| for a conv), for the
             componentwise error; None skips it.
         fmt: format for ulps and subnormal counts (default: ``out``'s own format, fp32 for
-            float64 outputs).
-        floor: relative-error floor tau in max(|ref|, tau * max|ref|).
+            float64 or integer outputs).
+        floor: relative-error floor tau in max(|ref|, tau * max|ref|), in (0, 1].
     """
-    o_raw = np.asarray(out)
+    o_raw = _real_array("out", out)
     o = o_raw.astype(np.float64)
-    r = np.asarray(ref, dtype=np.float64)
+    r = _real_array("ref", ref).astype(np.float64)
     if o.shape != r.shape:
-        raise ValueError(f"compare: out {o.shape} and ref {r.shape} must have the same shape.")
+        raise InputError(f"compare: out {o.shape} and ref {r.shape} must have the same shape.")
     if o.size == 0:
-        raise ValueError("compare: empty arrays have no error to measure.")
+        raise InputError("compare: out and ref are empty: empty arrays have no error to measure.")
     if fmt is None:
-        fmt = "fp32" if o_raw.dtype == np.float64 else get_format(o_raw.dtype).name
-    f = get_format(fmt)
-    if not (floor > 0):
-        raise ValueError(f"compare: floor must be > 0, got {floor!r}.")
+        fmt = (
+            "fp32" if o_raw.dtype == np.float64 or o_raw.dtype.kind in "iub" else get_format(o_raw.dtype).name
+        )
+    try:
+        f = get_format(fmt)
+    except (TypeError, ValueError, KeyError) as e:
+        raise InputError(f"compare: fmt: {e}") from None
+    floor = check_number("compare", "floor", floor, 0.0, 1.0, open_lo=True)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        d = o - r
-        ad = np.abs(d)
-        nr = np.linalg.norm(r)
-        rel_l2 = float(np.linalg.norm(d) / nr) if nr > 0 else float(np.linalg.norm(d) > 0) * np.inf
-        rmax = float(np.max(np.abs(r))) if np.all(np.isfinite(r)) else np.inf
+        bad = ~np.isfinite(o) | ~np.isfinite(r)
+        any_bad = bool(np.any(bad))
+        d = np.where(bad, 0.0, o - r)
+        ad = np.where(bad, np.inf, np.abs(d))
+        nd, nr = np.linalg.norm(d), np.linalg.norm(np.where(bad, 0.0, r))
+        if any_bad:
+            rel_l2 = np.inf
+        elif nd == 0:
+            rel_l2 = 0.0  # an exact match, zeros against zeros included
+        else:
+            rel_l2 = float(nd / nr) if nr > 0 else np.inf
+        rmax = float(np.max(np.abs(np.where(bad, 0.0, r))))
         den = np.maximum(np.abs(r), floor * rmax) if rmax > 0 else np.ones_like(r)
         rel = np.where(ad == 0, 0.0, ad / den)
-        ulps = np.where(ad == 0, 0.0, ad / _ulp(r, f))
-        no = np.linalg.norm(o)
-        cosine = float(np.sum(o * r) / (no * nr)) if no > 0 and nr > 0 else float(no == nr)
+        ulps = np.where(ad == 0, 0.0, ad / _ulp(np.where(bad, 0.0, r), f))
+        no = np.linalg.norm(np.where(bad, 0.0, o))
+        if any_bad:
+            cosine = np.nan
+        else:
+            cosine = float(np.sum(o * r) / (no * nr)) if no > 0 and nr > 0 else float(no == nr)
         comp = None
         if abs_ref is not None:
-            s = np.asarray(abs_ref, np.float64)
+            s = _real_array("abs_ref", abs_ref).astype(np.float64)
             if s.shape != r.shape:
-                raise ValueError(f"compare: abs_ref {s.shape} must have ref's shape {r.shape}.")
+                raise InputError(f"compare: abs_ref {s.shape} must have ref's shape {r.shape}.")
             comp = float(np.max(np.where(ad == 0, 0.0, ad / s)))
         return Metrics(
-            rel_l2=rel_l2,
+            rel_l2=float(rel_l2),
             max_abs=float(np.max(ad)),
             max_rel=float(np.max(rel)),
             ulp_max=float(np.max(ulps)),
             ulp_mean=float(np.mean(ulps)),
             ulp_above_1=float(np.mean(ulps > 1)),
-            cosine=cosine,
-            vendor_ratio=float(np.mean(rel <= 1e-3)),
+            cosine=float(cosine),
+            vendor_ratio=float(np.mean((rel <= 1e-3) & ~bad)),
             balance=float(abs(np.sum(d > 0) - np.sum(d < 0)) / d.size),
             componentwise=comp,
             n_nan=int(np.sum(np.isnan(o))),
@@ -156,6 +199,7 @@ def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics
             n_subnormal=int(np.sum((o != 0) & (np.abs(o) < f.min_normal))),
             n=int(o.size),
             fmt=f.name,
+            n_ref_nonfinite=int(np.sum(~np.isfinite(r))),
         )
 
 

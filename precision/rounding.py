@@ -2,7 +2,9 @@
 
 The implementation is :func:`npu_jax.core.rounding.round_to` (integer bit operations, exact for
 every input, float64 included); the emulator's conversions call the same function, so what the
-lab measures is what the machine does.
+lab measures is what the machine does. This module's ``round_to`` is the user's door to it: its
+arguments are checked first (a complex or object ``x`` is refused rather than losing its
+imaginary part; ``subnormals`` must be a real bool).
 
 Example:
     >>> import jax, numpy as np
@@ -13,6 +15,41 @@ Example:
 
 from __future__ import annotations
 
-from npu_jax.core.rounding import MODES, OVERFLOW, round_to
+import jax
+import numpy as np
+
+from npu_jax.core import rounding as _core
+from npu_jax.core.rounding import MODES, OVERFLOW
+from npu_jax.errors import InputError, InputTypeError, check_bool, check_choice
+
+
+def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overflow: str = "inf", key=None):
+    """Round ``x`` to ``fmt`` (see :func:`npu_jax.core.rounding.round_to` for the modes); returns an
+    array of ``fmt``'s dtype. Raises the package's errors naming the parameter for a non-real ``x``,
+    an unknown ``fmt`` / ``mode`` / ``overflow``, a non-bool ``subnormals`` or a missing ``key``."""
+    fn = "round_to"
+    if x is None or isinstance(x, (str, bytes, dict)):
+        raise InputTypeError(f"{fn}: x must be an array or a number, got {type(x).__name__}.")
+    if not isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise InputTypeError(f"{fn}: x must be an array-like of numbers ({e}).") from None
+    kind = np.dtype(x.dtype).kind
+    if kind == "c":
+        raise InputTypeError(
+            f"{fn}: x must be real, got dtype {x.dtype}; round x.real and x.imag separately (the "
+            f"imaginary part would otherwise be dropped)."
+        )
+    if kind not in "fiub" and not (kind == "V" and np.dtype(x.dtype).itemsize <= 2):
+        raise InputTypeError(f"{fn}: x must be a numeric array, got dtype {x.dtype}.")
+    check_choice(fn, "mode", mode, MODES)
+    check_choice(fn, "overflow", overflow, OVERFLOW)
+    subnormals = check_bool(fn, "subnormals", subnormals)
+    try:
+        return _core.round_to(x, fmt, mode, subnormals, overflow, key)
+    except ValueError as e:  # an unknown format or a missing key, named by the core's message
+        raise InputError(f"{fn}: {e}") from None
+
 
 __all__ = ["MODES", "OVERFLOW", "round_to"]
