@@ -9,6 +9,7 @@ from __future__ import annotations
 import configparser
 import os
 
+from npu_jax.errors import ConfigError, InputTypeError
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.presets import ascend910b
 
@@ -71,8 +72,14 @@ _SECTIONS = {
 
 def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> HardwareConfig:
     """HardwareConfig from the ini at ``path``, starting from ``base`` (default ``ascend910b()``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputTypeError(f"from_ini: path must be a file path, got {type(path).__name__} {path!r}.")
     if not os.path.exists(path):
         raise FileNotFoundError(f"platform ini not found: {os.fspath(path)!r}")
+    if not os.path.isfile(path):
+        raise ConfigError(
+            f"from_ini: path {os.fspath(path)!r} is not a file (a directory?); give the .ini file."
+        )
     if base is not None and not isinstance(base, HardwareConfig):
         raise TypeError(
             f"from_ini: base must be a HardwareConfig or None (e.g. presets.get('910b')), got "
@@ -81,9 +88,15 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str.lower  # keys are case-insensitive in vendor files
     try:
-        parser.read(path)
+        with open(path, encoding="utf-8") as fh:
+            parser.read_file(fh)
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{os.fspath(path)}: not a platform ini file (not UTF-8 text); expected [SoCInfo] / "
+            f"[AICoreSpec] sections of key = value."
+        ) from None
     except configparser.Error as e:
-        raise ValueError(
+        raise ConfigError(
             f"{os.fspath(path)}: not a platform ini file ({type(e).__name__}: "
             f"{str(e).splitlines()[0]}); expected [SoCInfo] / [AICoreSpec] sections of key = value."
         ) from None
@@ -95,7 +108,7 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
             if key in _IGNORED or section not in ("SoCInfo", "AICoreSpec", "AICoreMemoryRates"):
                 continue
             if key not in _KEYS:
-                raise ValueError(
+                raise ConfigError(
                     f"{os.fspath(path)}: unknown key {key!r} in [{section}]; known keys are "
                     f"{sorted(_KEYS)} (and ignored: {sorted(_IGNORED)})."
                 )
@@ -104,9 +117,15 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
             try:
                 changes[field] = conv(raw.strip())
             except ValueError:
-                raise ValueError(
+                raise ConfigError(
                     f"{os.fspath(path)}: key {key!r} in [{section}] must be a number, got {raw!r}."
                 ) from None
+    if not changes:
+        raise ConfigError(
+            f"{os.fspath(path)}: no AI Core figure found (sections read: {parser.sections() or 'none'}); a "
+            f"platform ini sets keys such as ai_core_cnt in [SoCInfo] or l0_a_size in [AICoreSpec], "
+            f"known keys: {sorted(_KEYS)}. An empty file would silently give the preset unchanged."
+        )
     base = base if base is not None else ascend910b()
     if "num_cores" in changes and "chip_gm_bytes_per_cycle" not in changes:
         changes["chip_gm_bytes_per_cycle"] = None  # re-derive from the per-core rate
