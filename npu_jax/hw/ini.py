@@ -81,7 +81,7 @@ def load_ini(path: str | os.PathLike, base: HardwareConfig | None = None) -> Har
             f"from_ini: path {os.fspath(path)!r} is not a file (a directory?); give the .ini file."
         )
     if base is not None and not isinstance(base, HardwareConfig):
-        raise TypeError(
+        raise InputTypeError(
             f"from_ini: base must be a HardwareConfig or None (e.g. presets.get('910b')), got "
             f"{type(base).__name__}."
         )

@@ -44,12 +44,12 @@ import optax
 
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
-from npu_jax.hw import presets
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import cdiv
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import ConvTiling, make_plan
 from npu_jax.search import exact, relaxed, space
+from npu_jax.search.args import check_search_args
 from npu_jax.search.local import (  # noqa: F401 (the coordinate search's names, re-exported)
     _best_of,
     _by_config,
@@ -434,13 +434,24 @@ def tile_search(
         >>> r.emulated_cycles == r.model_cycles and r.evals <= r.budget
         True
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
-    if not isinstance(fused, bool):
-        raise TypeError(f"fused must be True or False, got {fused!r}.")
-    hw = presets.ascend910b() if hw is None else hw
-    if finalists < 0:
-        raise ValueError(f"finalists must be >= 0, got {finalists}.")
+    hw = check_search_args(
+        "tile_search",
+        hw=hw,
+        fused=fused,
+        objective=objective,
+        objectives=OBJECTIVES,
+        starts=starts,
+        steps=steps,
+        seed=seed,
+        round_every=round_every,
+        finalists=finalists,
+        verify=verify,
+        budget=budget,
+        max_evals=max_evals,
+        width=width,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+    )
     g = canonicalize(x_shape, w_shape, stride, padding, dilation)
     t0 = time.perf_counter()
     m = search_model(

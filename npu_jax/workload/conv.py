@@ -10,18 +10,20 @@ import dataclasses
 
 import jax
 
+from npu_jax.errors import InputError, InputTypeError
+
 
 def _pair(name: str, v) -> tuple[int, int]:
     if isinstance(v, bool):
-        raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}.")
+        raise InputTypeError(f"{name} must be an int or a pair of ints, got {v!r}.")
     if isinstance(v, int):
         v = (v, v)
     try:
         a, b = v
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}.") from None
+        raise InputTypeError(f"{name} must be an int or a pair of ints, got {v!r}.") from None
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in (a, b)):
-        raise TypeError(f"{name} must hold ints, got {v!r}.")
+        raise InputTypeError(f"{name} must hold ints, got {v!r}.")
     return int(a), int(b)
 
 
@@ -75,34 +77,42 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
     Raises:
         ValueError / TypeError naming the parameter, the value and the fix.
     """
-    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    for name, shape in (("x", x_shape), ("w", w_shape)):
+        if (
+            isinstance(shape, (str, bytes))
+            or not hasattr(shape, "__iter__")
+            or not all(hasattr(d, "__index__") and not isinstance(d, bool) for d in shape)
+        ):
+            raise InputTypeError(f"{name} shape must be a tuple of ints, got {shape!r}.")
+    x_shape = tuple(int(d) for d in x_shape)
+    w_shape = tuple(int(d) for d in w_shape)
     if len(x_shape) != 4:
-        raise ValueError(
+        raise InputError(
             f"x must be 4-D NCHW (N, C, H, W), got shape {x_shape}; add a batch axis "
             f"with x[None] for a single image."
         )
     if len(w_shape) != 4:
-        raise ValueError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
+        raise InputError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
     if not isinstance(groups, int) or groups != 1:
-        raise ValueError(
+        raise InputError(
             f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
             f"(groups=1). Split a grouped conv into per-group calls."
         )
     n, c, h, w = x_shape
     k, cw, kh, kw = w_shape
     if min(x_shape) <= 0 or min(w_shape) <= 0:
-        raise ValueError(f"x {x_shape} and w {w_shape} must have positive sizes.")
+        raise InputError(f"x {x_shape} and w {w_shape} must have positive sizes.")
     if cw != c:
-        raise ValueError(
+        raise InputError(
             f"channel mismatch: x has C={c} channels (x.shape[1]) but w expects "
             f"{cw} (w.shape[1]); w must be OIHW (K, C, kh, kw)."
         )
     sh, sw = _pair("stride", stride)
     if sh < 1 or sw < 1:
-        raise ValueError(f"stride must be >= 1, got {(sh, sw)}.")
+        raise InputError(f"stride must be >= 1, got {(sh, sw)}.")
     dh, dw = _pair("dilation", dilation)
     if dh < 1 or dw < 1:
-        raise ValueError(f"dilation must be >= 1, got {(dh, dw)}.")
+        raise InputError(f"dilation must be >= 1, got {(dh, dw)}.")
     eff_h, eff_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     if isinstance(padding, str):
         mode = padding.upper()
@@ -117,7 +127,7 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
 
             pads = same(h, sh, eff_h) + same(w, sw, eff_w)
         else:
-            raise ValueError(
+            raise InputError(
                 f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
             )
     elif isinstance(padding, int) and not isinstance(padding, bool):
@@ -126,7 +136,7 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
         try:
             a, b = padding
         except (TypeError, ValueError):
-            raise TypeError(
+            raise InputTypeError(
                 f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
             ) from None
         if isinstance(a, int) and isinstance(b, int):
@@ -135,16 +145,16 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
             (pt, pb), (pl, pr) = _pair("padding[0]", a), _pair("padding[1]", b)
             pads = (pt, pb, pl, pr)
     if min(pads) < 0:
-        raise ValueError(f"padding must be >= 0 on every side, got (top, bottom, left, right)={pads}.")
+        raise InputError(f"padding must be >= 0 on every side, got (top, bottom, left, right)={pads}.")
     if max(pads) > 255:
-        raise ValueError(f"padding {pads} exceeds Load3D's 0..255 per side.")
+        raise InputError(f"padding {pads} exceeds Load3D's 0..255 per side.")
     if h + pads[0] + pads[1] < eff_h or w + pads[2] + pads[3] < eff_w:
-        raise ValueError(
+        raise InputError(
             f"kernel {kh}x{kw} with dilation {(dh, dw)} spans {eff_h}x{eff_w}, larger than the padded "
             f"input {h + pads[0] + pads[1]}x{w + pads[2] + pads[3]}; pad more or use a smaller kernel."
         )
     if max(kh, kw) > 255 or max(dh, dw) > 255 or max(sh, sw) > 63:
-        raise ValueError(
+        raise InputError(
             f"Load3D supports kernel <= 255, dilation <= 255, stride <= 63; got "
             f"kernel {(kh, kw)}, dilation {(dh, dw)}, stride {(sh, sw)}."
         )
