@@ -9,6 +9,7 @@ Public surface::
     y, report = npu_jax.conv2d(x, w, hw=hw, checks="all")   # racecheck memcheck initcheck synccheck
     with npu_jax.default_checks("none"): ...   # the process default (NPU_JAX_CHECKS; tests: "all")
     npu_jax.cost, npu_jax.search               # the cost model and the tile search (imported on first use)
+    npu_jax.set_max_bytes(16 << 30)            # what one call may allocate (NPU_JAX_MAX_BYTES; 4 GiB)
 """
 
 import importlib
@@ -16,6 +17,7 @@ import importlib
 from npu_jax import errors
 from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.api.gemm import matmul
+from npu_jax.api.validate import set_max_bytes
 from npu_jax.core.policy import Policy
 from npu_jax.core.sanitize import Checks, default_checks, set_default_checks
 from npu_jax.hw import Assumed, HardwareConfig, presets
@@ -58,4 +60,5 @@ __all__ = [
     "presets",
     "search",
     "set_default_checks",
+    "set_max_bytes",
 ]

@@ -88,7 +88,12 @@ CASES = [
     ("unknown strategy", conv(strategy="winograd"), ValueError, r"strategy must be one of .*'winograd'"),
     ("hw as a string", conv(hw="910b"), TypeError, r"hw must be a HardwareConfig.*presets\.get\('910b'\)"),
     ("policy as a string", conv(policy="fp16"), TypeError, r"policy must be an npu_jax\.Policy"),
-    ("trace negative", conv(trace=-1), ValueError, r"trace must be in \[0, 2147483647\], got -1; pass a bool or an event capacity >= 0"),
+    (
+        "trace negative",
+        conv(trace=-1),
+        ValueError,
+        r"trace must be in \[0, 2147483647\], got -1; pass a bool or an event capacity >= 0",
+    ),
     ("timing_only not a bool", conv(timing_only="yes"), TypeError, r"timing_only must be True or False"),
     ("unknown check", conv(checks="racechek"), ValueError, r"checks: unknown check\(s\) \['racechek'\]"),
     ("tiling wrong type", conv(tiling=(4, 4)), TypeError, r"tiling must be a ConvTiling or None, got tuple"),

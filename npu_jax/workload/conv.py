@@ -93,7 +93,7 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
         )
     if len(w_shape) != 4:
         raise InputError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
-    if not isinstance(groups, int) or groups != 1:
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups != 1:
         raise InputError(
             f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
             f"(groups=1). Split a grouped conv into per-group calls."
