@@ -522,3 +522,54 @@ def test_bad_input_more(case, tmp_path):
     # the package's own types wherever the validation layer raised
     if err in (InputError, InputTypeError, SizeError, ConfigError, TilingError):
         assert isinstance(info.value, NpuError)
+
+
+# ---- gradients: refused with GradientError, never zeros in silence (docs/errors.md) ----------------
+def _grad_cases():
+    import jax
+    import jax.numpy as jnp
+
+    b = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    return {
+        "matmul grad": lambda: jax.grad(lambda a: npu_jax.matmul(a, b, hw=HW)[0].astype(jnp.float32).sum())(
+            A
+        ),
+        "matmul grad wrt b": lambda: jax.grad(lambda y: npu_jax.matmul(A, y, hw=HW)[0].sum())(b),
+        "matmul jvp": lambda: jax.jvp(lambda a: npu_jax.matmul(a, b, hw=HW)[0], (A,), (A,)),
+        "conv2d grad": lambda: jax.grad(
+            lambda x: npu_jax.conv2d(x, W, padding=1, hw=HW, tiling=T)[0].astype(jnp.float32).sum()
+        )(X),
+        "conv_relu grad wrt bias": lambda: jax.grad(
+            lambda c: fusion.conv_relu(X, W, bias=c, padding=1, hw=HW, tiling=T)[0].astype(jnp.float32).sum()
+        )(np.ones(16, np.float32)),
+        "conv2d_bounded grad": lambda: jax.grad(
+            lambda w: (
+                npu_jax.conv2d_bounded(X, w, G, bound=G, strategy="img2col", tiling=T, hw=HW)[0]
+                .astype(jnp.float32)
+                .sum()
+            )
+        )(W),
+    }
+
+
+@pytest.mark.parametrize("name", list(_grad_cases()))
+def test_gradients_are_refused(name):
+    from npu_jax.errors import GradientError
+
+    with pytest.raises(GradientError, match="differentiation") as info:
+        _grad_cases()[name]()
+    assert name.split()[0].replace("conv_relu", "conv2d_fused") in str(info.value)
+
+
+def test_stop_gradient_inputs_still_differentiate_around_the_kernel(rng):
+    """The refusal fires only where a gradient would flow through the kernel."""
+    import jax
+    import jax.numpy as jnp
+
+    a = rng.standard_normal((32, 32)).astype(np.float32)
+
+    def f(a):
+        c, _ = npu_jax.matmul(jax.lax.stop_gradient(a), A, hw=HW, checks="none")
+        return jnp.sum(c.astype(jnp.float32)) + jnp.sum(a * a)
+
+    assert np.allclose(jax.grad(f)(a), 2 * a)
