@@ -337,6 +337,13 @@ CASES = [
         ConfigError,
         "fixpipe_bytes_per_cycle",
     ),
+    ("hw chip rate past float32", hwc(chip_gm_bytes_per_cycle=1e300), ConfigError, "chip_gm_bytes_per_cycle"),
+    (
+        "hw L1->L0A rate past 2**24",
+        hwc(l1_to_l0a_bytes_per_cycle=2.0**30),
+        ConfigError,
+        "l1_to_l0a_bytes_per_cycle",
+    ),
     ("hw cube_k_bytes divides to zero", hwc(cube_k_bytes=2), ConfigError, "cube_k_bytes"),
     ("hw cube_k_bytes odd", hwc(cube_k_bytes=6), ConfigError, "cube_k_bytes"),
     (

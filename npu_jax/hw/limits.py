@@ -24,6 +24,7 @@ from npu_jax.hw.formats import FORMAT_BYTES
 TRANSFER_CYCLES_MAX = 2**24  # float32's exact integers: ceil_rate's products are exact below this
 INSTRUCTION_CYCLES_MAX = 2**31 - 1  # one instruction's cycles are an int32
 STARTUP_MAX = 2**20  # any one start-up figure of the Assumed table (cycles)
+RATE_MAX = float(2**24)  # B/cycle: rates are float32 in the costs, and products with them stay finite
 _MIN_ITEMSIZE = min(FORMAT_BYTES.values())
 _MAX_OPERAND_BYTES = 4  # the widest Cube operand (fp32): K0 = cube_k_bytes // 4 must be >= 1
 
@@ -85,6 +86,14 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
         ("vector instruction (V)", hw.ub_bytes, hw.vector_repeat_bytes, a.vector_startup, False,
          "vector_repeat_bytes"),
     ]  # fmt: skip
+    rates = {k: v for k, v in vars(hw).items() if k.endswith("_per_cycle") and isinstance(v, (int, float))}
+    rates.update({f"Assumed.{k}": v for k, v in vars(a).items() if k.endswith("_per_cycle")})
+    for knob, v in rates.items():
+        if v > RATE_MAX:
+            raise ConfigError(
+                f"{hw.name}: {knob}={v!r} B/cycle exceeds {RATE_MAX:.0f} (2**24): costs hold rates in float32, "
+                f"where larger figures overflow their products; use a rate <= 2**24."
+            )
     for what, nbytes, rate, startup, gaps, knob in transfers:
         cyc = _rate_cycles(nbytes, rate)
         total = startup + cyc + (nbytes // _MIN_ITEMSIZE) * burst * gaps
@@ -109,4 +118,11 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
         )
 
 
-__all__ = ["INSTRUCTION_CYCLES_MAX", "STARTUP_MAX", "TRANSFER_CYCLES_MAX", "check_assumed", "check_costs"]
+__all__ = [
+    "INSTRUCTION_CYCLES_MAX",
+    "RATE_MAX",
+    "STARTUP_MAX",
+    "TRANSFER_CYCLES_MAX",
+    "check_assumed",
+    "check_costs",
+]
