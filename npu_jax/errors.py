@@ -1,4 +1,10 @@
-"""Exceptions raised by npu-jax. Each message says what, where, what was expected, and the fix."""
+"""Exceptions raised by npu-jax. Each message says what, where, what was expected, and the fix.
+
+Also the primitive argument checks every layer shares (bools, ints, numbers, seeds, choices): this
+is the lowest layer, so the search below the public API uses the same checks (docs/errors.md).
+"""
+
+import numpy as np
 
 
 class NpuError(Exception):
@@ -60,19 +66,23 @@ class GradientError(NpuError, NotImplementedError):
 
 
 # ---- argument checks shared by every layer (the lowest layer, so the search may use them too) -----
+def _is_bool(v) -> bool:
+    return isinstance(v, (bool, np.bool_))
+
+
 _INT64 = (-(2**63), 2**63 - 1)
 
 
 def check_bool(fn: str, name: str, v) -> bool:
     """``v`` as a bool: Python and numpy bools only (the string ``"no"`` or ``1`` is refused)."""
-    if isinstance(v, bool) or type(v).__name__ == "bool_":
+    if _is_bool(v):
         return bool(v)
     raise InputTypeError(f"{fn}: {name} must be True or False, got {type(v).__name__} {v!r}.")
 
 
 def check_int(fn: str, name: str, v, lo: int | None = None, hi: int | None = None, fix: str = "") -> int:
     """``v`` as an int in [lo, hi]: Python and numpy integers, never a bool or a float."""
-    if isinstance(v, bool) or type(v).__name__ == "bool_" or not hasattr(v, "__index__"):
+    if _is_bool(v) or not hasattr(v, "__index__"):
         raise InputTypeError(
             f"{fn}: {name} must be an int, got {type(v).__name__} {v!r}" + (f"; {fix}" if fix else ".")
         )
@@ -87,7 +97,7 @@ def check_int(fn: str, name: str, v, lo: int | None = None, hi: int | None = Non
 def check_number(fn: str, name: str, v, lo: float | None = None, hi: float | None = None, *, open_lo=False):
     """``v`` as a finite real number (int or float, never a bool or a string) in [lo, hi]
     (``(lo, hi]`` with ``open_lo``)."""
-    if isinstance(v, bool) or type(v).__name__ == "bool_" or isinstance(v, (str, bytes, complex)):
+    if _is_bool(v) or isinstance(v, (str, bytes, complex, np.complexfloating)):
         raise InputTypeError(f"{fn}: {name} must be a real number, got {type(v).__name__} {v!r}.")
     try:
         f = float(v)

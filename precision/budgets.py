@@ -24,6 +24,7 @@ import dataclasses
 import math
 
 from npu_jax.core.policy import Policy
+from npu_jax.errors import InputError, InputTypeError
 from precision.formats import FORMATS, get_format
 from precision.metrics import Metrics
 
@@ -175,7 +176,12 @@ class Budget:
         known = set(Metrics.__dataclass_fields__)
         for k in list(self.max_) + list(self.min_):
             if k not in known:
-                raise ValueError(f"Budget {self.name!r}: unknown metric {k!r}; known: {sorted(known)}.")
+                raise InputError(f"Budget {self.name!r}: unknown metric {k!r}; known: {sorted(known)}.")
+        for k, v in {**self.max_, **self.min_}.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+                raise InputError(
+                    f"Budget {self.name!r}: the limit of {k!r} must be a number (inf for none), got {v!r}."
+                )
 
     def limits(self) -> dict:
         return {
@@ -210,8 +216,21 @@ def assert_within_budget(metrics: Metrics, budget: Budget | str | tuple) -> None
 
     ``budget`` is a :class:`Budget`, or a (strategy, workload) key of :data:`BUDGETS`.
     """
+    if not isinstance(metrics, Metrics):
+        raise InputTypeError(
+            f"assert_within_budget: metrics must be a Metrics (precision.compare(out, ref)), got "
+            f"{type(metrics).__name__}."
+        )
     if not isinstance(budget, Budget):
-        budget = budget_for(*budget) if isinstance(budget, tuple) else BUDGETS_BY_NAME[budget]
+        if isinstance(budget, tuple):
+            budget = budget_for(*budget)
+        elif isinstance(budget, str) and budget in BUDGETS_BY_NAME:
+            budget = BUDGETS_BY_NAME[budget]
+        else:
+            raise InputError(
+                f"assert_within_budget: budget must be a Budget, a (strategy, workload) pair or one of "
+                f"{sorted(BUDGETS_BY_NAME)}, got {budget!r}."
+            )
     rows = budget.check(metrics)
     if not all(r[-1] for r in rows):
         bad = [r[0] for r in rows if not r[-1]]

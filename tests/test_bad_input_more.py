@@ -449,6 +449,26 @@ CASES = [
         InputError,
         "directory",
     ),
+    (
+        "Budget limit a string",
+        lambda tmp: precision.Budget("b", max_={"rel_l2": "1e-3"}),
+        InputError,
+        "rel_l2",
+    ),
+    ("Budget limit nan", lambda tmp: precision.Budget("b", min_={"cosine": math.nan}), InputError, "cosine"),
+    ("Budget unknown metric", lambda tmp: precision.Budget("b", max_={"speed": 1}), InputError, "speed"),
+    (
+        "assert_within_budget unknown name",
+        lambda tmp: precision.assert_within_budget(precision.compare(A, A), "nope"),
+        InputError,
+        "budget",
+    ),
+    (
+        "assert_within_budget metrics a tuple",
+        lambda tmp: precision.assert_within_budget((A, A), "nope"),
+        InputTypeError,
+        "metrics",
+    ),
     # ---- tile_search -------------------------------------------------------------------------------
     ("search steps string", search(steps="3"), InputTypeError, "steps"),
     ("search steps float", search(steps=3.0), InputTypeError, "steps"),
@@ -529,6 +549,15 @@ def test_bad_input_more(case, tmp_path):
     # the package's own types wherever the validation layer raised
     if err in (InputError, InputTypeError, SizeError, ConfigError, TilingError):
         assert isinstance(info.value, NpuError)
+
+
+def test_numpy_bools_and_ints_are_accepted():
+    """What the checks must not refuse: numpy bools where a bool is asked, numpy ints where a count is."""
+    from npu_jax.errors import check_bool, check_int
+
+    assert check_bool("f", "flag", np.True_) is True and check_bool("f", "flag", np.bool_(False)) is False
+    assert check_int("f", "n", np.int64(7), 0, 10) == 7 and check_int("f", "n", np.uint8(3)) == 3
+    assert precision.compare(np.zeros(4), np.zeros(4)).rel_l2 == 0.0
 
 
 # ---- gradients: refused with GradientError, never zeros in silence (docs/errors.md) ----------------
