@@ -558,6 +558,11 @@ def test_numpy_bools_and_ints_are_accepted():
     assert check_bool("f", "flag", np.True_) is True and check_bool("f", "flag", np.bool_(False)) is False
     assert check_int("f", "n", np.int64(7), 0, 10) == 7 and check_int("f", "n", np.uint8(3)) == 3
     assert precision.compare(np.zeros(4), np.zeros(4)).rel_l2 == 0.0
+    import jax.numpy as jnp
+
+    from npu_jax.api.validate import as_array
+
+    assert as_array("f", "x", jnp.ones(3, jnp.bfloat16)).dtype == jnp.bfloat16  # bf16 is numpy kind 'V'
 
 
 # ---- gradients: refused with GradientError, never zeros in silence (docs/errors.md) ----------------

@@ -15,6 +15,7 @@ derivative is zero almost everywhere, so ``jax.grad`` through them would return 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import jax
@@ -184,17 +185,18 @@ def as_array(fn: str, name: str, v, *, floating: bool = True):
                 f"{fn}: {name} must be an array-like of numbers, got {type(v).__name__} ({e})."
             ) from None
     dt = np.dtype(v.dtype)
-    if dt.kind in "OSUVMm":
-        raise InputTypeError(
-            f"{fn}: {name} must be a numeric array, got dtype {dt}; convert it, e.g. np.asarray({name}, "
-            f"np.float32)."
-        )
     if dt.kind == "c":
         raise InputTypeError(
             f"{fn}: {name} must be real, got dtype {dt}; the emulated chip has no complex arithmetic "
             f"(pass {name}.real and {name}.imag separately)."
         )
-    if floating and not jnp.issubdtype(dt, jnp.floating):
+    is_float = jnp.issubdtype(dt, jnp.floating)  # bfloat16 and fp8 included (numpy kind 'V')
+    if not is_float and dt.kind not in "iub":
+        raise InputTypeError(
+            f"{fn}: {name} must be a numeric array, got dtype {dt}; convert it, e.g. np.asarray({name}, "
+            f"np.float32)."
+        )
+    if floating and not is_float:
         raise InputTypeError(f"{fn}: {name} must be a float array, got {dt}; cast it first.")
     return jnp.asarray(v)
 
@@ -249,6 +251,7 @@ def no_grad(fn: str, *arrays):
     return _no_grad(fn)(*arrays)
 
 
+@functools.cache
 def _no_grad(fn: str):
     @jax.custom_jvp
     def ident(*xs):
