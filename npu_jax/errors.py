@@ -70,6 +70,11 @@ def _is_bool(v) -> bool:
     return isinstance(v, (bool, np.bool_))
 
 
+def is_int(v) -> bool:
+    """A Python or numpy integer, never a bool (``True`` is not 1 here)."""
+    return hasattr(v, "__index__") and not _is_bool(v) and not isinstance(v, np.ndarray)
+
+
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -82,7 +87,7 @@ def check_bool(fn: str, name: str, v) -> bool:
 
 def check_int(fn: str, name: str, v, lo: int | None = None, hi: int | None = None, fix: str = "") -> int:
     """``v`` as an int in [lo, hi]: Python and numpy integers, never a bool or a float."""
-    if _is_bool(v) or not hasattr(v, "__index__"):
+    if not is_int(v):
         raise InputTypeError(
             f"{fn}: {name} must be an int, got {type(v).__name__} {v!r}" + (f"; {fix}" if fix else ".")
         )

@@ -10,19 +10,19 @@ import dataclasses
 
 import jax
 
-from npu_jax.errors import InputError, InputTypeError
+from npu_jax.errors import InputError, InputTypeError, is_int
 
 
 def _pair(name: str, v) -> tuple[int, int]:
-    if isinstance(v, bool):
+    if isinstance(v, (bool, str, bytes)) or type(v).__name__ == "bool":
         raise InputTypeError(f"{name} must be an int or a pair of ints, got {v!r}.")
-    if isinstance(v, int):
+    if is_int(v):
         v = (v, v)
     try:
         a, b = v
     except (TypeError, ValueError):
         raise InputTypeError(f"{name} must be an int or a pair of ints, got {v!r}.") from None
-    if not all(isinstance(t, int) and not isinstance(t, bool) for t in (a, b)):
+    if not all(is_int(t) for t in (a, b)):
         raise InputTypeError(f"{name} must hold ints, got {v!r}.")
     return int(a), int(b)
 
@@ -81,7 +81,7 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
         if (
             isinstance(shape, (str, bytes))
             or not hasattr(shape, "__iter__")
-            or not all(hasattr(d, "__index__") and not isinstance(d, bool) for d in shape)
+            or not all(is_int(d) for d in shape)
         ):
             raise InputTypeError(f"{name} shape must be a tuple of ints, got {shape!r}.")
     x_shape = tuple(int(d) for d in x_shape)
@@ -93,7 +93,7 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
         )
     if len(w_shape) != 4:
         raise InputError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups != 1:
+    if not is_int(groups) or groups != 1:
         raise InputError(
             f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
             f"(groups=1). Split a grouped conv into per-group calls."
@@ -130,8 +130,8 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
             raise InputError(
                 f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
             )
-    elif isinstance(padding, int) and not isinstance(padding, bool):
-        pads = (padding,) * 4
+    elif is_int(padding):
+        pads = (int(padding),) * 4
     else:
         try:
             a, b = padding
@@ -139,8 +139,8 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
             raise InputTypeError(
                 f"padding must be an int, a pair, ((t, b), (l, r)), 'SAME' or 'VALID'; got {padding!r}."
             ) from None
-        if isinstance(a, int) and isinstance(b, int):
-            pads = (a, a, b, b)
+        if is_int(a) and is_int(b):
+            pads = (int(a), int(a), int(b), int(b))
         else:
             (pt, pb), (pl, pr) = _pair("padding[0]", a), _pair("padding[1]", b)
             pads = (pt, pb, pl, pr)
