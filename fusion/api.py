@@ -130,7 +130,7 @@ def conv2d_fused_bounded(
     timing_only = check_flag("timing_only", timing_only, fn)
     x, w = check_arrays(x, w, fn)
     check_choice(fn, "strategy", strategy, STRATEGIES)
-    check_bound(fn, g, bound)
+    check_bound(fn, g, bound, x, w)
     if not isinstance(tiling, ConvTiling):
         raise InputTypeError(f"{fn}: tiling must be a ConvTiling, got {type(tiling).__name__}.")
     return _run(

@@ -294,6 +294,12 @@ CASES = [
         InputError,
         "bound",
     ),
+    (
+        "fused bounded x off the bound's shape",
+        fused_bounded(x=np.ones((1, 16, 9, 9), np.float32)),
+        InputError,
+        "x",
+    ),
     ("fused bounded tiling None", fused_bounded(tiling=None), InputTypeError, "tiling"),
     ("fused bounded fused 'no'", fused_bounded(fused="no"), InputTypeError, "fused"),
     ("fused bounded hw None string", fused_bounded(hw="tiny"), InputTypeError, "hw"),

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from npu_jax.api.validate import check_arrays, check_bound, check_common, check_flag, no_grad, state_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
-from npu_jax.errors import InputError, InputTypeError, check_choice
+from npu_jax.errors import InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
@@ -102,21 +102,11 @@ def conv2d_bounded(
     timing_only = check_flag("timing_only", timing_only, "conv2d_bounded")
     x, w = check_arrays(x, w, "conv2d_bounded")
     check_choice("conv2d_bounded", "strategy", strategy, STRATEGIES)
-    check_bound("conv2d_bounded", g, bound)
+    check_bound("conv2d_bounded", g, bound, x, w)
     if not isinstance(tiling, ConvTiling):
         raise InputTypeError(f"conv2d_bounded: tiling must be a ConvTiling, got {type(tiling).__name__}.")
     state_bytes("conv2d_bounded", hw, hw.num_cores, _gm_bytes(bound), 0, checks)
     x, w = no_grad("conv2d_bounded", x, w)
-    if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (
-        bound.k,
-        bound.c,
-        bound.kh,
-        bound.kw,
-    ):
-        raise InputError(
-            f"conv2d_bounded: x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes "
-            f"{(bound.n, bound.c, bound.h, bound.w)} and {(bound.k, bound.c, bound.kh, bound.kw)}."
-        )
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
     y, report = run_plan(

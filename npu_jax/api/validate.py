@@ -214,16 +214,22 @@ def nbytes(*arrays, itemsize: int | None = None) -> int:
 _BOUND_FIELDS = ("n", "c", "h", "w", "k", "kh", "kw")
 
 
-def check_bound(fn: str, g, bound) -> None:
-    """``g`` and ``bound`` ConvGeometry values, and ``g`` inside ``bound`` wherever ``g``'s fields are
-    concrete (a traced layer is the caller's promise): a layer larger than its bound would give an
-    output of the bound's shape, silently cut."""
+def check_bound(fn: str, g, bound, x=None, w=None) -> None:
+    """``g`` and ``bound`` ConvGeometry values, ``x`` and ``w`` at the bound's shapes, and ``g`` inside
+    ``bound`` wherever ``g``'s fields are concrete (a traced layer is the caller's promise): a layer
+    larger than its bound would give an output of the bound's shape, silently cut."""
     for name, v in (("g", g), ("bound", bound)):
         if not isinstance(v, ConvGeometry):
             raise InputTypeError(
                 f"{fn}: {name} must be a ConvGeometry (npu_jax.workload.conv.canonicalize(x_shape, "
                 f"w_shape, ...)), got {type(v).__name__}."
             )
+    xs, ws = (bound.n, bound.c, bound.h, bound.w), (bound.k, bound.c, bound.kh, bound.kw)
+    if x is not None and (tuple(x.shape) != xs or tuple(w.shape) != ws):
+        raise InputError(
+            f"{fn}: x {tuple(x.shape)} and w {tuple(w.shape)} must have the bound's shapes {xs} and {ws} "
+            f"(the layer's data in their leading corner)."
+        )
     over = []
     for f in _BOUND_FIELDS:
         gv, bv = getattr(g, f), getattr(bound, f)
