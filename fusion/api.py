@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy
+from npu_jax.core.policy import Policy, note_default_cast
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
@@ -48,6 +48,10 @@ def conv2d_fused(
     baseline: the Conv writes its output to GM, a vector kernel (CopyIn -> Compute -> CopyOut,
     double-buffered) reads it back, applies the chain and writes the result.
 
+    Dtypes: as :func:`npu_jax.conv2d`, the result is in ``policy.output`` (or the chain's cast),
+    not the input's dtype: with no ``policy``, fp32 or bf16 inputs are converted to fp16 and the
+    result is fp16 (an :class:`~npu_jax.OperandCastWarning` says so once per process).
+
     Args:
         x: (N, C, H, W); w: (K, C, kh, kw). Converted to ``policy.operand``.
         epilogue: steps, in order: ``"bias"``, ``"relu"``, ``("leaky_relu", slope)``,
@@ -79,10 +83,13 @@ def conv2d_fused(
         raise TypeError(
             f"hw must be a HardwareConfig (e.g. npu_jax.presets.ascend910b()), got {type(hw).__name__}."
         )
+    default_policy = policy is None
     policy = Policy() if policy is None else policy
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be True or False, got {fused!r}.")
     x, w = check_arrays(x, w)
+    if default_policy:
+        note_default_cast("fusion.conv2d_fused", x=x, w=w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -119,8 +126,11 @@ def conv2d_fused_bounded(
     hold the layer in their leading corner; one compiled program serves every layer inside the
     bound. The vector kernel of an unfused run sweeps the bound's whole output tensor.
     """
+    default_policy = policy is None
     policy = Policy() if policy is None else policy
     x, w = check_arrays(x, w)
+    if default_policy:
+        note_default_cast("fusion.conv2d_fused_bounded", x=x, w=w)
     return _run(
         x,
         w,
@@ -208,6 +218,11 @@ def conv_relu(
 
     ``fused=True``: ReLU (and the bias) in the Conv's epilogue, one write to GM. ``fused=False``:
     the Conv kernel, then a ReLU vector kernel over its output in GM. Returns (y, report).
+
+    Dtypes: as :func:`npu_jax.conv2d`, y is in ``policy.output``: with no ``policy`` the hardware's
+    default applies (fp16 operands, fp32 accumulation, fp16 out), so fp32 or bf16 inputs give an
+    fp16 y and an :class:`~npu_jax.OperandCastWarning` once per process. Pass
+    ``policy=npu_jax.Policy(operand="bf16", output="bf16")`` (or ``output="fp32"``) to choose.
 
     Example:
         >>> import numpy as np, npu_jax, fusion

@@ -12,6 +12,7 @@ output conversion, ``vector`` the vector format and the overflow mode.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,12 @@ ROUNDING = MODES
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Policy:
     """Formats and rounding inside the emulated core.
+
+    The default is the hardware's own rule: fp16 operands, fp32 accumulation, fp16 output. It does
+    not follow the input's dtype: a public entry point given fp32, bf16 or fp64 arrays and no
+    ``policy`` converts them to fp16 and returns fp16 (and says so once per process with an
+    :class:`OperandCastWarning`). Pass a policy to choose, e.g. ``Policy(operand="bf16",
+    output="bf16")`` for bf16 in and out, or ``Policy(output="fp32")`` for an fp32 result.
 
     Attributes:
         operand: format of Cube operands in L1/L0A/L0B (``fp16``, ``bf16``, ``fp32``).
@@ -97,6 +104,39 @@ class Policy:
         return round_to(
             x, fmt, self.rounding, subnormals=self.subnormals, overflow=self.overflow_mode(hw), key=key
         )
+
+
+class OperandCastWarning(UserWarning):
+    """A public entry point converted non-fp16 inputs to the default Policy's fp16.
+
+    Shown once per process, and only when no ``policy`` was passed. Silence it by passing a policy
+    (``policy=npu_jax.Policy()`` keeps the default and says you meant it), or with
+    ``warnings.filterwarnings("ignore", category=npu_jax.OperandCastWarning)``.
+    """
+
+
+# once per process: a note repeated on every call (or every traced layer of a sweep) would bury the output
+_cast_noted = False
+
+
+def note_default_cast(fn: str, **arrays) -> None:
+    """Warn, once per process, that ``fn`` (called with no ``policy``) converts ``arrays`` whose
+    dtype is not float16 to the default Policy's fp16 operands, so that its result is fp16."""
+    global _cast_noted
+    converted = {name: str(a.dtype) for name, a in arrays.items() if a.dtype != jnp.float16}
+    if _cast_noted or not converted:
+        return
+    _cast_noted = True
+    given = ", ".join(f"{name} {dt}" for name, dt in converted.items())
+    warnings.warn(
+        f"{fn}: inputs converted to fp16 ({given}): with no policy, the hardware's default "
+        "Policy() applies (fp16 operands, fp32 accumulation, fp16 output), so the result is fp16. "
+        "Pass policy=npu_jax.Policy(operand='bf16', output='bf16') for bf16, Policy(output='fp32') for "
+        "an fp32 result, or policy=npu_jax.Policy() to keep fp16 and silence this note "
+        "(shown once per process).",
+        OperandCastWarning,
+        stacklevel=3,
+    )
 
 
 def convert(
