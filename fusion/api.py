@@ -88,8 +88,6 @@ def conv2d_fused(
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be True or False, got {fused!r}.")
     x, w = check_arrays(x, w)
-    if default_policy:
-        note_default_cast("fusion.conv2d_fused", x=x, w=w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -98,6 +96,8 @@ def conv2d_fused(
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
     cap = 4096 if trace is True else int(trace)
+    if default_policy:
+        note_default_cast("fusion.conv2d_fused", x=x, w=w)
     return _run(
         x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
     )

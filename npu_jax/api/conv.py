@@ -73,8 +73,6 @@ def conv2d(
     default_policy = policy is None
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
     x, w = check_arrays(x, w)
-    if default_policy:
-        note_default_cast("npu_jax.conv2d", x=x, w=w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -83,6 +81,8 @@ def conv2d(
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
     p = make_plan(g, strategy, tiling, hw, op, policy.output)
+    if default_policy:  # after every check: a call that is refused is not noted
+        note_default_cast("npu_jax.conv2d", x=x, w=w)
     y, report = run_plan(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, move_data=not timing_only, checks=checks
     )
@@ -114,8 +114,6 @@ def conv2d_bounded(
     hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
     check_flag("timing_only", timing_only)
     x, w = check_arrays(x, w)
-    if default_policy:
-        note_default_cast("npu_jax.conv2d_bounded", x=x, w=w)
     if tuple(x.shape) != (bound.n, bound.c, bound.h, bound.w) or tuple(w.shape) != (
         bound.k,
         bound.c,
@@ -128,6 +126,8 @@ def conv2d_bounded(
         )
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
+    if default_policy:
+        note_default_cast("npu_jax.conv2d_bounded", x=x, w=w)
     y, report = run_plan(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only, checks=checks
     )

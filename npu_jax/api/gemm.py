@@ -75,8 +75,6 @@ def matmul(
             raise TypeError(f"matmul: {name} must be a float array, got {x.dtype}.")
         if 0 in x.shape:
             raise ValueError(f"matmul: {name} has an empty dimension {tuple(x.shape)}.")
-    if default_policy:
-        note_default_cast("npu_jax.matmul", a=a, b=b)
     M, K = a.shape
     N = b.shape[1]
     tiling = default_tiling(M, N, K, hw, policy.operand) if tiling is None else tiling
@@ -122,6 +120,8 @@ def matmul(
         trace_capacity=cap,
         checks=checks,
     )
+    if default_policy:  # after every check: a call that is refused is not noted
+        note_default_cast("npu_jax.matmul", a=a, b=b)
     # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
     outs, report = launch(
         kern,
