@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy, note_default_cast
+from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
@@ -20,6 +20,7 @@ from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
 
 
+@notes_default_cast("x", "w")
 def conv2d_fused(
     x,
     w,
@@ -83,7 +84,6 @@ def conv2d_fused(
         raise TypeError(
             f"hw must be a HardwareConfig (e.g. npu_jax.presets.ascend910b()), got {type(hw).__name__}."
         )
-    default_policy = policy is None
     policy = Policy() if policy is None else policy
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be True or False, got {fused!r}.")
@@ -96,13 +96,12 @@ def conv2d_fused(
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
     cap = 4096 if trace is True else int(trace)
-    if default_policy:
-        note_default_cast("fusion.conv2d_fused", x=x, w=w)
     return _run(
         x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
     )
 
 
+@notes_default_cast("x", "w")
 def conv2d_fused_bounded(
     x,
     w,
@@ -126,11 +125,8 @@ def conv2d_fused_bounded(
     hold the layer in their leading corner; one compiled program serves every layer inside the
     bound. The vector kernel of an unfused run sweeps the bound's whole output tensor.
     """
-    default_policy = policy is None
     policy = Policy() if policy is None else policy
     x, w = check_arrays(x, w)
-    if default_policy:
-        note_default_cast("fusion.conv2d_fused_bounded", x=x, w=w)
     return _run(
         x,
         w,
@@ -198,6 +194,7 @@ def _run(
     return jnp.transpose(y, (0, 3, 1, 2)), SequenceReport(tuple(parts), f"{label} ({kind})")
 
 
+@notes_default_cast("x", "w")
 def conv_relu(
     x,
     w,

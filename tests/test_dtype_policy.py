@@ -103,7 +103,7 @@ def test_conv_entry_points_note_once_per_process(rng, fresh_note):
     w = rng.standard_normal((32, 16, 3, 3)).astype(ml_dtypes.bfloat16)
     (y, _), first = _cast_notes(fusion.conv_relu, x, w, padding=1, hw=HW, timing_only=True)
     assert y.dtype == jnp.float16
-    assert len(first) == 1 and "fusion.conv2d_fused" in str(first[0].message)
+    assert len(first) == 1 and "fusion.conv_relu" in str(first[0].message)
     # the process has been told: no entry point repeats it
     (y, _), again = _cast_notes(npu_jax.conv2d, x, w, padding=1, hw=HW, timing_only=True)
     assert y.dtype == jnp.float16 and again == []
@@ -128,3 +128,13 @@ def test_the_note_can_be_silenced_by_its_category(rng, fresh_note):
     assert c.dtype == jnp.float16
     assert not [w for w in rec if issubclass(w.category, OperandCastWarning)]
     assert issubclass(OperandCastWarning, UserWarning)
+
+
+def test_a_refused_call_is_not_noted(rng, fresh_note):
+    a, _ = _gemm_inputs(rng, np.float32)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="K"):
+            npu_jax.matmul(a, a, hw=HW)  # (M, K) @ (M, K): K != M
+    assert not [w for w in rec if issubclass(w.category, OperandCastWarning)]
+    assert policy_mod._cast_noted is False, "the refused call used up the once-per-process note"

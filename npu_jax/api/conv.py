@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from npu_jax.api.validate import check_arrays, check_common, check_flag
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy, note_default_cast
+from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
@@ -15,6 +15,7 @@ from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 
 # ---- running it ----------------------------------------------------------------------------------
+@notes_default_cast("x", "w")
 def conv2d(
     x,
     w,
@@ -70,7 +71,6 @@ def conv2d(
         >>> y.shape, rep.flops
         ((1, 32, 8, 8), 589824)
     """
-    default_policy = policy is None
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
     x, w = check_arrays(x, w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
@@ -81,14 +81,13 @@ def conv2d(
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
     p = make_plan(g, strategy, tiling, hw, op, policy.output)
-    if default_policy:  # after every check: a call that is refused is not noted
-        note_default_cast("npu_jax.conv2d", x=x, w=w)
     y, report = run_plan(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, move_data=not timing_only, checks=checks
     )
     return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
+@notes_default_cast("x", "w")
 def conv2d_bounded(
     x,
     w,
@@ -110,7 +109,6 @@ def conv2d_bounded(
     Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report. Dtypes
     as :func:`conv2d`: with no ``policy`` the inputs become fp16 and so does y.
     """
-    default_policy = policy is None
     hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
     check_flag("timing_only", timing_only)
     x, w = check_arrays(x, w)
@@ -126,8 +124,6 @@ def conv2d_bounded(
         )
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
-    if default_policy:
-        note_default_cast("npu_jax.conv2d_bounded", x=x, w=w)
     y, report = run_plan(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only, checks=checks
     )

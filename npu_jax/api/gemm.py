@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from npu_jax.api.validate import check_common
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy, note_default_cast
+from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec, padded_shape
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
@@ -18,6 +18,7 @@ from npu_jax.mapping.gemm import MatmulTiling, allocate_gemm, default_tiling
 from npu_jax.mapping.hints import tiling_hint
 
 
+@notes_default_cast("a", "b")
 def matmul(
     a,
     b,
@@ -55,7 +56,6 @@ def matmul(
         (32.0, 196608)
     """
 
-    default_policy = policy is None
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
     for name, arr in (("a", a), ("b", b)):
         if arr is None or isinstance(arr, (str, bytes, dict)):
@@ -120,8 +120,6 @@ def matmul(
         trace_capacity=cap,
         checks=checks,
     )
-    if default_policy:  # after every check: a call that is refused is not noted
-        note_default_cast("npu_jax.matmul", a=a, b=b)
     # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
     outs, report = launch(
         kern,

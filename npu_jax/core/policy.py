@@ -11,11 +11,15 @@ output conversion, ``vector`` the vector format and the overflow mode.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import functools
+import inspect
 import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.core.rounding import MODES, round_to
 
@@ -117,13 +121,50 @@ class OperandCastWarning(UserWarning):
 
 # once per process: a note repeated on every call (or every traced layer of a sweep) would bury the output
 _cast_noted = False
+# set while a public entry point runs, so that one it calls (conv_relu -> conv2d_fused) is not the one named
+_in_entry_point: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "npu_jax_in_entry_point", default=False
+)
 
 
-def note_default_cast(fn: str, **arrays) -> None:
-    """Warn, once per process, that ``fn`` (called with no ``policy``) converts ``arrays`` whose
-    dtype is not float16 to the default Policy's fp16 operands, so that its result is fp16."""
+def notes_default_cast(*operands: str):
+    """Decorate a public entry point whose ``operands`` (argument names) the default Policy converts.
+
+    After a call that passed no ``policy`` and returned (a refused call is not noted), warns once per
+    process with an :class:`OperandCastWarning` if an operand's dtype was not float16: the result
+    is then fp16 whatever the input's dtype, which a JAX user would not expect unless told.
+    """
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        public = f"{fn.__module__.split('.')[0]}.{fn.__name__}"  # npu_jax.conv2d, fusion.conv_relu
+
+        @functools.wraps(fn)
+        def entry_point(*args, **kwargs):
+            if _in_entry_point.get():
+                return fn(*args, **kwargs)
+            token = _in_entry_point.set(True)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                _in_entry_point.reset(token)
+            given = sig.bind(*args, **kwargs).arguments
+            if given.get("policy") is None:
+                _note_cast(public, {name: given[name] for name in operands})
+            return out
+
+        return entry_point
+
+    return wrap
+
+
+def _note_cast(fn: str, arrays: dict) -> None:
     global _cast_noted
-    converted = {name: str(a.dtype) for name, a in arrays.items() if a.dtype != jnp.float16}
+    # jax/numpy arrays and tracers have a dtype; a list or scalar is read as numpy reads it
+    dtypes = {
+        name: np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype) for name, a in arrays.items()
+    }
+    converted = {name: dt.name for name, dt in dtypes.items() if dt != np.float16}
     if _cast_noted or not converted:
         return
     _cast_noted = True
