@@ -76,7 +76,7 @@ class Report:
 
     @property
     def core_cycles(self) -> np.ndarray:
-        """(n,) int64: when each core's last pipe finishes."""
+        """When each core's last pipe finishes: an int64 array, one entry per core."""
         return wide.to_numpy(self.pipe_free).max(axis=1)
 
     @property
