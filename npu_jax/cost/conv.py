@@ -110,7 +110,8 @@ def predict_many(
 
     Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
     schedule (the lowest :func:`lower_bound`, and where some are single-buffered half of them by
-    the serial sum instead); the others keep their bound as a cycle count."""
+    the serial sum instead); the others rank after all of them (cycles: the worst exact cost plus
+    their bound)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
@@ -124,9 +125,12 @@ def predict_many(
         pick = list(
             dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2])
         )
-    cyc, gmb = list(lbs), [None] * len(plans)
+    cyc, gmb = [None] * len(plans), [None] * len(plans)
     for i in pick:
         q = predict(plans[i])
         cyc[i], gmb[i] = q.cycles, q.gm_bytes
-    big = max(x for x in gmb if x is not None) + 1
-    return cyc, [big if x is None else x for x in gmb]
+    # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
+    worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
+    return [worst + lbs[i] if x is None else x for i, x in enumerate(cyc)], [
+        big if x is None else x for x in gmb
+    ]
