@@ -16,11 +16,13 @@ import numpy as np
 
 from npu_jax.core import sanitize, wide
 from npu_jax.core.isa import OPS
-from npu_jax.core.pipes import COUNTER_INDEX, LANES, PATHS, PIPES, RATIO_NAMES
+from npu_jax.core.pipes import COUNTER_INDEX, HBM_PATHS, LANES, PATHS, PIPES, RATIO_NAMES
+from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.report.plot import plot_timeline
 
 _GM_PATHS = tuple(p for p in PATHS if "GM" in p)
+_GM_IN_PATHS = tuple(p for p in PATHS if p.startswith("GM->"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,13 +76,39 @@ class Report:
 
     @property
     def core_cycles(self) -> np.ndarray:
-        """(n,) int64: when each core's last pipe finishes."""
+        """When each core's last pipe finishes: an int64 array, one entry per core."""
         return wide.to_numpy(self.pipe_free).max(axis=1)
 
     @property
-    def cycles(self) -> int:
-        """Total cycles: the last pipe of the last core to finish."""
+    def core_end(self) -> int:
+        """When the last pipe of the last core finishes, counted from the kernel's first instruction."""
         return int(self.core_cycles.max())
+
+    @property
+    def launch_cycles(self) -> int:
+        """The kernel launch's start-up (``Assumed.launch_us``), before its first instruction."""
+        return self.hw.launch_cycles
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Bytes the chip's HBM moved for this kernel: reads that missed L2, and every write."""
+        return sum(self._counter(p) for p in HBM_PATHS)
+
+    @property
+    def hbm_cycles(self) -> int:
+        """The fewest cycles the chip's HBM (shared by every core) needs for :attr:`hbm_bytes`."""
+        return int(costs.hbm_cycles(costs.HwNumbers.of(self.hw), self.hbm_bytes))
+
+    @property
+    def l2_hit_bytes(self) -> int:
+        """GM bytes read that were already in L2."""
+        return sum(self._counter(p) for p in _GM_IN_PATHS) - self._counter("HBM->L2")
+
+    @property
+    def cycles(self) -> int:
+        """Total cycles: the launch, then the later of the last core's last pipe and the chip's HBM
+        time for what the kernel moved (``costs.kernel_cycles``)."""
+        return int(costs.kernel_cycles(costs.HwNumbers.of(self.hw), self.core_end, self.hbm_bytes))
 
     @property
     def time_us(self) -> float:
@@ -97,8 +125,8 @@ class Report:
 
     @property
     def bytes(self) -> dict[str, int]:
-        """Bytes moved per path, summed over cores."""
-        return {p: self._counter(p) for p in PATHS}
+        """Bytes moved per path, summed over cores (the cores' paths, then HBM's)."""
+        return {p: self._counter(p) for p in PATHS + HBM_PATHS}
 
     @property
     def gm_bytes(self) -> int:
@@ -158,7 +186,10 @@ class Report:
 
     @property
     def bottleneck(self) -> str:
-        """The pipe that was busy longest (the one to fix first)."""
+        """What sets the time: the pipe that was busy longest (the one to fix first), or ``HBM`` when
+        the chip's memory, shared by every core, needs longer than any core runs."""
+        if self.hbm_cycles > self.core_end:
+            return "HBM"
         busy = self.pipe_busy
         return max(PIPES, key=lambda p: busy[p])
 
@@ -242,8 +273,8 @@ class Report:
                 "pipe": PIPES[int(p)],
                 "lane": LANES[PIPES[int(p)]],
                 "op": OPS[int(o)],
-                "start": int(s) + self.offset,
-                "end": int(e) + self.offset,
+                "start": int(s) + self.offset + self.launch_cycles,
+                "end": int(e) + self.offset + self.launch_cycles,
             }
             for p, o, s, e in zip(t["pipe"][:n], t["op"][:n], start, end)
         ]
