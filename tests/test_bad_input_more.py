@@ -375,7 +375,7 @@ CASES = [
     ("ini empty file", ini(None), ConfigError, "no AI Core figure"),
     ("ini only comments", ini("; nothing here\n"), ConfigError, "no AI Core figure"),
     ("ini unrelated section", ini("[CPUCache]\nsize=1\n"), ConfigError, "no AI Core figure"),
-    ("ini only ignored keys", ini("[SoCInfo]\nl2_size=1\n"), ConfigError, "no AI Core figure"),
+    ("ini only ignored keys", ini("[AICoreSpec]\nub_block_size=32\n"), ConfigError, "no AI Core figure"),
     ("ini a directory", lambda tmp: HardwareConfig.from_ini(tmp), ConfigError, "path"),
     ("ini path an int", lambda tmp: HardwareConfig.from_ini(5), InputTypeError, "path"),
     ("ini path None", lambda tmp: HardwareConfig.from_ini(None), InputTypeError, "path"),
