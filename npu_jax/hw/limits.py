@@ -31,10 +31,13 @@ _MAX_OPERAND_BYTES = 4  # the widest Cube operand (fp32): K0 = cube_k_bytes // 4
 
 def check_assumed(a) -> None:
     """Start-ups and burst overhead of an Assumed table: whole cycle counts (a float would be
-    truncated when costs read it) within :data:`STARTUP_MAX`."""
+    truncated when costs read it) within :data:`STARTUP_MAX`; ``launch_us`` finite."""
+    launch = getattr(a, "launch_us", 0.0)
+    if not math.isfinite(launch):
+        raise ConfigError(f"Assumed.launch_us must be a finite number of microseconds, got {launch!r}.")
     for f in dataclasses.fields(a):
         v = getattr(a, f.name)
-        if f.name.endswith("_per_cycle"):
+        if f.type not in ("int", int):  # cycle counts; rates and launch_us (microseconds) are floats
             continue
         if isinstance(v, float) and not v.is_integer():
             raise ConfigError(f"Assumed.{f.name} is a cycle count and must be a whole number, got {v!r}.")
@@ -43,6 +46,12 @@ def check_assumed(a) -> None:
                 f"Assumed.{f.name}={v!r} cycles exceeds {STARTUP_MAX} (2**20): no instruction starts that "
                 f"slowly, and its sums must stay inside int32. Use a value <= {STARTUP_MAX}."
             )
+
+
+def _rate(hw, name: str, default: float) -> float:
+    """A rate the configuration may not have (L2, from issue 13): the slower of it and ``default``."""
+    v = getattr(hw, name, None)
+    return default if v is None else min(v, default)
 
 
 def _rate_cycles(nbytes: float, rate: float) -> float:
@@ -79,6 +88,10 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
         ("Fixpipe L0C read", l0c_read, a.fixpipe_bytes_per_cycle, a.fixpipe_startup, False,
          "Assumed.fixpipe_bytes_per_cycle"),
         ("Fixpipe -> GM write", l0c_read, gm_share, a.fixpipe_startup, True, "gm_bytes_per_cycle"),
+        ("DataCopy L2 hit -> L1 (MTE2)", hw.l1_bytes, _rate(hw, "l2_read_bytes_per_cycle", gm_share),
+         a.mte2_startup, True, "l2_read_bytes_per_cycle"),
+        ("DataCopy UB -> L2 (MTE3)", hw.ub_bytes, _rate(hw, "l2_write_rate", ub_gm), a.mte3_startup, True,
+         "l2_write_bytes_per_cycle"),
         ("L0C -> UB (V)", l0c_read, hw.l0c_to_ub_bytes_per_cycle, a.vector_startup, False,
          "l0c_to_ub_bytes_per_cycle"),
         ("L1 -> UB", hw.l1_bytes, hw.l1_to_ub_bytes_per_cycle, a.mte2_startup, False,
@@ -104,6 +117,12 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
                 f"cycles, {INSTRUCTION_CYCLES_MAX:,} per instruction); raise {knob} to at least "
                 f"{nbytes / (TRANSFER_CYCLES_MAX - 1):.3g} or shrink the buffer."
             )
+    launch = getattr(hw, "launch_cycles", 0)
+    if launch > INSTRUCTION_CYCLES_MAX:
+        raise ConfigError(
+            f"{hw.name}: a kernel launch of Assumed.launch_us={a.launch_us!r} us at {hw.clock_ghz} GHz is "
+            f"{launch:,} cycles, past int32; use a launch_us under {INSTRUCTION_CYCLES_MAX / (1e3 * hw.clock_ghz):.3g}."
+        )
     # Mmad: blocks = cdiv(m, cube_m) cdiv(n, cube_n) cdiv(k, K0) with m n <= L0C / 4 B, m, n, k >= one
     # fractal row, and k K0-deep slices bounded by L0A / L0B holding m >= 16 rows of k
     f = fractal_rows
