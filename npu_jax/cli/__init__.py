@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_word(argv)
     asks_help = any(a in ("-h", "--help", "--version") for a in argv)
-    progress = Progress(command).start(heartbeat=bool(command) and not asks_help)
+    # the heartbeat covers loading JAX (seconds); once it is loaded, the commands show their own progress
+    progress = Progress(command).start(heartbeat=bool(command) and not asks_help and "jax" not in sys.modules)
     try:
         try:
             args = parser().parse_args(argv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from npu_jax.cli.output import add_results_arguments, table, write_results
+from npu_jax.cli.output import add_results_arguments, print_written, table, write_results
 from npu_jax.cli.types import add_preset_argument
 from npu_jax.hw import presets
 from npu_jax.hw.config import Assumed, HardwareConfig
@@ -79,6 +79,7 @@ def run(args) -> int:
             f"  {name}: assumed value used by {', '.join(guessed) or 'none of these'}; "
             f"the others publish their own."
         )
+    print_written(args)
     return 0
 
 

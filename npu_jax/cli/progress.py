@@ -2,8 +2,8 @@
 
 A command's :class:`Progress` (``args.progress``, made by :func:`npu_jax.cli.main`):
 
-* a heartbeat: if nothing was shown :data:`HEARTBEAT_S` after the command started (it is loading JAX
-  and the kernels, which takes seconds), one line says so;
+* a heartbeat: if nothing was shown :data:`HEARTBEAT_S` after the command started in a process that
+  has not loaded JAX yet (loading it and the kernels takes seconds), one line says so;
 * :meth:`Progress.line`: one status line, e.g. before the first compile of a kernel
   (``npu-jax conv2d: compiling conv2d[img2col] for 1x64x56x56 on ascend910b ...``);
 * :meth:`Progress.bar`: a tqdm bar over a loop of runs (layers, strategies, analyses).
