@@ -89,6 +89,7 @@ def run(args) -> int:
         print(formats.describe())
         return 0
     if args.update_baselines:
+        args.progress.line("re-measuring the golden baselines (each kernel compiles for a few seconds) ...")
         for path in baselines.update_baselines(directory=args.baselines_dir):
             print(f"wrote {path}")
         return 0

@@ -65,6 +65,15 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _error_line(command: str, e: BaseException) -> str:
+    prog = " ".join(filter(None, ("npu-jax", command)))
+    if isinstance(e, UsageError):  # argparse's form: the parser's prog and the flag already in it
+        return _one_line(e)
+    if isinstance(e, KeyboardInterrupt):
+        return f"{prog}: interrupted"
+    return f"{prog}: error: {_one_line(e)}"
+
+
 def _command_word(argv: list[str]) -> str:
     return next((a for a in argv if not a.startswith("-")), "")
 
@@ -96,15 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout went away (| head): not an error of the command
         _silence_stdout()
         return 0
-    except UsageError as e:
-        print(_one_line(e), file=sys.stderr)
-        return 2
-    except USER_ERRORS as e:
-        print(f"{' '.join(filter(None, ('npu-jax', command)))}: error: {_one_line(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"npu-jax {command}: interrupted", file=sys.stderr)
-        return 130
+    except (UsageError, KeyboardInterrupt, *USER_ERRORS) as e:
+        progress.stop()  # close any progress bar first: the error is a line of its own
+        print(_error_line(command, e), file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 2
     finally:
         progress.stop()
 

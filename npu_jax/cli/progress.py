@@ -33,6 +33,7 @@ class Progress:
         self.stream = stream
         self._shown = threading.Event()
         self._timer: threading.Timer | None = None
+        self._bars: list[tqdm] = []
 
     def _out(self):
         return self.stream if self.stream is not None else sys.stderr
@@ -46,9 +47,12 @@ class Progress:
         return self
 
     def stop(self) -> None:
-        """Cancel the heartbeat (the command finished or failed)."""
+        """Cancel the heartbeat and close the bars still open (the command finished or failed)."""
         if self._timer is not None:
             self._timer.cancel()
+        for b in self._bars:
+            b.close()
+        self._bars.clear()
 
     def _heartbeat(self) -> None:
         if not self._shown.is_set():
@@ -70,7 +74,7 @@ class Progress:
     def bar(self, total: int, what: str) -> tqdm:
         """A tqdm bar of ``total`` steps on standard error; ``update(1)`` per step, ``close()`` at the end."""
         self._shown.set()
-        return tqdm(
+        bar = tqdm(
             total=total,
             desc=f"npu-jax {self.command}: {what}",
             file=self._out(),
@@ -79,6 +83,8 @@ class Progress:
             dynamic_ncols=True,
             mininterval=0.5,
         )
+        self._bars.append(bar)
+        return bar
 
     def callback(self, total: int, what: str, label: Callable | None = None) -> tuple[Callable, tqdm]:
         """``(progress, bar)``: a ``progress(item)`` callback for the studies' loops that advances a
