@@ -15,28 +15,13 @@ import numpy as np
 
 from npu_jax.api.conv import conv2d
 from npu_jax.cli.data import conv_reference
-from npu_jax.cli.layers import LAYERS_HELP, LayerSpec, layer_file
+from npu_jax.cli.layers import LayerSpec, add_layer_arguments, layers_from_args
 from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
-from npu_jax.cli.types import add_preset_argument, int_or_pair, padding, positive_int
+from npu_jax.cli.types import add_preset_argument
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.report.reading import strategies_reading, trace_note
 from npu_jax.search.choose import choose_tiling
 from npu_jax.studies import StrategyRow, conv_strategies, format_rows
-from npu_jax.workload.resnet50 import ConvLayer
-
-# the one layer's flags: (flag, default, what); None defaults are filled in run (so --layers can refuse them)
-SHAPE = (
-    ("n", 1, "batch"),
-    ("c", 64, "input channels"),
-    ("h", 56, "input height"),
-    ("w", 56, "input width"),
-    ("k", 64, "output channels (filters)"),
-    ("kh", 3, "kernel height"),
-    ("kw", 3, "kernel width"),
-    ("stride", 1, "stride: S or SH,SW"),
-    ("padding", 1, "padding: P, PH,PW, SAME or VALID"),
-    ("dilation", 1, "dilation: D or DH,DW"),
-)
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -45,17 +30,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         "Run one Conv2D layer on random fp16 data, or each layer of a CSV / YAML file. Defaults: ResNet-50's "
         "conv2_x (1x64x56x56, 64 3x3 filters, pad 1), img2col, ascend910b."
     )
-    kinds = {"stride": int_or_pair(1), "padding": padding, "dilation": int_or_pair(1)}
-    for dim, default, what in SHAPE:
-        parser.add_argument(
-            f"--{dim}",
-            type=kinds.get(dim, positive_int),
-            metavar=dim.upper() if dim not in kinds else dim[0].upper(),
-            help=f"{what} (default {default})",
-        )
-    parser.add_argument(
-        "--layers", type=layer_file, metavar="FILE", help=LAYERS_HELP + "; not with the shape flags"
-    )
+    add_layer_arguments(parser)
     parser.add_argument(
         "--strategy",
         choices=(*STRATEGIES, "all"),
@@ -75,24 +50,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _layers(args) -> tuple[LayerSpec, ...]:
-    """The layers to run: the file's, or the one of the shape flags."""
-    given = [d for d, _, _ in SHAPE if getattr(args, d) is not None]
-    if args.layers is not None:
-        if given:
-            args.parser.error(
-                f"argument --{given[0]}: not with --layers (the file gives every layer's shape)"
-            )
-        return args.layers.layers
-    v = {d: getattr(args, d) if getattr(args, d) is not None else default for d, default, _ in SHAPE}
-    name = f"{v['h']}x{v['w']}x{v['c']} {v['kh']}x{v['kw']}->{v['k']}"
-    layer = ConvLayer(name, *(v[d] for d in ("n", "c", "h", "w", "k", "kh", "kw", "stride", "padding")))
-    return (LayerSpec(layer, v["dilation"]),)
-
-
 def run(args) -> int:
     """Run the layer(s); the library's errors (bad geometry, a tiling that does not fit) exit 2."""
-    specs = _layers(args)
+    specs = layers_from_args(args)
     table = args.strategy == "all" or args.layers is not None
     for flag in ("trace", "plot"):
         if table and getattr(args, flag) is not None:
@@ -244,4 +204,4 @@ def _run_one(args, spec: LayerSpec, g) -> int:
     return 0
 
 
-__all__ = ["SHAPE", "register", "run"]
+__all__ = ["register", "run"]

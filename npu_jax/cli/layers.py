@@ -163,9 +163,67 @@ def layer_file(text: str) -> LayerFile:
         raise argparse.ArgumentTypeError(f"cannot read {text!r}: {e}") from None
 
 
+# The one layer's flags (conv2d, search): (flag, default, what); ResNet-50's conv2_x by default.
+SHAPE_FLAGS = (
+    ("n", 1, "batch"),
+    ("c", 64, "input channels"),
+    ("h", 56, "input height"),
+    ("w", 56, "input width"),
+    ("k", 64, "output channels (filters)"),
+    ("kh", 3, "kernel height"),
+    ("kw", 3, "kernel width"),
+    ("stride", 1, "stride: S or SH,SW"),
+    ("padding", 1, "padding: P, PH,PW, SAME or VALID"),
+    ("dilation", 1, "dilation: D or DH,DW"),
+)
+
+
+def add_layer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The one layer's flags (:data:`SHAPE_FLAGS`, no argparse default: :func:`layers_from_args` fills
+    them in, so that it can tell them given) and ``--layers FILE``."""
+    kinds = {"stride": int_or_pair(1), "padding": padding, "dilation": int_or_pair(1)}
+    for dim, default, what in SHAPE_FLAGS:
+        parser.add_argument(
+            f"--{dim}",
+            type=kinds.get(dim, positive_int),
+            metavar=dim[0].upper() if dim in kinds else dim.upper(),
+            help=f"{what} (default {default})",
+        )
+    parser.add_argument(
+        "--layers", type=layer_file, metavar="FILE", help=LAYERS_HELP + "; not with the shape flags"
+    )
+
+
+def layers_from_args(args: argparse.Namespace, instead: str | None = None) -> tuple[LayerSpec, ...]:
+    """The layers to run: ``--layers``' file, or the one layer of the shape flags. ``instead`` names
+    another flag that gives the layers (``--resnet50``) when it was given; a shape flag given with it or
+    with ``--layers`` is a usage error."""
+    given = [d for d, _, _ in SHAPE_FLAGS if getattr(args, d) is not None]
+    other = instead or ("--layers" if args.layers is not None else None)
+    if given and other:
+        args.parser.error(f"argument --{given[0]}: not with {other} (it gives every layer's shape)")
+    if args.layers is not None:
+        return args.layers.layers
+    v = {d: getattr(args, d) if getattr(args, d) is not None else default for d, default, _ in SHAPE_FLAGS}
+    name = f"{v['h']}x{v['w']}x{v['c']} {v['kh']}x{v['kw']}->{v['k']}"
+    layer = ConvLayer(name, *(v[d] for d in ("n", "c", "h", "w", "k", "kh", "kw", "stride", "padding")))
+    return (LayerSpec(layer, v["dilation"]),)
+
+
 LAYERS_HELP = (
     "a CSV or YAML file of layers, one per row: columns name, n, c, h, w, k, kh, kw, stride, padding, "
     "dilation (c h w k kh kw required; see npu_jax/cli/layers.py and the README)"
 )
 
-__all__ = ["COLUMNS", "LAYERS_HELP", "REQUIRED", "LayerFile", "LayerSpec", "layer_file", "read_layers"]
+__all__ = [
+    "COLUMNS",
+    "LAYERS_HELP",
+    "REQUIRED",
+    "SHAPE_FLAGS",
+    "add_layer_arguments",
+    "layers_from_args",
+    "LayerFile",
+    "LayerSpec",
+    "layer_file",
+    "read_layers",
+]

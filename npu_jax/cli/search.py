@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import argparse
 
-from npu_jax.cli.layers import LAYERS_HELP, LayerSpec, layer_file
+from npu_jax.cli.layers import LayerSpec, add_layer_arguments, layers_from_args
 from npu_jax.cli.output import add_results_arguments, print_written, table, write_results
-from npu_jax.cli.types import add_preset_argument, fraction, int_or_pair, padding, positive_int
+from npu_jax.cli.types import add_preset_argument, fraction, positive_int
 from npu_jax.search import baselines
 from npu_jax.search.optimise import tile_search
-from npu_jax.workload.resnet50 import ConvLayer, resnet50_convs
-
-DEFAULTS = (
-    ("n", 1, "batch"),
-    ("c", 64, "input channels"),
-    ("h", 56, "input height"),
-    ("w", 56, "input width"),
-    ("k", 64, "output channels"),
-    ("kh", 3, "kernel height"),
-    ("kw", 3, "kernel width"),
-)
+from npu_jax.workload.resnet50 import resnet50_convs
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -38,26 +28,8 @@ def register(parser: argparse.ArgumentParser) -> None:
         "Differentiable tile-size search (img2col kernel): optax over the relaxed cost model, the winner "
         "checked on the emulator. One layer (the shape flags), --layers FILE, or --resnet50."
     )
-    for dim, default, what in DEFAULTS:
-        parser.add_argument(
-            f"--{dim}",
-            type=positive_int,
-            default=default,
-            metavar=dim.upper(),
-            help=f"{what} (default {default})",
-        )
-    parser.add_argument(
-        "--stride", type=int_or_pair(1), default=1, metavar="S", help="S or SH,SW (default 1)"
-    )
-    parser.add_argument(
-        "--padding", type=padding, default=1, metavar="P", help="P, PH,PW, SAME or VALID (default 1)"
-    )
-    parser.add_argument(
-        "--dilation", type=int_or_pair(1), default=1, metavar="D", help="D or DH,DW (default 1)"
-    )
-    layers = parser.add_mutually_exclusive_group()
-    layers.add_argument("--resnet50", action="store_true", help="search every ResNet-50 conv layer instead")
-    layers.add_argument("--layers", type=layer_file, metavar="FILE", help=LAYERS_HELP)
+    add_layer_arguments(parser)
+    parser.add_argument("--resnet50", action="store_true", help="search every ResNet-50 conv layer instead")
     add_preset_argument(parser, "ascend910b")
     parser.add_argument("--fused", action="store_true", help="search the fused Conv + bias + ReLU kernel")
     parser.add_argument(
@@ -92,13 +64,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_results_arguments(parser, "one record per layer")
 
 
-def _jobs(args) -> list[LayerSpec]:
+def _jobs(args) -> tuple[LayerSpec, ...]:
     if args.resnet50:
-        return [LayerSpec(lay) for lay in resnet50_convs()]
-    if args.layers is not None:
-        return list(args.layers.layers)
-    shape = [getattr(args, d) for d, _, _ in DEFAULTS]
-    return [LayerSpec(ConvLayer("layer", *shape, args.stride, args.padding), args.dilation)]
+        layers_from_args(args, instead="--resnet50")  # refuses shape flags given with it
+        if args.layers is not None:
+            args.parser.error("argument --layers: not with --resnet50")
+        return tuple(LayerSpec(lay) for lay in resnet50_convs())
+    return layers_from_args(args)
 
 
 def run(args) -> int:
@@ -224,4 +196,4 @@ def format_cycles(rows: list[dict]) -> str:
     )
 
 
-__all__ = ["DEFAULTS", "format_cycles", "format_tilings", "register", "run"]
+__all__ = ["format_cycles", "format_tilings", "register", "run"]
