@@ -35,6 +35,7 @@ from fusion.study import (
     traced_analysis,
 )
 from npu_jax.cli.data import demo_layers_text
+from npu_jax.cli.layers import COLUMNS_HELP, layer_file
 from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
 from npu_jax.cli.progress import Progress
 from npu_jax.cli.types import add_hw_ini_argument, int_or_pair, padding, positive_int
@@ -126,6 +127,12 @@ def register(p: argparse.ArgumentParser) -> None:
         help="the fusion table of the ResNet-50 reference layers on the preset(s) (half-size layers on tiny)",
     )
     p.add_argument(
+        "--layers",
+        type=layer_file,
+        metavar="FILE",
+        help="the fusion table (as --reference) of the layers of a CSV or YAML file: " + COLUMNS_HELP,
+    )
+    p.add_argument(
         "--strategy", choices=STRATEGIES, default="img2col", help="Conv2D kernel (default img2col)"
     )
     p.add_argument(
@@ -201,12 +208,22 @@ def _resolve_layer(args) -> _Layer:
 
 def _check_flags(args, hws) -> None:
     err = args.parser.error
+    if args.layers is not None:
+        if args.mode not in ("both", "reference"):
+            err(
+                f"argument --layers: not with --{args.mode} (it prints the fusion table of the file's layers)"
+            )
+        args.mode = "reference"
+        for spec in args.layers.layers:
+            if spec.dilation not in (1, (1, 1)):
+                err(f"argument --layers: layer {spec.name!r} is dilated; the fusion table takes dilation 1")
     if args.mode == "reference":
+        what = f"--{'layers' if args.layers is not None else 'reference'} (it runs its own layers)"
         for f in ("layer", *(d for d, _ in _DIMS), "stride", "padding", "trace", "plot"):
             if getattr(args, f) is not None:
-                err(f"argument --{f}: not with --reference (it runs the ResNet-50 reference layers)")
+                err(f"argument --{f}: not with {what}")
         if args.dilation != 1:
-            err("argument --dilation: not with --reference (it runs the ResNet-50 reference layers)")
+            err(f"argument --dilation: not with {what}")
     for f in ("trace", "plot"):
         if getattr(args, f) is not None and len(hws) > 1:
             err(f"argument --{f}: needs one --preset, got {len(hws)}")
@@ -408,17 +425,18 @@ def _run_one(args, layer: _Layer, hws) -> int:
 
 
 # ---- --reference and the demo section ------------------------------------------------------------------
-def _rows(progress: Progress, hws, epilogue=("bias", "relu"), strategy: str = "img2col") -> list:
+def _rows(progress: Progress, hws, epilogue=("bias", "relu"), strategy: str = "img2col", layers=None) -> list:
     """:func:`fusion.study.reference_rows`, with a progress bar (each analysis is seconds of compiling)."""
-    total = sum(len(reference_layers(hw)) for hw in hws)
+    total = sum(len(reference_layers(hw) if layers is None else layers) for hw in hws)
     callback, bar = progress.callback(total, "fusion analyses", lambda a: f"{a.layer.split()[0]} {a.hw.name}")
-    rows = reference_rows(hws, epilogue, strategy, progress=callback)
+    rows = reference_rows(hws, epilogue, strategy, layers=layers, progress=callback)
     bar.close()
     return rows
 
 
 def _run_reference(args, hws) -> int:
-    rows = _rows(args.progress, hws, args.epilogue, args.strategy)
+    layers = None if args.layers is None else [spec.layer for spec in args.layers.layers]
+    rows = _rows(args.progress, hws, args.epilogue, args.strategy, layers)
     steps = steps_text(args.epilogue)
     records = [{**a.row(), "why": a.why} for a in rows]
     data = {
@@ -430,7 +448,9 @@ def _run_reference(args, hws) -> int:
     if write_results(args, data, records):
         return 0
     print(
-        f"== Conv -> {steps} fusion on the ResNet-50 reference layers ({', '.join(h.name for h in hws)}; "
+        f"== Conv -> {steps} fusion on "
+        f"{'the layers of ' + args.layers.path if layers else 'the ResNet-50 reference layers'} "
+        f"({', '.join(h.name for h in hws)}; "
         f"{args.strategy}): timing-only runs, unfused and fused, each with the chooser's tiling =="
     )
     print(fusion.format_table(rows))

@@ -210,13 +210,15 @@ def layers_from_args(args: argparse.Namespace, instead: str | None = None) -> tu
     return (LayerSpec(layer, v["dilation"]),)
 
 
-LAYERS_HELP = (
-    "a CSV or YAML file of layers, one per row: columns name, n, c, h, w, k, kh, kw, stride, padding, "
-    "dilation (c h w k kh kw required; see npu_jax/cli/layers.py and the README)"
+COLUMNS_HELP = (
+    "one layer per row, columns name, n, c, h, w, k, kh, kw, stride, padding, dilation (c h w k kh kw "
+    "required; see npu_jax/cli/layers.py and the README)"
 )
+LAYERS_HELP = "a CSV or YAML file of layers: " + COLUMNS_HELP
 
 __all__ = [
     "COLUMNS",
+    "COLUMNS_HELP",
     "LAYERS_HELP",
     "REQUIRED",
     "SHAPE_FLAGS",
