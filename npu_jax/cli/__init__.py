@@ -12,7 +12,7 @@ How every command behaves:
 * ``npu-jax --help`` and ``--version`` import no JAX (each subcommand's module is imported by name
   when it is parsed: :mod:`npu_jax.cli.base`); each subcommand's ``--help`` lists every flag with text.
 * Errors are one line on stderr, ``npu-jax COMMAND: error: ...`` naming the parameter, and exit code 2:
-  bad flags, and the package's own errors, ValueError, TypeError and OSError from the work.
+  bad flags, and the package's own errors, ValueError, TypeError, OSError and MemoryError from the work.
 * Output files (``--trace``, ``--plot``, ``--json PATH``, ``--csv PATH``) are checked before any work,
   and a file that exists is overwritten only with ``--force`` (:mod:`npu_jax.cli.output`).
 * Progress (a heartbeat while JAX loads, a line before each first compile, tqdm bars over loops) goes
@@ -45,7 +45,7 @@ from npu_jax.cli.types import resolve_hardware
 from npu_jax.errors import NpuError
 
 # What a command may raise that is the user's input or environment, not a bug: one line, exit 2.
-USER_ERRORS = (NpuError, ValueError, TypeError, OSError)
+USER_ERRORS = (NpuError, ValueError, TypeError, OSError, MemoryError)
 
 
 def version() -> str:
@@ -71,6 +71,8 @@ def _error_line(command: str, e: BaseException) -> str:
         return _one_line(e)
     if isinstance(e, KeyboardInterrupt):
         return f"{prog}: interrupted"
+    if isinstance(e, MemoryError):
+        return f"{prog}: error: out of memory ({_one_line(e) or 'the work is too large for this machine'}); try a smaller layer, fewer cores or no --trace"
     return f"{prog}: error: {_one_line(e)}"
 
 

@@ -24,6 +24,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -41,13 +42,20 @@ def _cell(x) -> str:
     return str(x)
 
 
+# text that reads as a number (a caller's own format: "0.25", "1.50x", "12%", "1,024") aligns as one
+_NUMBER = re.compile(r"^[-+]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?[%x]?$")
+
+
 def _numeric(x) -> bool:
+    if isinstance(x, str):
+        return bool(_NUMBER.match(x))
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     """A text table: a header, a rule, one line per row; numbers right-aligned (ints with thousands
-    separators, floats to 6 significant digits: round them first), text left-aligned, None as ``-``."""
+    separators, floats to 6 significant digits: round them, or pass them formatted as text, which
+    aligns as a number too), text left-aligned, None as ``-``."""
     cells = [[_cell(x) for x in row] for row in rows]
     right = [bool(rows) and all(_numeric(r[i]) or r[i] is None for r in rows) for i in range(len(columns))]
     widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]

@@ -186,10 +186,10 @@ def format_cycles(rows: list[dict]) -> str:
                 r["model_cycles"],
                 r["emulated_cycles"],
                 r["evals"],
-                round(100 * r["evals"] / r["space"], 2),
+                f"{100 * r['evals'] / r['space']:.2f}",
                 r["space"],
-                round(r["search_s"], 2),
-                *((r["exhaustive_cycles"], r["exhaustive_evals"], round(r["ratio"], 3)) if ex else ()),
+                f"{r['search_s']:.2f}",
+                *((r["exhaustive_cycles"], r["exhaustive_evals"], f"{r['ratio']:.3f}") if ex else ()),
             ]
             for r in rows
         ],
