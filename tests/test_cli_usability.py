@@ -316,3 +316,36 @@ def test_library_error_is_one_line_exit_2_without_traceback():
     errors = [line for _, line in lines if "error:" in line]
     assert len(errors) == 1 and errors[0].startswith("npu-jax conv2d: error:") and "kernel" in errors[0]
     assert errors[0] == lines[-1][1] and not any("Traceback" in line for _, line in lines)
+
+
+@pytest.mark.parametrize(
+    "exc, code, words",
+    [
+        (MemoryError(), 2, ["error: out of memory"]),
+        (OSError(28, "No space left on device"), 2, ["error:", "No space left"]),
+        (KeyboardInterrupt(), 130, ["interrupted"]),
+    ],
+)
+def test_environment_errors_are_one_line(capsys, monkeypatch, exc, code, words):
+    info = dict(_all_parsers())["npu-jax info"].load()
+
+    def fail(args):
+        raise exc
+
+    monkeypatch.setattr(info, "run", fail)  # a new parser's info command runs it
+    assert cli.main(["info"]) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("npu-jax info: "), err
+    for w in words:
+        assert w in err
+
+
+def test_closed_pipe_ends_quietly():
+    proc = subprocess.run(
+        f"{sys.executable} -m npu_jax.cli info | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.startswith("Presets") and proc.stderr == "", proc.stderr
