@@ -79,7 +79,17 @@ def test_matmul_text_with_trace_and_cores(capsys, tmp_path):
 
 def test_demo_tiny(capsys, tmp_path):
     assert cli.main(["demo", "--preset", "tiny", "--trace", str(tmp_path / "d.json")]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    # progress on stderr, section by section (results alone on stdout)
+    for what in (
+        "compiling matmul for 1024x1024",
+        "precision stacks",
+        "Conv2D strategies",
+        "fusion analyses",
+    ):
+        assert f"npu-jax demo: {what}" in captured.err, what
+    assert "npu-jax demo:" not in out
     assert "1024x1024" in out and "% of peak" in out and "bottleneck" in out.lower()
     assert "Reading:" in out
     assert (tmp_path / "d.json").exists()
