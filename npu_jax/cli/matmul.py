@@ -42,7 +42,7 @@ def run(args) -> int:
     tiling = default_tiling(args.m, args.n, args.k, hw)
     if args.cores is not None:
         tiling = dataclasses.replace(tiling, cores=args.cores)
-    args.progress.compiling("matmul", (args.m, args.k, args.n), hw.name)
+    args.progress.compiling("matmul", f"{args.m}x{args.k} @ {args.k}x{args.n}", hw.name)
     c, report = matmul(a, b, hw=hw, tiling=tiling, trace=args.trace is not None)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     err = float(np.max(np.abs(np.asarray(c, np.float64) - ref)))
