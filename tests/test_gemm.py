@@ -79,7 +79,8 @@ def _check_report(rep, M, N, K, t: MatmulTiling, hw):
     # a core is done when its last pipe is: no pipe can be busy longer than that
     busy = wide.to_numpy(rep.busy)
     assert np.all(busy.max(axis=1) <= rep.core_cycles)
-    assert rep.cycles == int(rep.core_cycles.max()) > 0
+    assert rep.core_end == int(rep.core_cycles.max()) > 0
+    assert rep.cycles == rep.launch_cycles + max(rep.core_end, rep.hbm_cycles)
     expect_cores = min(hw.num_cores if t.cores is None else t.cores, nbm * nbn)
     assert rep.n_cores == expect_cores
     if hw.coupled:

@@ -25,9 +25,13 @@ def test_ascend910b_figures():
     # 20 cores x 8192 FLOP/cycle x 1.5 GHz
     assert hw.peak_flops_per_cycle("fp16") == 8192
     assert math.isclose(hw.peak_tflops(), 245.76, rel_tol=1e-12)
-    # 960 GB/s chip = 32 B x 20 cores x 1.5 GHz: one core alone gets its full port
+    # the chip's HBM ~800 GB/s (third-party) is below 20 ports of 32 B x 1.5 GHz (960 GB/s): one core
+    # alone gets its full port, twenty streaming cores share the chip
     assert hw.gm_rate(1) == 32.0
-    assert math.isclose(hw.gm_rate(20) * 20 * hw.clock_ghz, 960.0)
+    assert math.isclose(hw.gm_rate(20) * 20 * hw.clock_ghz, 800.0, rel_tol=1e-4)
+    # L2 96 MiB (910B4), 110 B/cycle read, 86 write; a 2 us launch = 3000 cycles
+    assert hw.l2_bytes == 96 * 1024 * KiB and hw.l2_read_bytes_per_cycle == 110 and hw.l2_write_rate == 86
+    assert hw.launch_cycles == 3000
 
 
 def test_ascend910_figures():
