@@ -38,7 +38,6 @@ from fusion.study import (
 from npu_jax.cli.base import UsageError
 from npu_jax.cli.data import demo_layers_text
 from npu_jax.cli.types import int_or_pair, output_path, padding, positive_int
-from npu_jax.core.pipes import PIPES
 from npu_jax.core.policy import Policy
 from npu_jax.errors import NpuError
 from npu_jax.hw import presets
@@ -260,7 +259,7 @@ def _operands(x_shape, w_shape, g, steps, seed: int = 0):
 def _analysis_dict(a) -> dict:
     return {
         **a.row(),
-        "pipe_busy": {p: list(a.pipe_delta[p]) for p in PIPES if p in a.pipe_delta},
+        "pipe_busy": {lane: list(v) for lane, v in a.pipe_delta.items()},
         "why": a.why,
         "fused_where": a.fused.part("conv").name,
         "unfused_tiling": dataclasses.asdict(a.unfused_tiling),
