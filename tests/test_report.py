@@ -61,7 +61,7 @@ def test_chrome_trace(gemm, tmp_path):
         assert [v for _, v in mine] == LANES_IN_ORDER
 
     # instruction slices (flag marks are zero-length slices of category "flag", see test_trace.py)
-    spans = [e for e in events if e["ph"] == "X" and e["cat"] != "flag"]
+    spans = [e for e in events if e["ph"] == "X" and e["name"] not in ("SetFlag", "WaitFlag")]
     assert spans
     by_lane = collections.defaultdict(list)
     for e in spans:
@@ -117,9 +117,19 @@ def test_plot_timeline_writes_png(gemm, tmp_path):
 
     *_, report = gemm
     path = tmp_path / "timeline.png"
-    report.plot_timeline(path)
-    plt.close("all")
+    ax = report.plot_timeline(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # rows in lane order, top to bottom; consecutive instructions on a lane in alternating shades
+    lanes = [t.get_text() for t in ax.get_yticklabels()]
+    assert lanes == [lane for lane in LANE_ORDER if lane in lanes] and "CUBE" in lanes
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]  # the first lane on top
+    events = report.events(0)
+    for lane, bars in zip(lanes, ax.collections):
+        n = sum(e["lane"] == lane and e["end"] > e["start"] for e in events)
+        shades = bars.get_facecolors()
+        assert len(shades) == n, lane
+        assert all((shades[i] != shades[i + 1]).any() for i in range(n - 1)), lane
+    plt.close("all")
 
 
 def test_report_figures(gemm):

@@ -22,11 +22,18 @@ from conftest import make_core
 
 import fusion
 import npu_jax
+from fusion.study import plot_side_by_side
 from npu_jax.core import Plan
 from npu_jax.core.isa.execute import charge
 from npu_jax.core.pipes import LANE_ORDER, LANES
 from npu_jax.hw import presets
 from npu_jax.report import events as trace_events
+from npu_jax.report.plot import lanes_used
+
+
+def _is_flag(e) -> bool:
+    """A SetFlag / WaitFlag slice (category ``flag``, or ``part/flag`` in a sequence's trace)."""
+    return e["cat"].split("/")[-1] == "flag"
 
 
 def _with_core_axis(trace: dict) -> dict:
@@ -92,16 +99,16 @@ def fused_trace(tmp_path_factory):
     w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
     _, rep = fusion.conv_relu(x, w, padding=1, fused=True, hw=npu_jax.presets.ascend910b(), trace=True)
     path = rep.to_chrome_trace(tmp_path_factory.mktemp("trace") / "fused.json")
-    return rep, json.loads(open(path).read())["traceEvents"]
+    return rep, json.loads(open(path).read())["traceEvents"], (x, w)
 
 
 def test_fused_conv_relu_flows_pair_real_set_and_wait(fused_trace):
-    rep, events = fused_trace
+    rep, events, _ = fused_trace
     assert rep.trace_dropped == 0
     lane_of = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     marks = {}  # (pid, tid, ts, kind) -> flag slice
     for e in events:
-        if e["ph"] == "X" and e["cat"] == "flag":
+        if e["ph"] == "X" and _is_flag(e):
             assert e["dur"] == 0 and e["name"] in ("SetFlag", "WaitFlag"), e
             marks.setdefault((e["pid"], e["tid"], e["ts"], e["name"]), []).append(e)
     ends = collections.defaultdict(dict)  # id -> {"s": event, "f": event}
@@ -116,7 +123,7 @@ def test_fused_conv_relu_flows_pair_real_set_and_wait(fused_trace):
     drawn = []
     for pair in ends.values():
         s, f = pair["s"], pair["f"]
-        assert f.get("bp") == "e" and s["cat"] == f["cat"] == "flag" and s["name"] == f["name"]
+        assert f.get("bp") == "e" and s["cat"] == f["cat"] == "conv/flag" and s["name"] == f["name"]
         assert s["pid"] == f["pid"] and s["ts"] <= f["ts"]
         flag, ident = s["name"].split("#")
         src, dst = flag.split("_")
@@ -162,12 +169,12 @@ def test_fused_conv_relu_flows_pair_real_set_and_wait(fused_trace):
 def test_fused_conv_relu_waits_release_at_the_right_time(fused_trace):
     """Each WaitFlag releases its lane at max(the flag's set time, the lane's own free time), and
     the lane's next instruction starts no earlier than the set it waited for."""
-    rep, events = fused_trace
+    rep, events, _ = fused_trace
     lane_of = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     for c in range(rep.n_cores):
-        instr = [e for e in events if e["ph"] == "X" and e["cat"] != "flag" and e["pid"] == c]
+        instr = [e for e in events if e["ph"] == "X" and not _is_flag(e) and e["pid"] == c]
         flags = sorted(
-            (e for e in events if e["ph"] == "X" and e["cat"] == "flag" and e["pid"] == c),
+            (e for e in events if e["ph"] == "X" and _is_flag(e) and e["pid"] == c),
             key=lambda e: e["args"]["order"],
         )
         fired = {}  # (flag, id) -> set cycle, not yet consumed
@@ -193,7 +200,7 @@ def test_fused_conv_relu_waits_release_at_the_right_time(fused_trace):
 
 
 def test_fused_conv_relu_trace_lanes_and_counters(fused_trace):
-    rep, events = fused_trace
+    rep, events, _ = fused_trace
     # one process per core, its lanes in lane order
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert sorted(names) == list(range(rep.n_cores))
@@ -218,3 +225,21 @@ def test_fused_conv_relu_trace_lanes_and_counters(fused_trace):
     # instructions carry the tile the conv kernel named
     tiles = [e["args"]["tile"] for e in events if e["ph"] == "X" and "tile" in e.get("args", {})]
     assert tiles and all({"item", "tile", "cout_block"} <= set(t) for t in tiles)
+
+
+def test_side_by_side_panels_share_axes(fused_trace, tmp_path):
+    """The unfused and fused timelines: one cycle axis and the same lanes in the same rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rep, _, (x, w) = fused_trace
+    hw = npu_jax.presets.ascend910b()
+    _, unfused = fusion.conv_relu(x, w, padding=1, fused=False, hw=hw, trace=True, timing_only=True)
+    fig = plot_side_by_side(unfused, rep, tmp_path / "side.png")
+    a, b = fig.axes[:2]
+    assert a.get_shared_x_axes().joined(a, b) and a.get_shared_y_axes().joined(a, b)
+    assert a.get_xlim() == b.get_xlim() == (0, max(unfused.cycles, rep.cycles))
+    assert a.get_ylim() == b.get_ylim()
+    lanes = [t.get_text() for t in a.get_yticklabels()]
+    assert lanes == lanes_used(unfused, rep) and {"FIXP", "VECTOR", "MTE3"} <= set(lanes)
+    assert (tmp_path / "side.png").stat().st_size > 1000

@@ -8,7 +8,8 @@ order of the PNG timeline). On the lanes:
   bytes it moved and on which path, the tile coordinates the kernel named (``core.at_tile``) and,
   in a sequence, the part;
 * a zero-length ``SetFlag`` slice on the source lane when the flag fired and a ``WaitFlag`` slice on
-  the destination lane when it released that lane, both with category ``flag``, and a flow arrow
+  the destination lane when it released that lane, both with category ``flag`` (``part/flag`` in a
+  sequence, as instructions' categories are ``part/lane``), and a flow arrow
   (``ph`` ``s`` -> ``f``) from each SetFlag to the WaitFlag that consumed it (same pid, tid, ts and
   category as the two slices, which is how trace viewers bind a flow to its slices); their args give
   the flag, its id, the cycle, their place in program order (``order``) and the instructions issued
@@ -91,7 +92,7 @@ def core_events(rep, c: int, flow_base: int = 0) -> list[dict]:
             {
                 "ph": "X",
                 "name": ev["kind"],
-                "cat": FLAG_CAT,
+                "cat": "/".join([*part.values(), FLAG_CAT]),
                 "pid": c,
                 "tid": tid[lane],
                 "ts": us(ev["cycle"]),
@@ -108,8 +109,8 @@ def core_events(rep, c: int, flow_base: int = 0) -> list[dict]:
         )
     for k, f in enumerate(rep.flows(c), start=flow_base + 1):
         s, w = f["set"], f["wait"]
-        name = f"{s['flag']}#{s['id']}"
-        common = {"name": name, "cat": FLAG_CAT, "id": k, "pid": c}
+        cat = "/".join([*([s["part"]] if "part" in s else []), FLAG_CAT])
+        common = {"name": f"{s['flag']}#{s['id']}", "cat": cat, "id": k, "pid": c}
         out.append({**common, "ph": "s", "tid": tid[s["src"]], "ts": us(s["cycle"])})
         out.append({**common, "ph": "f", "bp": "e", "tid": tid[w["dst"]], "ts": us(w["cycle"])})
         pending[s["flag"]] += [(s["cycle"], s["order"], 1), (w["cycle"], w["order"], -1)]
