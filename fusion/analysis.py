@@ -87,11 +87,12 @@ class FusionAnalysis:
         conv_f = self.fused.part("conv")
         r = conv_u.ratios
         bound = conv_u.bottleneck
-        kind = (
-            f"compute-bound (mac_ratio {r['mac_ratio']:.2f})"
-            if bound == "CUBE"
-            else f"{bound}-bound ({r[_ratio(bound)]:.2f} busy)"
-        )
+        if bound == "CUBE":
+            kind = f"compute-bound (mac_ratio {r['mac_ratio']:.2f})"
+        elif bound in RATIO_NAMES:  # a lane
+            kind = f"{bound}-bound ({r[RATIO_NAMES[bound]]:.2f} busy)"
+        else:  # the chip's HBM, shared by every core
+            kind = f"{bound}-bound"
         parts = [f"the Conv alone is {kind}"]
         if len(self.unfused.parts) > 1:
             elt = self.unfused.part("eltwise")
@@ -166,11 +167,6 @@ def _round_trip(rep: SequenceReport) -> int:
         return 0
     conv = rep.part("conv")
     return 2 * (conv.bytes["L0C->GM"] + conv.bytes["UB->GM"])
-
-
-def _ratio(pipe: str) -> str:
-
-    return RATIO_NAMES[pipe]
 
 
 def analyze(

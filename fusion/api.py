@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.validate import check_arrays
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy
+from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
@@ -20,6 +20,7 @@ from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
 
 
+@notes_default_cast("x", "w")
 def conv2d_fused(
     x,
     w,
@@ -47,6 +48,10 @@ def conv2d_fused(
     vector steps -> GM on coupled chips (910/310P: the whole chain). ``fused=False`` is the
     baseline: the Conv writes its output to GM, a vector kernel (CopyIn -> Compute -> CopyOut,
     double-buffered) reads it back, applies the chain and writes the result.
+
+    Dtypes: as :func:`npu_jax.conv2d`, the result is in ``policy.output`` (or the chain's cast),
+    not the input's dtype: with no ``policy``, fp32 or bf16 inputs are converted to fp16 and the
+    result is fp16 (an :class:`~npu_jax.OperandCastWarning` says so once per process).
 
     Args:
         x: (N, C, H, W); w: (K, C, kh, kw). Converted to ``policy.operand``.
@@ -96,6 +101,7 @@ def conv2d_fused(
     )
 
 
+@notes_default_cast("x", "w")
 def conv2d_fused_bounded(
     x,
     w,
@@ -188,6 +194,7 @@ def _run(
     return jnp.transpose(y, (0, 3, 1, 2)), SequenceReport(tuple(parts), f"{label} ({kind})")
 
 
+@notes_default_cast("x", "w")
 def conv_relu(
     x,
     w,
@@ -208,6 +215,11 @@ def conv_relu(
 
     ``fused=True``: ReLU (and the bias) in the Conv's epilogue, one write to GM. ``fused=False``:
     the Conv kernel, then a ReLU vector kernel over its output in GM. Returns (y, report).
+
+    Dtypes: as :func:`npu_jax.conv2d`, y is in ``policy.output``: with no ``policy`` the hardware's
+    default applies (fp16 operands, fp32 accumulation, fp16 out), so fp32 or bf16 inputs give an
+    fp16 y and an :class:`~npu_jax.OperandCastWarning` once per process. Pass
+    ``policy=npu_jax.Policy(operand="bf16", output="bf16")`` (or ``output="fp32"``) to choose.
 
     Example:
         >>> import numpy as np, npu_jax, fusion

@@ -16,7 +16,7 @@ import importlib
 from npu_jax import errors
 from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.api.gemm import matmul
-from npu_jax.core.policy import Policy
+from npu_jax.core.policy import OperandCastWarning, Policy
 from npu_jax.core.sanitize import Checks, default_checks, set_default_checks
 from npu_jax.hw import Assumed, HardwareConfig, presets
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling
@@ -46,6 +46,7 @@ __all__ = [
     "ConvTiling",
     "HardwareConfig",
     "MatmulTiling",
+    "OperandCastWarning",
     "Policy",
     "Report",
     "STRATEGIES",

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from npu_jax.api.conv import conv2d
+from npu_jax.core.policy import Policy
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.search.choose import choose_tiling
@@ -58,6 +59,7 @@ def conv_strategies(
                     strategy=s,
                     hw=hw,
                     tiling=t,
+                    policy=Policy(),  # the hardware's default, stated: no note about fp32 data
                     timing_only=timing_only,
                 )
             )

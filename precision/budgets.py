@@ -1,9 +1,9 @@
 """Error budgets: what theory allows a layer, what a strategy promises a workload, and the assert.
 
 Bounds for an inner product of length K (Higham, *Accuracy and Stability*, ch. 3; Higham & Mary,
-SISC 2019), with S = sum |x_i w_i| (for a conv: the same conv on |x| and |w|):
+SISC 2019), with ``S = sum |x_i w_i|`` (for a conv: the same conv on ``|x|`` and ``|w|``):
 
-* deterministic: |fl(x.w) - x.w| <= gamma_n(u) S, gamma_n(u) = n u / (1 - n u), while n u < 1;
+* deterministic: ``|fl(x.w) - x.w| <= gamma_n(u) S``, gamma_n(u) = n u / (1 - n u), while n u < 1;
 * probabilistic: gamma~_n(lambda, u) = exp(lambda sqrt(n) u + n u^2 / (1 - u)) - 1, about
   lambda sqrt(n) u, holding with probability >= 1 - 2n exp(-lambda^2 (1 - u)^2 / 2) for
   independent zero-mean rounding errors.
@@ -60,7 +60,7 @@ def _u_mode(fmt, mode: str) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class LayerBounds:
-    """Componentwise bounds on |y - ref| / S for one conv layer or GEMM under a policy.
+    """Componentwise bounds on ``|y - ref| / S`` for one conv layer or GEMM under a policy.
 
     Attributes:
         deterministic: rigorous bound (``inf`` where it does not exist, n u >= 1).
@@ -82,7 +82,7 @@ class LayerBounds:
     describe: str
 
     def limit(self, S, kind: str = "deterministic"):
-        """Per-element bound on |y - ref| for the |x| * |w| reference ``S``."""
+        """Per-element bound on ``|y - ref|`` for the ``|x| * |w|`` reference ``S``."""
         return getattr(self, kind) * S + self.absolute
 
 

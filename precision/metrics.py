@@ -2,7 +2,7 @@
 
 ``compare(out, ref)`` computes in float64 on the host and returns a :class:`Metrics`. Give the
 reference in float64 (numpy) or fp32 computed at ``precision=HIGHEST``. For a convolution or a
-GEMM, pass ``abs_ref`` -- the same operation on |x| and |w| -- to get the componentwise error
+GEMM, pass ``abs_ref`` -- the same operation on ``|x|`` and ``|w|`` -- to get the componentwise error
 ``max |out - ref| / abs_ref``, which is provably below gamma_K and so never flakes.
 
 Example:
@@ -32,18 +32,18 @@ class Metrics:
     """Error of ``out`` against ``ref`` (all Python floats / ints).
 
     Attributes:
-        rel_l2: ||out - ref|| / ||ref|| (the vendor's relative Euclidean distance).
-        max_abs: max |out - ref|.
-        max_rel: max |out - ref| / max(|ref|, floor * max|ref|): relative error with a floor, so
+        rel_l2: ``||out - ref|| / ||ref||`` (the vendor's relative Euclidean distance).
+        max_abs: ``max |out - ref|``.
+        max_rel: ``max |out - ref| / max(|ref|, floor * max|ref|)``: relative error with a floor, so
             near-zero references do not blow it up.
-        ulp_max, ulp_mean, ulp_above_1: |out - ref| in units of the last place of ref in ``fmt``:
+        ulp_max, ulp_mean, ulp_above_1: ``|out - ref|`` in units of the last place of ref in ``fmt``:
             max, mean, and the fraction of elements more than 1 ulp off.
         cosine: cosine similarity (blind to scale errors: never use it alone).
         vendor_ratio: fraction of elements within 0.1% relative error (floored); the vendor's
             conv rule passes when it is >= 99.9% (``vendor_pass``).
-        balance: |#(out > ref) - #(out < ref)| / N: near 0 for unbiased rounding, near 1 for a
+        balance: ``|#(out > ref) - #(out < ref)| / N``: near 0 for unbiased rounding, near 1 for a
             biased one (truncation).
-        componentwise: max |out - ref| / abs_ref (None without ``abs_ref``).
+        componentwise: ``max |out - ref| / abs_ref`` (None without ``abs_ref``).
         n_nan: NaNs in out; n_overflow: infinities in out where ref is finite;
         n_underflow: zeros in out where ref is not zero; n_subnormal: out values below the
             smallest normal of ``fmt`` (precision lost to the small end).
@@ -104,11 +104,11 @@ def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics
     Args:
         out: the result under test (any float array; jax or numpy).
         ref: the reference, same shape (float64 or fp32-at-HIGHEST).
-        abs_ref: the same computation on absolute values (|x| * |w| for a conv), for the
+        abs_ref: the same computation on absolute values (``|x| * |w|`` for a conv), for the
             componentwise error; None skips it.
         fmt: format for ulps and subnormal counts (default: ``out``'s own format, fp32 for
             float64 outputs).
-        floor: relative-error floor tau in max(|ref|, tau * max|ref|).
+        floor: relative-error floor tau in ``max(|ref|, tau * max|ref|)``.
     """
     o_raw = np.asarray(out)
     o = o_raw.astype(np.float64)

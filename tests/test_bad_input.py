@@ -130,12 +130,6 @@ CASES = [
         r"k_l0 must be C0=16, got 32.*img2col",
     ),
     (
-        "single-buffered strategy, 2 stages",
-        conv(strategy="input_tiled", tiling=ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=16, l1_stages=2)),
-        TilingError,
-        r"single-buffered \(l1_stages=l0_stages=1\)",
-    ),
-    (
         "ConvTiling cores > chip",
         conv(tiling=ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=16, cores=3)),
         TilingError,

@@ -521,18 +521,6 @@ BAD = [
     ),
     ("fp32-k_l0", dict(policy=FP32, tiling=fractal_tiling()), TilingError, r"k_l0 must be C0=8"),
     (
-        "stages-non-img2col",
-        dict(strategy="input_tiled", tiling=fractal_tiling(l1_stages=2)),
-        TilingError,
-        r"l1_stages",
-    ),
-    (
-        "l0-stages-non-img2col",
-        dict(strategy="relayout", tiling=fractal_tiling(l0_stages=2)),
-        TilingError,
-        r"l0_stages",
-    ),
-    (
         "resident-output_tiled",
         dict(strategy="output_tiled", tiling=fractal_tiling(weights_resident=True)),
         TilingError,

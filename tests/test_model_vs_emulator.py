@@ -197,8 +197,8 @@ def test_model_equals_emulator_on_random_hardware(rng):
 def test_cube_32x32_mmad_cost_matches():
     """A 32x32 Cube takes one (32 x K0 x 32) block per cycle: the model used 16x16 blocks and said
     686 cycles where the emulator says 683 (a 1x1 conv 3 -> 24 channels on 10x10, one 80 x 64 tile,
-    on the default config with a 32x32 Cube)."""
-    hw = HardwareConfig(cube_m=32, cube_n=32)
+    on the default config with a 32x32 Cube; no L2 and no launch cost, the chip of that time)."""
+    hw = HardwareConfig(cube_m=32, cube_n=32, l2_bytes=0, assumed=Assumed(launch_us=0.0))
     g = canonicalize((1, 3, 10, 10), (24, 3, 1, 1), 1, 0)
     t = ConvTiling(ho=8, wo=10, n=64, cin1=1, k_l0=64, l1_stages=1, l0_stages=1)
     p = make_plan(g, "img2col", t, hw)
@@ -246,7 +246,8 @@ def test_shared_chip_gm_rate():
     them idle (cout_split=3, one Cout block). A core's share is 40/3 B/cycle: the emulator (jitted,
     XLA) divided bytes by float32(13.333333) through a reciprocal and charged 200 B in 16 cycles
     where the model (numpy, an IEEE division) said 15: 6901 cycles against 6899. ``ceil_rate`` now
-    tests products instead (the fewest c with c x 40 >= 200 x 3): both say 6899."""
+    tests products instead (the fewest c with c x 40 >= 200 x 3): both say 6899 (no L2 and no launch
+    cost, the chip of that time)."""
     hw = HardwareConfig(
         num_cores=4,
         l1_bytes=96 * KiB,
@@ -257,7 +258,8 @@ def test_shared_chip_gm_rate():
         l1_to_l0b_bytes_per_cycle=128.0,
         cube_m=32,
         cube_n=32,
-        assumed=Assumed(gm_burst_overhead=0, fixpipe_bytes_per_cycle=128.0),
+        l2_bytes=0,
+        assumed=Assumed(gm_burst_overhead=0, fixpipe_bytes_per_cycle=128.0, launch_us=0.0),
     )
     g = ConvGeometry(1, 38, 11, 9, 8, 3, 3, (2, 2), (1, 1), (0, 1, 0, 1))
     t = ConvTiling(ho=4, wo=2, n=16, cin1=3, k_l0=16, cout_split=3)

@@ -12,7 +12,7 @@ import pytest
 
 import npu_jax
 from npu_jax import MatmulTiling
-from npu_jax.core.pipes import LANE_ORDER, LANES
+from npu_jax.core.pipes import LANE_ORDER, LANES, PATHS
 
 M, N, K = 64, 48, 96
 TILING = MatmulTiling(m=32, n=32, k_l1=32, k_l0=16)  # 2 x 2 blocks over tiny's 2 cores, 3 K slices
@@ -91,7 +91,7 @@ def test_chrome_trace(gemm, tmp_path):
     for e in spans:
         if "bytes" in e["args"]:
             moved[e["args"]["path"]] += e["args"]["bytes"]
-    assert {p: b for p, b in report.bytes.items() if b} == dict(moved)
+    assert {p: b for p, b in report.bytes.items() if b and p in PATHS} == dict(moved)
     last = {}
     for e in events:
         if e["ph"] == "C" and e["name"].startswith("bytes "):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from npu_jax.api.validate import check_arrays, check_common, check_flag
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy
+from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
@@ -15,6 +15,7 @@ from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 
 # ---- running it ----------------------------------------------------------------------------------
+@notes_default_cast("x", "w")
 def conv2d(
     x,
     w,
@@ -33,14 +34,25 @@ def conv2d(
 ):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
+    Dtypes: the result's dtype is ``policy.output``, not the input's. With no ``policy`` the
+    hardware's default applies (fp16 operands, fp32 accumulation, fp16 output): fp32 or bf16 inputs
+    are converted to fp16 and y comes back fp16, and an :class:`~npu_jax.OperandCastWarning` says so
+    once per process. ``policy=Policy(operand="bf16", output="bf16")`` keeps bf16 end to end;
+    ``Policy(output="fp32")`` returns the fp32 accumulator's values.
+
     Args:
-        x: (N, C, H, W) input; w: (K, C, kh, kw) weights (PyTorch/ONNX layout). Both are converted
-            to ``policy.operand`` (fp16 by default) at the boundary.
-        stride, dilation: int or pair. padding: int, pair, ((top, bottom), (left, right)), "SAME"
-            or "VALID".
-        strategy: "output_tiled", "input_tiled", "relayout" or "img2col" (see module docs).
-        hw: hardware (default ``presets.ascend910b()``); tiling: a :class:`ConvTiling` or None for
-            the chooser's pick; policy: precision :class:`Policy`.
+        x: (N, C, H, W) input, converted to ``policy.operand`` (fp16 by default) at the boundary.
+        w: (K, C, kh, kw) weights (PyTorch/ONNX layout), converted likewise.
+        stride: int or (sh, sw).
+        padding: int, pair, ((top, bottom), (left, right)), "SAME" or "VALID".
+        dilation: int or (dh, dw).
+        strategy: "output_tiled", "input_tiled", "relayout" or "img2col" (``docs/conv2d.md``).
+        hw: hardware (default ``presets.ascend910b()``).
+        tiling: a :class:`~npu_jax.ConvTiling`, or None for the chooser's pick.
+        policy: precision :class:`~npu_jax.Policy`; None = ``Policy()``, the hardware's default
+            (see Dtypes above).
+        groups: only 1 (dense Conv2D); any other value is refused with the fix (split a grouped
+            conv into per-group calls).
         trace: keep per-core event traces (True = 4096 events, or a capacity).
         timing_only: run the same kernel with no data work (y is then all zeros): every cycle
             and byte of the report is unchanged, in a fraction of the time.
@@ -75,6 +87,7 @@ def conv2d(
     return jnp.transpose(y, (0, 3, 1, 2)), report
 
 
+@notes_default_cast("x", "w")
 def conv2d_bounded(
     x,
     w,
@@ -93,7 +106,8 @@ def conv2d_bounded(
     ``x`` is (B.n, B.c, B.h, B.w) with the layer's data in the leading corner, ``w`` likewise
     (B.k, B.c, B.kh, B.kw). One compiled program serves every layer that fits the bound: the
     property tests draw hundreds of layers through four compiles. Returns y (B.n, B.k, Ho_max,
-    Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report.
+    Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report. Dtypes
+    as :func:`conv2d`: with no ``policy`` the inputs become fp16 and so does y.
     """
     hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
     check_flag("timing_only", timing_only)

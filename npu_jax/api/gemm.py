@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from npu_jax.api.validate import check_common
 from npu_jax.core.buffers import DTYPES
-from npu_jax.core.policy import Policy
+from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec, padded_shape
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
@@ -18,6 +18,7 @@ from npu_jax.mapping.gemm import MatmulTiling, allocate_gemm, default_tiling
 from npu_jax.mapping.hints import tiling_hint
 
 
+@notes_default_cast("a", "b")
 def matmul(
     a,
     b,
@@ -30,9 +31,16 @@ def matmul(
 ):
     """C = A @ B on the emulated Cube. Returns ``(c, report)``.
 
+    Dtypes: c's dtype is ``policy.output``, not the inputs'. With no ``policy`` the hardware's
+    default applies (fp16 operands, fp32 accumulation, fp16 output): fp32 or bf16 inputs are
+    converted to fp16 and c comes back fp16, and an :class:`~npu_jax.OperandCastWarning` says so
+    once per process. ``policy=Policy(operand="bf16", output="bf16")`` keeps bf16 end to end;
+    ``Policy(output="fp32")`` returns the fp32 accumulator's values.
+
     Args:
-        a: (M, K) array; b: (K, N) array. Converted to ``policy.operand`` (default fp16) at the
-            boundary, as a host would before the kernel.
+        a: (M, K) array, converted to ``policy.operand`` (default fp16) at the boundary, as a host
+            would before the kernel.
+        b: (K, N) array, converted likewise.
         hw: hardware config (default ``presets.ascend910b()``).
         tiling: a :class:`MatmulTiling` (default: :func:`default_tiling`).
         policy: precision :class:`~npu_jax.core.policy.Policy` (fp16 in, fp32 accumulate, fp16 out).

@@ -40,5 +40,7 @@ RATIO_NAMES = {
 
 # Data paths whose bytes are counted, then the compute counters.
 PATHS = ("GM->L1", "GM->UB", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "L0C->UB", "UB->GM", "UB->L1")
-COUNTERS = PATHS + ("flops", "flops_issued", "vector_bytes")
+# The chip's side of GM traffic: reads that missed L2 (brought in from HBM), and writes (to HBM).
+HBM_PATHS = ("HBM->L2", "L2->HBM")
+COUNTERS = PATHS + HBM_PATHS + ("flops", "flops_issued", "vector_bytes")
 COUNTER_INDEX = {c: i for i, c in enumerate(COUNTERS)}

@@ -11,10 +11,15 @@ output conversion, ``vector`` the vector format and the overflow mode.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import functools
+import inspect
+import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.core.rounding import MODES, round_to
 
@@ -26,6 +31,12 @@ ROUNDING = MODES
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Policy:
     """Formats and rounding inside the emulated core.
+
+    The default is the hardware's own rule: fp16 operands, fp32 accumulation, fp16 output. It does
+    not follow the input's dtype: a public entry point given fp32, bf16 or fp64 arrays and no
+    ``policy`` converts them to fp16 and returns fp16 (and says so once per process with an
+    :class:`OperandCastWarning`). Pass a policy to choose, e.g. ``Policy(operand="bf16",
+    output="bf16")`` for bf16 in and out, or ``Policy(output="fp32")`` for an fp32 result.
 
     Attributes:
         operand: format of Cube operands in L1/L0A/L0B (``fp16``, ``bf16``, ``fp32``).
@@ -97,6 +108,76 @@ class Policy:
         return round_to(
             x, fmt, self.rounding, subnormals=self.subnormals, overflow=self.overflow_mode(hw), key=key
         )
+
+
+class OperandCastWarning(UserWarning):
+    """A public entry point converted non-fp16 inputs to the default Policy's fp16.
+
+    Shown once per process, and only when no ``policy`` was passed. Silence it by passing a policy
+    (``policy=npu_jax.Policy()`` keeps the default and says you meant it), or with
+    ``warnings.filterwarnings("ignore", category=npu_jax.OperandCastWarning)``.
+    """
+
+
+# once per process: a note repeated on every call (or every traced layer of a sweep) would bury the output
+_cast_noted = False
+# set while a public entry point runs, so that one it calls (conv_relu -> conv2d_fused) is not the one named
+_in_entry_point: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "npu_jax_in_entry_point", default=False
+)
+
+
+def notes_default_cast(*operands: str):
+    """Decorate a public entry point whose ``operands`` (argument names) the default Policy converts.
+
+    After a call that passed no ``policy`` and returned (a refused call is not noted), warns once per
+    process with an :class:`OperandCastWarning` if an operand's dtype was not float16: the result
+    is then fp16 whatever the input's dtype, which a JAX user would not expect unless told.
+    """
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        public = f"{fn.__module__.split('.')[0]}.{fn.__name__}"  # npu_jax.conv2d, fusion.conv_relu
+
+        @functools.wraps(fn)
+        def entry_point(*args, **kwargs):
+            if _in_entry_point.get():
+                return fn(*args, **kwargs)
+            token = _in_entry_point.set(True)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                _in_entry_point.reset(token)
+            given = sig.bind(*args, **kwargs).arguments
+            if given.get("policy") is None:
+                _note_cast(public, {name: given[name] for name in operands})
+            return out
+
+        return entry_point
+
+    return wrap
+
+
+def _note_cast(fn: str, arrays: dict) -> None:
+    global _cast_noted
+    # jax/numpy arrays and tracers have a dtype; a list or scalar is read as numpy reads it
+    dtypes = {
+        name: np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype) for name, a in arrays.items()
+    }
+    converted = {name: dt.name for name, dt in dtypes.items() if dt != np.float16}
+    if _cast_noted or not converted:
+        return
+    _cast_noted = True
+    given = ", ".join(f"{name} {dt}" for name, dt in converted.items())
+    warnings.warn(
+        f"{fn}: inputs converted to fp16 ({given}): with no policy, the hardware's default "
+        "Policy() applies (fp16 operands, fp32 accumulation, fp16 output), so the result is fp16. "
+        "Pass policy=npu_jax.Policy(operand='bf16', output='bf16') for bf16, Policy(output='fp32') for "
+        "an fp32 result, or policy=npu_jax.Policy() to keep fp16 and silence this note "
+        "(shown once per process).",
+        OperandCastWarning,
+        stacklevel=3,
+    )
 
 
 def convert(

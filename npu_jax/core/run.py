@@ -21,7 +21,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from npu_jax.core import sanitize
+from npu_jax.core import l2, sanitize
 from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
@@ -99,8 +99,12 @@ def launch(
     workload: str = "",
     operand: str = "fp16",
     extents: dict | None = None,
+    l2_resident: tuple[str, ...] = (),
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
+
+    ``l2_resident`` names the GM inputs an earlier kernel of the same sequence left in L2 (see
+    ``l2.py``: each is resident if this kernel keeps it too).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
@@ -108,6 +112,8 @@ def launch(
     becomes part of the caller's program. Sanitizer findings (``ctx.checks``) are raised or warned
     here when the run is concrete; under ``jax.jit`` call ``report.check()`` on the result.
     """
+
+    ctx = dataclasses.replace(ctx, l2_modes=l2.modes(ctx.hw, ctx.gm, tuple(l2_resident)))
 
     def run(gm):
         return _launch(kernel, ctx, gm, name=name, workload=workload, operand=operand, extents=extents)
@@ -129,10 +135,10 @@ def _launch(
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
         core0 = init_core(ctx, gm, extents)
-        if ctx.n_cores == 1:
-            cores = jax.tree.map(lambda x: x[None], kernel(core0, jnp.int32(0)))
-        else:
-            cores = jax.vmap(lambda b: kernel(core0, b))(jnp.arange(ctx.n_cores, dtype=jnp.int32))
+        # cores always under vmap (one core too): the L2's record is shared along this axis (l2.py)
+        cores = jax.vmap(lambda b: kernel(core0.replace(block=b), b))(
+            jnp.arange(ctx.n_cores, dtype=jnp.int32)
+        )
     race = bool(cores.san) and ctx.checks.race
     merged = merge_outputs(ctx, cores, with_site=race)
     outs, overlap, unwritten = merged[:3]

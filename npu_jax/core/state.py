@@ -16,7 +16,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from npu_jax.core import sanitize, wide
+from npu_jax.core import l2, sanitize, wide
 from npu_jax.core.buffers import DTYPES, Alloc, poison
 from npu_jax.core.pipes import COUNTERS, PIPES
 from npu_jax.core.policy import Policy
@@ -65,6 +65,7 @@ class Context:
     trace_capacity: int = 0
     move_data: bool = True  # False = timing-only: every cost and counter, no data moved
     checks: Checks | None = None  # sanitizers to run; None = the process default (sanitize.py)
+    l2_modes: tuple = ()  # (GM input name, L2 mode) pairs: see l2.py; an input not named streams
 
     def __post_init__(self):
         object.__setattr__(self, "checks", Checks.parse(self.checks))
@@ -99,6 +100,8 @@ _DATA_FIELDS = (
     "counters",
     "trace",
     "san",
+    "l2",
+    "block",
 )
 
 
@@ -122,6 +125,8 @@ class Core:
     counters: jax.Array  # (C, 2) wide: bytes per path, FLOPs
     trace: dict  # {} (tracing off) or the event buffer of trace.py: instructions and flag operations
     san: dict  # {} (checks off) or the sanitizers' state: see sanitize.init_state
+    l2: dict  # tracked GM input name -> bool (padded shape): elements some core has read (l2.py)
+    block: jax.Array  # () int32: this core's index (block_idx)
     ctx: Context
     # sanitizer log rows traced since the last flatten (trace-time only; see _flatten_core)
     pending: tuple = ()
@@ -295,6 +300,8 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
         counters=wide.zeros((len(COUNTERS),)),
         trace=init_trace(T),
         san=sanitize.init_state(ctx),
+        l2=l2.init_state(ctx),
+        block=jnp.zeros((), jnp.int32),
         ctx=ctx,
     )
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from npu_jax.cost.schedule import Layer, Program, Tile, arrays, schedule
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.hw.costs import HwNumbers
+from npu_jax.hw.costs import HwNumbers, kernel_cycles
 from npu_jax.mapping.conv import ConvPlan
 
 
@@ -75,8 +75,8 @@ def predict(p: ConvPlan) -> Prediction:
 
 
 def lower_bound(p: ConvPlan, serial: bool = False) -> int:
-    """A cheap lower bound on ``predict(p).cycles``: the busiest pipe of the busiest core, each
-    pipe's work summed (no schedule). ``serial=True`` instead sums every pipe's work (an upper
+    """A cheap lower bound on ``predict(p).cycles``: the launch, then the later of the busiest pipe of
+    the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True`` instead sums every pipe's work (an upper
     bound for the single-buffered chain). Used to rank the chooser's candidates."""
     c, q, pro = arrays(*_inputs(p))
     live = c["live"][..., None]
@@ -89,9 +89,11 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     cube = (steps(q["mm_first"], c["mmf"][..., None], q["mm_last"]) * live).sum((1, 2))
     mte2 = c["cx"].sum(1) + (q["cw"] * live).sum((1, 2)) + pro["cw_res"] + c["cr"].sum(1) + pro["cbias"]
     epi = (c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]).sum(1)
+    h = HwNumbers.of(p.hw)
+    hbm = int(c["hbm"].sum() + (q["hbm"] * live).sum() + pro["hbm"].sum())
     if serial:
-        return int((mte1 + cube + mte2 + epi).max())
-    return int(np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max())
+        return int(kernel_cycles(h, (mte1 + cube + mte2 + epi).max(), hbm))
+    return int(kernel_cycles(h, np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max(), hbm))
 
 
 def predict_many(
@@ -107,8 +109,9 @@ def predict_many(
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
 
     Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
-    schedule (the lowest :func:`lower_bound`, and for single-buffered strategies half of them by
-    the serial sum instead); the others keep their bound as a cycle count."""
+    schedule (the lowest :func:`lower_bound`, and where some are single-buffered half of them by
+    the serial sum instead); the others rank after all of them (cycles: the worst exact cost plus
+    their bound)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
@@ -116,15 +119,18 @@ def predict_many(
     lbs = [lower_bound(p) for p in plans]
     order = sorted(range(len(plans)), key=lambda i: lbs[i])
     pick = order[:exact]
-    if not plans[0].spec.double_buffer:
+    if any(p.t.l1_stages == 1 for p in plans):
         # single-buffered work is mostly serial: also take the best by the serial sum
         ser = [lower_bound(p, serial=True) for p in plans]
         pick = list(
             dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2])
         )
-    cyc, gmb = list(lbs), [None] * len(plans)
+    cyc, gmb = [None] * len(plans), [None] * len(plans)
     for i in pick:
         q = predict(plans[i])
         cyc[i], gmb[i] = q.cycles, q.gm_bytes
-    big = max(x for x in gmb if x is not None) + 1
-    return cyc, [big if x is None else x for x in gmb]
+    # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
+    worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
+    return [worst + lbs[i] if x is None else x for i, x in enumerate(cyc)], [
+        big if x is None else x for x in gmb
+    ]

@@ -120,6 +120,48 @@ def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
     )
 
 
+# ---- the L2: what the kernel's reads find there (core/l2.py's rules, in closed form) ---------------
+def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
+    """What L2 does with each GM tensor the kernel reads (``costs.l2_keeps`` over the launch's tensors,
+    in the launch's order): ``x_res`` (the input is resident: the relayout kernel before it left it),
+    ``x_track`` / ``w_track`` / ``bias_track`` (re-reads hit). Booleans (arrays with jax)."""
+    isz, osz = itemsize(pr.operand), itemsize(pr.output)
+    c0 = costs.k0(h, isz)
+    e = pr.epi
+    if pr.nc1hwc0_source:
+        x_size = L.n * d["c1"] * L.h * L.w * c0 * isz
+        w_size = d["ncb"] * d["k_total"] * t.n * isz
+        relayout = costs.l2_keeps(h, [L.n * L.c * L.h * L.w * isz, x_size], xp)
+        relaid = relayout[1]
+    else:
+        x_size = L.n * L.c * L.h * L.w * isz
+        w_size = L.k * L.c * L.kh * L.kw * isz
+        relaid = False
+    sizes = [x_size, w_size]
+    if e is not None and e.has("bias"):
+        sizes.append(L.k * itemsize(e.bias_format))
+    if e is not None and e.has("residual"):
+        sizes.append(L.n * L.ho * L.wo * L.k * itemsize(e.vector))
+    sizes.append(L.n * L.ho * L.wo * L.k * osz)
+    kept = costs.l2_keeps(h, sizes, xp)
+    has_bias = e is not None and e.has("bias")
+    return dict(
+        x_res=kept[0] & relaid,
+        x_track=kept[0],
+        w_track=kept[1],
+        bias_track=kept[2] if has_bias else False,
+    )
+
+
+def _with_l2(pr, L, t, d, h, xp):
+    return d if "l2" in d else {**d, "l2": l2_modes(pr, L, t, d, h, xp)}
+
+
+def _overlap(xp, on, prev_end, start, extent):
+    """How much of [start, start + extent) the window before it (ending at ``prev_end``) covers."""
+    return xp.where(on, xp.clip(prev_end - start, 0, extent), 0)
+
+
 # ---- instruction costs of one item (every core at once) ------------------------------------------
 def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> dict:
     """Costs and bytes of item ``j`` on cores ``b`` (broadcast: (cores,) or (cores, items))."""
@@ -151,7 +193,20 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     chans = d["c1"] * c0 if pr.nc1hwc0_source else L.c
     x_bytes = chans * rows * cols * isz * fetch
     x_bursts = xp.where(cols_full, 1, rows) * xp.where(cols_full & rows_full, 1, planes)
-    cx = costs.dma_in(h, x_bytes, x_bursts, gm_rate)
+    # L2: the first core to read a tile (group 0, first Cout block) finds in L2 what the tiles before
+    # it read -- the rows the previous tile row's windows ended on, the columns of the previous tile
+    # in this row (every earlier tile of the image, in the cores' lock-step order); all others hit
+    m = d["l2"]
+    ov_r = _overlap(
+        xp, th > 0, xp.minimum((th * t.ho - 1) * L.sh + (L.kh - 1) * L.dh + 1 - L.pt, L.h), r0, rows
+    )
+    ov_c = _overlap(
+        xp, tw > 0, xp.minimum((tw * t.wo - 1) * L.sw + (L.kw - 1) * L.dw + 1 - L.pl, L.w), col0, cols
+    )
+    first = (cbl == 0) & (b % cs == 0)
+    seen = chans * (ov_r * cols + (rows - ov_r) * ov_c) * isz * fetch
+    hx = xp.where(m["x_res"] | (m["x_track"] & ~first), x_bytes, xp.where(m["x_track"], seen, 0))
+    cx = costs.dma_in(h, x_bytes, x_bursts, gm_rate, hx)
 
     # one K step: Load3D (a fixed k_l0-deep window) and LoadData of kv rows, then the Mmad
     l3 = costs.load_l0a(h, costs.load_l0a_bytes(h, m_eff, t.k_l0, isz))
@@ -163,9 +218,9 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     out_bursts = xp.where(full_n, 1, wo_v) * xp.where(full_n & full_w, 1, ho_v)
     if pr.coupled:
         fx = costs.l0c_to_ub(h, m_eff, nv) * live
-        c3 = costs.dma_out(h, out_bytes, out_bursts, gm_rate)
+        c3 = costs.dma_out(h, out_bytes, out_bursts, costs.write_rate(h, d["cores"]))
     else:
-        fx = costs.fixpipe_gm(h, m_eff, nv, out_bytes, out_bursts, gm_rate)
+        fx = costs.fixpipe_gm(h, m_eff, nv, out_bytes, out_bursts, costs.write_rate(h, d["cores"]))
         c3 = 0 * fx
     z = 0 * fx
     vpre, vres, vpost, cr, res_bytes = z, z, z, z, z
@@ -192,6 +247,8 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
         release=live & last_cb if pr.reuse_input else live,
         cx=cx,
         x_bytes=x_bytes,
+        hbm=x_bytes - hx + out_bytes + res_bytes,  # residual reads never repeat: all misses
+        first_round=(j < cb_per) & (b // cs == 0),  # the core that reads its group's weights first
         m_eff=m_eff,
         nv=nv,
         l3=l3,
@@ -219,7 +276,7 @@ def _part(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, it: dict, pi, x
     nv, live = it["nv"], it["live"]
     gm_rate = costs.gm_rate(h, d["cores"])
     if pr.nc1hwc0_source:  # Cout-block-major copy: a block's rows are contiguous
-        rv = xp.minimum(d["k_l1_cap"], d["k_total"] - pi * d["k_l1"])
+        rv = xp.minimum(d["k_l1"], d["k_total"] - pi * d["k_l1"])
         w_bytes = rv * nv * isz
         w_bursts = xp.where(nv == t.n, 1, rv)
     else:  # straight from OIHW: one burst per output channel unless the part spans every channel
@@ -228,14 +285,16 @@ def _part(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, it: dict, pi, x
         w_bytes = nv * cv * L.kh * L.kw * isz
         w_bursts = xp.where((pi == 0) & (cv == L.c), 1, nv)
     w_bytes = xp.where(t.resident > 0, 0, w_bytes * live)
+    hw_ = xp.where(d["l2"]["w_track"] & ~it["first_round"], w_bytes, 0)  # the group's first core misses
     part_k = xp.minimum(d["k_l1"], d["k_total"] - pi * d["k_l1"])
     steps = cdiv(part_k, t.k_l0)
     kv_last = part_k - (steps - 1) * t.k_l0
     kv_first = xp.where(steps > 1, t.k_l0, kv_last)
     m_eff, l3 = it["m_eff"], it["l3"]
     return dict(
-        cw=costs.dma_in(h, w_bytes, w_bursts, gm_rate),
+        cw=costs.dma_in(h, w_bytes, w_bursts, gm_rate, hw_),
         w_bytes=w_bytes,
+        hbm=w_bytes - hw_,
         steps=steps,
         l_first=l3 + _load_b(h, kv_first, nv, isz),
         l_last=l3 + _load_b(h, kv_last, nv, isz),
@@ -251,21 +310,25 @@ def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> d
     on = b < d["cores"]
     cb0 = (b % t.cout_split) * d["cb_per"]
     if pr.nc1hwc0_source:
-        blocks = xp.clip(d["ncb"] - cb0, 0, d["cb_per_cap"])
+        blocks = xp.clip(d["ncb"] - cb0, 0, d["cb_per"])
         wr_bytes = blocks * d["k_total"] * t.n * isz
     else:
-        wr_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per_cap"] * t.n) * L.c * L.kh * L.kw * isz
+        wr_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per"] * t.n) * L.c * L.kh * L.kw * isz
     wr_bytes = xp.where((t.resident > 0) & on, wr_bytes, 0)
     bias_bytes = 0 * wr_bytes
     e = pr.epi
     if e is not None and e.has("bias"):  # the core's Cout group's bias values
-        bias_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per_cap"] * t.n) * itemsize(e.bias_format) * on
+        bias_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per"] * t.n) * itemsize(e.bias_format) * on
     one = 1 + 0 * wr_bytes
+    later = b // t.cout_split > 0  # every core of a Cout group but its first finds them in L2
+    h_wr = xp.where(d["l2"]["w_track"] & later, wr_bytes, 0)
+    h_bias = xp.where(d["l2"]["bias_track"] & later, bias_bytes, 0)
     return dict(
         wr_bytes=wr_bytes,
-        cw_res=costs.dma_in(h, wr_bytes, one, gm_rate),
+        cw_res=costs.dma_in(h, wr_bytes, one, gm_rate, h_wr),
         bias_bytes=bias_bytes,
-        cbias=costs.dma_in(h, bias_bytes, one, gm_rate),
+        cbias=costs.dma_in(h, bias_bytes, one, gm_rate, h_bias),
+        hbm=wr_bytes - h_wr + bias_bytes - h_bias,
     )
 
 
@@ -276,6 +339,7 @@ def _full(v, shape):
 
 def arrays(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers):
     """numpy: (item costs (cores, items), part costs (cores, items, parts), per-core prologue)."""
+    d = _with_l2(pr, L, t, d, h, np)
     b = np.arange(pr.num_cores)
     items, nparts = d["tiles_per_core"] * d["cb_per"], d["n_parts"]
     every = _item(pr, L, t, d, h, np.arange(items)[None, :], b[:, None], np)
@@ -322,7 +386,9 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
 
     ``d``: the plan's loop counts (:func:`derived`, or a ``ConvPlan``'s properties). With numpy the
     item and part costs are evaluated for all items at once and the recurrence loops in Python;
-    with jax they are evaluated inside ``lax.fori_loop`` bodies (trip counts may be traced)."""
+    with jax they are evaluated inside ``lax.fori_loop`` bodies (trip counts may be traced).
+    ``cycles`` is the kernel's (``costs.kernel_cycles``: launch, and the chip's HBM bound)."""
+    d = _with_l2(pr, L, t, d, h, xp)
     b = xp.arange(pr.num_cores)
     items = d["tiles_per_core"] * d["cb_per"]
     nparts = d["n_parts"]
@@ -360,11 +426,13 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         z,
         (z, z),
         (z, z),
+        xp.sum(pro["hbm"]),
     )
 
     def item(j, s):
-        mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw = s
+        mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm = s
         it = item_at(j)
+        hbm = hbm + xp.sum(it["hbm"])
         lv = it["live"]
         xe = xp.maximum(mte2, _pick(xp, l1_two, relx[1], relx[0])) + it["cx"]
         mte2 = xp.where(it["fetch"], xe, mte2)
@@ -372,8 +440,9 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         period = _pick(xp, t.l0_stages == 2, xp.maximum(it["lf"], it["mmf"]), it["lf"] + it["mmf"])
 
         def part(q, ps):
-            mte2, l_, m1_, m2_, rw = ps
+            mte2, l_, m1_, m2_, rw, hbm = ps
             pc = part_at(j, it, q)
+            hbm = hbm + xp.sum(pc["hbm"])
             first = q == 0
             we = xp.maximum(mte2, _pick(xp, l1_two, rw[1], rw[0])) + pc["cw"]
             ready = _pick(xp, res, _pick(xp, first, xready, 0), _pick(xp, first, xp.maximum(we, xready), we))
@@ -387,9 +456,9 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
             jump = xp.maximum(nmid - 2, 0) * period
             l_, m1_, m2_ = l_ + jump, m1_ + jump, m2_ + jump
             l_, m1_, m2_ = step(l_, m1_, m2_, pc["l_last"], pc["mm_last"], 0, 0, lv & (n_s >= 2))
-            return mte2, l_, m1_, m2_, (xp.where(lv, l_, rw[0]), xp.where(lv, rw[0], rw[1]))
+            return mte2, l_, m1_, m2_, (xp.where(lv, l_, rw[0]), xp.where(lv, rw[0], rw[1])), hbm
 
-        mte2, l_, m1_, m2_, relw = _fori(xp, nparts, part, (mte2, le, me1, me2, relw))
+        mte2, l_, m1_, m2_, relw, hbm = _fori(xp, nparts, part, (mte2, le, me1, me2, relw, hbm))
         rel = it["release"]
         relx = (xp.where(rel, l_, relx[0]), xp.where(rel, relx[0], relx[1]))
         ep_end = xp.maximum(m1_, ep_free) + it["fx"]  # L0C read out: the Cube may go on
@@ -403,10 +472,11 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         le, me1, me2 = (xp.where(lv, a, c) for a, c in ((l_, le), (m1_, me1), (m2_, me2)))
         mfree = xp.where(lv, ep_end, mfree)
         ep_free = xp.where(lv, v_end + it["c3"], ep_free)
-        return mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw
+        return mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm
 
     s = _fori(xp, items, item, state0)
-    out = dict(cycles=xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1])))
+    core_end = xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1]))
+    out = dict(cycles=costs.kernel_cycles(h, core_end, s[9]), core_end=core_end, hbm=s[9])
     if xp is np:
         e = pr.epi
         gm_l1 = every["x_bytes"].sum() + parts["w_bytes"].sum() + pro["wr_bytes"].sum()

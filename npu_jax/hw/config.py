@@ -38,6 +38,8 @@ class Assumed:
     fixpipe_bytes_per_cycle: float = 64.0  # 910B Fixpipe L0C read rate; unpublished
     l1_to_l0b_bytes_per_cycle: float = 256.0  # 910B figure unpublished; 310P's value
     ub_to_gm_bytes_per_cycle: float = 32.0  # 910B figure unpublished; ddr_rate
+    # the chip around the cores (see docs/fidelity.md for the hints behind these)
+    launch_us: float = 2.0  # a kernel launch: task scheduling and block dispatch (docs/fidelity.md)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -80,8 +82,14 @@ class HardwareConfig:
     l0c_align: int = 64
     ub_align: int = 32
     # bandwidths (bytes per cycle per core; CANN ini keys in comments)
-    gm_bytes_per_cycle: float = 32.0  # ddr_rate: one core's port to GM (through L2)
-    chip_gm_bytes_per_cycle: float | None = None  # whole chip; None = gm rate x cores
+    gm_bytes_per_cycle: float = 32.0  # ddr_rate: one core's port to HBM (a read that misses L2)
+    chip_gm_bytes_per_cycle: float | None = (
+        None  # the chip's HBM, reads and writes together; None = gm x cores
+    )
+    # the shared L2 in front of HBM: capacity (bytes per chip) and one core's rates to it
+    l2_bytes: int = 192 * 1024 * 1024
+    l2_read_bytes_per_cycle: float = 110.0  # l2_rate (a read that hits L2)
+    l2_write_bytes_per_cycle: float | None = None  # l2 write rate; None = the read rate
     l1_to_l0a_bytes_per_cycle: float = 512.0  # l1_to_l0_a_rate
     l1_to_l0b_bytes_per_cycle: float | None = None  # l1_to_l0_b_rate; None = Assumed
     l0c_to_ub_bytes_per_cycle: float = 256.0  # l0_c_to_ub_rate (coupled chips)
@@ -126,6 +134,10 @@ class HardwareConfig:
             "num_event_ids",
         ):
             positive_int(name)
+        if not isinstance(self.l2_bytes, int) or isinstance(self.l2_bytes, bool) or self.l2_bytes < 0:
+            raise ValueError(
+                f"HardwareConfig.l2_bytes must be an int >= 0 (0: no L2), got {self.l2_bytes!r}."
+            )
         if not isinstance(self.name, str):
             raise TypeError(f"HardwareConfig.name must be a string, got {self.name!r}.")
         for name in ("coupled",):
@@ -159,11 +171,17 @@ class HardwareConfig:
             "l1_to_l0a_bytes_per_cycle",
             "l0c_to_ub_bytes_per_cycle",
             "l1_to_ub_bytes_per_cycle",
+            "l2_read_bytes_per_cycle",
         ):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v):
                 raise ValueError(f"HardwareConfig.{name} must be a finite number > 0, got {v!r}.")
-        for name in ("chip_gm_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
+        for name in (
+            "chip_gm_bytes_per_cycle",
+            "l1_to_l0b_bytes_per_cycle",
+            "ub_to_gm_bytes_per_cycle",
+            "l2_write_bytes_per_cycle",
+        ):
             v = getattr(self, name)
             if v is not None and (
                 not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v)
@@ -226,6 +244,16 @@ class HardwareConfig:
     def ub_to_gm_rate(self) -> float:
         v = self.ub_to_gm_bytes_per_cycle
         return v if v is not None else self.assumed.ub_to_gm_bytes_per_cycle
+
+    @property
+    def l2_write_rate(self) -> float:
+        v = self.l2_write_bytes_per_cycle
+        return v if v is not None else self.l2_read_bytes_per_cycle
+
+    @property
+    def launch_cycles(self) -> int:
+        """Cycles of one kernel launch (``Assumed.launch_us`` at this clock)."""
+        return int(round(self.assumed.launch_us * 1e3 * self.clock_ghz))
 
     @property
     def num_vector_cores(self) -> int:

@@ -68,6 +68,10 @@ class HwNumbers(NamedTuple):
     l0b: float
     l0c: float
     ub: float
+    l2_read: float  # one core's rate from L2 (a read that hits)
+    l2_write: float  # one core's rate into L2 (every write: write-allocate)
+    l2: float  # L2 capacity, bytes per chip (0: no L2)
+    launch: int  # cycles of one kernel launch
 
     @classmethod
     def of(cls, hw: HardwareConfig) -> HwNumbers:
@@ -98,6 +102,10 @@ class HwNumbers(NamedTuple):
             l0b=float(hw.l0b_bytes),
             l0c=float(hw.l0c_bytes),
             ub=float(hw.ub_bytes),
+            l2_read=float(hw.l2_read_bytes_per_cycle),
+            l2_write=float(hw.l2_write_rate),
+            l2=float(hw.l2_bytes),
+            launch=hw.launch_cycles,
         )
 
     @classmethod
@@ -256,13 +264,29 @@ def dma(h: HwNumbers, nbytes, bursts, rate, startup, *, arith: Arith = EXACT):
     return arith.when_nonzero(nbytes, startup + arith.ceil_rate(nbytes, rate) + gaps)
 
 
-def dma_in(h: HwNumbers, nbytes, bursts, rate, *, arith: Arith = EXACT):
-    """DataCopy GM -> L1 / UB (MTE2) at ``rate``, the core's share of GM (:func:`gm_rate`)."""
-    return dma(h, nbytes, bursts, rate, h.mte2_su, arith=arith)
+def dma_in(h: HwNumbers, nbytes, bursts, rate, hit_bytes=0, *, arith: Arith = EXACT):
+    """DataCopy GM -> L1 / UB (MTE2): of its ``nbytes``, the ``hit_bytes`` already in L2 move at the
+    L2 read rate, the rest (misses, brought in from HBM) at ``rate``, the core's share of HBM
+    (:func:`gm_rate`); plus the start-up and a gap per discontiguous burst after the first."""
+    xp = _xp(nbytes, bursts, hit_bytes, *_num_den(rate))
+    gaps = xp.maximum(bursts - 1, 0) * h.burst
+    move = arith.ceil_rate(nbytes - hit_bytes, rate) + arith.ceil_rate(hit_bytes, h.l2_read)
+    return arith.when_nonzero(nbytes, h.mte2_su + move + gaps)
+
+
+def write_rate(h: HwNumbers, active_cores):
+    """The rate of a core's writes to GM: into L2 (write-allocate; HBM takes them at the chip's
+    level, :func:`kernel_cycles`); with no L2 (``l2 == 0``), straight to HBM at the core's share."""
+    share = gm_rate(h, active_cores)
+    xp = _xp(h.l2, h.l2_write, *share)
+    if xp is np and np.ndim(h.l2) == 0:
+        return h.l2_write if h.l2 > 0 else share
+    return Rate(xp.where(h.l2 > 0, h.l2_write, share.num), xp.where(h.l2 > 0, 1, share.den))
 
 
 def dma_out(h: HwNumbers, nbytes, bursts, rate, *, arith: Arith = EXACT):
-    """DataCopy UB -> GM (MTE3): the core's GM share ``rate``, capped by MTE3's UB -> GM port."""
+    """DataCopy UB -> GM (MTE3): the write ``rate`` (:func:`write_rate`), capped by MTE3's UB -> GM
+    port."""
     return dma(h, nbytes, bursts, slower(h.ub_gm_rate, rate), h.mte3_su, arith=arith)
 
 
@@ -342,6 +366,34 @@ def vector(h: HwNumbers, nbytes, *, arith: Arith = EXACT):
 def scalar(h: HwNumbers, cycles):
     """Scalar work (S): the cycles the kernel states (address arithmetic, loop control)."""
     return cycles
+
+
+# ---- the chip around the cores: L2 capacity, HBM, launches ---------------------------------------
+def l2_keeps(h: HwNumbers, sizes, xp=np):
+    """Which of a kernel's GM tensors (their logical bytes, ``sizes``) the L2 keeps: smallest
+    first, while they fit together (ties: the earlier tensor first). A kept tensor's re-reads hit
+    L2 and, written or read, it stays for the next kernel; the others stream through. Works on
+    Python / numpy / jax sizes; returns a bool array in ``sizes``' order."""
+    s = xp.stack([xp.asarray(v, xp.float32) for v in sizes]) if len(sizes) else xp.zeros((0,), xp.float32)
+    i = xp.arange(s.shape[0])
+    before = (s[None, :] < s[:, None]) | ((s[None, :] == s[:, None]) & (i[None, :] <= i[:, None]))
+    return (before * s[None, :]).sum(axis=1) <= h.l2
+
+
+def hbm_cycles(h: HwNumbers, hbm_bytes, *, arith: Arith = EXACT):
+    """The fewest cycles in which the chip's HBM moves ``hbm_bytes`` (read misses and writes of all
+    cores together); 0 where the chip's rate is unbounded."""
+    xp = _xp(hbm_bytes, h.chip_gm)
+    if xp is np and np.isinf(h.chip_gm):
+        return 0 * hbm_bytes
+    return arith.ceil_rate(hbm_bytes, h.chip_gm)
+
+
+def kernel_cycles(h: HwNumbers, core_end, hbm_bytes, *, arith: Arith = EXACT):
+    """A kernel's cycles: its launch, then the later of the last core's end and the time the chip's
+    HBM needs for everything the kernel moved to and from it."""
+    xp = _xp(core_end, hbm_bytes)
+    return h.launch + xp.maximum(core_end, hbm_cycles(h, hbm_bytes, arith=arith))
 
 
 def vector_pass(h: HwNumbers, in_bytes, out_bytes, work_bytes, vector_ops: int, rate):

@@ -28,13 +28,14 @@ _KEYS = {
     "l0_c_to_ub_rate": ("l0c_to_ub_bytes_per_cycle", float),
     "ub_to_ddr_rate": ("ub_to_gm_bytes_per_cycle", float),
     "l1_to_ub_rate": ("l1_to_ub_bytes_per_cycle", float),
+    "l2_size": ("l2_bytes", int),
+    "l2_rate": ("l2_read_bytes_per_cycle", float),
+    "l2_read_rate": ("l2_read_bytes_per_cycle", float),
+    "l2_write_rate": ("l2_write_bytes_per_cycle", float),
+    "vector_core_cnt": ("vector_cores", int),
 }
 # Keys that vendor files carry and the model deliberately does not use.
 _IGNORED = {
-    "l2_rate",
-    "l2_read_rate",
-    "l2_write_rate",
-    "l2_size",
     "l2_type",
     "l2_page_num",
     "smask_buffer",
@@ -44,7 +45,6 @@ _IGNORED = {
     "ub_bank_group_num",
     "bt_size",
     "fb_size",
-    "vector_core_cnt",
     "vector_freq",
     "ddr_read_rate",
     "ddr_write_rate",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from npu_jax.hw.config import HardwareConfig
 
 KiB = 1024
+MiB = 1024 * KiB
 
 
 def ascend910b() -> HardwareConfig:
@@ -18,8 +19,11 @@ def ascend910b() -> HardwareConfig:
 
     20 AI Cube cores at 1.5 GHz (``cube_freq=1500``, ASC platform stub) -> 245.76 TFLOPS fp16.
     Buffers L0A/L0B 64 KiB, L0C 128 KiB, L1 512 KiB, UB 192 KiB (ASC constants, arch 2201).
-    ``ddr_rate`` 32 B/cycle per core (ASC platform stub); chip 960 GB/s = 32 x 20 x 1.5 GHz
-    (derived). ``l1_to_l0_a_rate`` 512 B/cycle (INI). L1->L0B and UB->GM unpublished (assumed).
+    ``ddr_rate`` 32 B/cycle per core (ASC platform stub); the chip's HBM ~800 GB/s for the 910B4
+    (third-party spec sheets) -> 533.3 B/cycle, shared by all cores, reads and writes together.
+    L2 96 MiB on the 910B4 (its platform config, quoted in huawei-csl/pto-dsl's matmul guide; the
+    24-core 910B1/B2 have 192 MiB), ``l2_rate`` 110 B/cycle read, 86 write (INI).
+    ``l1_to_l0_a_rate`` 512 B/cycle (INI). L1->L0B and UB->GM unpublished (assumed).
     IEEE inf/NaN overflow by default (ASC). Event ids 0-7.
     """
     return HardwareConfig(
@@ -33,7 +37,10 @@ def ascend910b() -> HardwareConfig:
         l0c_bytes=128 * KiB,
         ub_bytes=192 * KiB,
         gm_bytes_per_cycle=32.0,
-        chip_gm_bytes_per_cycle=32.0 * 20,
+        chip_gm_bytes_per_cycle=round(800e9 / 1.5e9, 2),
+        l2_bytes=96 * MiB,
+        l2_read_bytes_per_cycle=110.0,
+        l2_write_bytes_per_cycle=86.0,
         l1_to_l0a_bytes_per_cycle=512.0,
         coupled=False,
         overflow_mode="inf",
@@ -45,12 +52,14 @@ def ascend910() -> HardwareConfig:
     """Ascend 910 (arch 1001), coupled data path: L0C -> UB on the Vector pipe.
 
     32 cores, 256 TFLOPS fp16 -> ~0.98 GHz (derived: 256e12 / (32 x 8192)). Buffers L0A/L0B
-    64 KiB, L0C 256 KiB, L1 1 MiB, UB 256 KiB (ASC). GM ~1.2 TB/s -> 37.5 B/cycle/core (derived).
+    64 KiB, L0C 256 KiB, L1 1 MiB, UB 256 KiB (ASC). ``ddr_rate`` 32 B/cycle per core (ASC platform
+    stub); the chip's HBM ~1.2 TB/s (third-party) -> 1225 B/cycle, shared by all cores. L2 32 MiB
+    (platform stub; MLPerf Training v1.0 system description), ``l2_rate`` 110 B/cycle (platform stub).
     L1->L0A 512, L1->L0B 256, L0C->UB 256, L1->UB 128 B/cycle (platform ini values shared with
-    310/310P; assumed to carry over). Saturation overflow only. Event ids 0-3 (ASC).
+    310/310P; assumed to carry over); UB->GM = ``ddr_rate`` (as on 310P). Saturation overflow only.
+    Event ids 0-3 (ASC).
     """
     clock = 256e12 / (32 * 8192) / 1e9
-    per_core = 1.2e12 / 32 / (clock * 1e9)
     return HardwareConfig(
         name="ascend910",
         num_cores=32,
@@ -60,12 +69,14 @@ def ascend910() -> HardwareConfig:
         l0b_bytes=64 * KiB,
         l0c_bytes=256 * KiB,
         ub_bytes=256 * KiB,
-        gm_bytes_per_cycle=round(per_core, 2),
-        chip_gm_bytes_per_cycle=round(per_core, 2) * 32,
+        gm_bytes_per_cycle=32.0,
+        chip_gm_bytes_per_cycle=round(1.2e12 / (clock * 1e9), 2),
+        l2_bytes=32 * MiB,
+        l2_read_bytes_per_cycle=110.0,
         l1_to_l0a_bytes_per_cycle=512.0,
         l1_to_l0b_bytes_per_cycle=256.0,
         l0c_to_ub_bytes_per_cycle=256.0,
-        ub_to_gm_bytes_per_cycle=round(per_core, 2),
+        ub_to_gm_bytes_per_cycle=32.0,
         l1_to_ub_bytes_per_cycle=128.0,
         coupled=True,
         overflow_mode="saturate",
@@ -90,7 +101,9 @@ def ascend310p() -> HardwareConfig:
         l0c_bytes=256 * KiB,
         ub_bytes=256 * KiB,
         gm_bytes_per_cycle=17.0,
-        chip_gm_bytes_per_cycle=17.0 * 8,
+        chip_gm_bytes_per_cycle=204.0,
+        l2_bytes=16 * MiB,
+        l2_read_bytes_per_cycle=114.0,
         l1_to_l0a_bytes_per_cycle=512.0,
         l1_to_l0b_bytes_per_cycle=256.0,
         l0c_to_ub_bytes_per_cycle=256.0,
@@ -115,6 +128,8 @@ def tiny(coupled: bool = False) -> HardwareConfig:
         ub_bytes=16 * KiB,
         gm_bytes_per_cycle=32.0,
         chip_gm_bytes_per_cycle=64.0,
+        l2_bytes=1 * MiB,
+        l2_read_bytes_per_cycle=64.0,
         coupled=coupled,
         overflow_mode="saturate" if coupled else "inf",
     )

@@ -75,17 +75,23 @@ def build_kernel(p: ConvPlan):
         block ``cb``) into L1, rows in Load3D's K order: from the K-major copy (contiguous) or
         straight from OIHW."""
         if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
-            if t.weights_resident:
-                win = core.gm_window("wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n))
+            if t.weights_resident:  # the group's own blocks (a bounded plan's window may be wider)
+                win = core.gm_window(
+                    "wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n), limit=(cb_per, None, None)
+                )
             else:
                 nv = jnp.minimum(t.n, g.k - cb * t.n)
+                rows = jnp.minimum(k_l1, k_total - part * k_l1)  # this part's rows, not the next's
                 win = core.gm_window(
-                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n), limit=(None, None, nv)
+                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n), limit=(None, rows, nv)
                 )
             return core.data_copy(dst=dst, src=win, when=when)
         cin = p.c1_cap if t.weights_resident else p.cin1_eff
         win = core.gm_window(
-            "w", (cb * t.n, part * p.cin1_eff * p.c0, 0, 0), (w_cols, cin * p.c0, B.kh, B.kw)
+            "w",
+            (cb * t.n, part * p.cin1_eff * p.c0, 0, 0),
+            (w_cols, cin * p.c0, B.kh, B.kw),
+            limit=(cb_per * t.n if t.weights_resident else None, None, None, None),
         )
         return core.data_copy(
             dst=dst,
@@ -110,7 +116,8 @@ def build_kernel(p: ConvPlan):
             core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
             core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
         if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
-            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, g.k, cb0 < ncb)
+            end = jnp.minimum(g.k, (cb0 + cb_per) * t.n)  # the group's own columns
+            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, cb0 < ncb)
 
         def item(j, core):
             tile = sgrp + (j // cb_per) * p.cores_sp

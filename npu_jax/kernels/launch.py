@@ -8,7 +8,7 @@ import dataclasses
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core import wide
+from npu_jax.core import l2, wide
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.policy import Policy
@@ -43,6 +43,7 @@ def run_plan(
     g, B, t, hw, op = p.g, p.B, p.t, p.hw, p.operand
     cap = trace_capacity
     extras = {}
+    resident: tuple[str, ...] = ()  # GM tensors an earlier kernel of this sequence left in L2
     ext_x = (g.n, g.c, g.h, g.w)
     if p.spec.nc1hwc0_source:
         rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, p.bound)
@@ -66,6 +67,7 @@ def run_plan(
             extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)},
         )
         extras["relayout"] = rrep
+        resident = l2.kept(hw, rgm)
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
         # block's K rows are one contiguous run: (n_cb, K_total, n)
         wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
@@ -122,6 +124,7 @@ def run_plan(
         workload=B.describe() if p.bound is None else "",
         operand=op,
         extents=extents,
+        l2_resident=resident,
     )
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))

@@ -31,15 +31,16 @@ class StrategySpec:
     reuse_input: bool  # input tile fetched once per spatial tile, reused by all Cout blocks
     nc1hwc0_source: bool  # input relaid out to NC1HWC0 (and weights K-major) in GM first
     deep_k: bool  # Mmads k_l0 deep over the whole reduction vs one (c1, tap) fractal each
-    double_buffer: bool  # L1 and L0 ping-pong
     resident_weights_allowed: bool  # weights may stay in L1 across tiles
 
 
+# Every strategy may ping-pong L1 and L0 (``l1_stages`` / ``l0_stages``): each is the best kernel of
+# its idea, and they differ only in what they move and how they feed the Cube.
 SPECS = {
-    "output_tiled": StrategySpec(False, False, False, False, False),
-    "input_tiled": StrategySpec(True, False, False, False, True),
-    "relayout": StrategySpec(True, True, False, False, True),
-    "img2col": StrategySpec(True, True, True, True, True),
+    "output_tiled": StrategySpec(False, False, False, False),
+    "input_tiled": StrategySpec(True, False, False, True),
+    "relayout": StrategySpec(True, True, False, True),
+    "img2col": StrategySpec(True, True, True, True),
 }
 
 
@@ -259,11 +260,6 @@ class ConvPlan:
             raise TilingError(
                 f"strategy {self.strategy!r} feeds the Cube one (c1, tap) fractal per Mmad: "
                 f"k_l0 must be C0={c0}, got {t.k_l0}. Use strategy='img2col' for deep Mmads."
-            )
-        if not sp.double_buffer and (t.l1_stages, t.l0_stages) != (1, 1):
-            raise TilingError(
-                f"strategy {self.strategy!r} is single-buffered (l1_stages=l0_stages=1); "
-                f"got {t.l1_stages}, {t.l0_stages}. Double buffering is img2col's step."
             )
         if t.weights_resident and not sp.resident_weights_allowed:
             raise TilingError(

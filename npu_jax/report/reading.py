@@ -25,6 +25,7 @@ PIPE_MEANING = {
     "VECTOR": "the Vector unit",
     "MTE3": "DMA from UB back to global memory",
     "SCALAR": "the Scalar unit",
+    "HBM": "the chip's HBM, shared by every core (reads that missed L2, and writes)",
 }
 
 
@@ -49,14 +50,23 @@ def bottleneck_reading(report) -> str:
     """Two or three sentences saying what the report's numbers mean."""
     busy = report.pipe_busy
     neck = report.bottleneck
-    ratio = report.ratios[RATIO_NAMES[neck]]
     core_cycles = report.core_cycles
+    if neck == "HBM":
+        why = (
+            f"The bottleneck is HBM -- {PIPE_MEANING[neck]}: {report.hbm_bytes:,} B need "
+            f"{report.hbm_cycles:,} cycles, longer than any core runs ({report.core_end:,})."
+        )
+    else:
+        ratio = report.ratios[RATIO_NAMES[neck]]
+        why = (
+            f"The bottleneck is {neck} -- {PIPE_MEANING[neck]} -- busy {ratio:.0%} of the run "
+            f"({busy[neck]:,} cycles over all cores); the Cube was busy {busy['CUBE']:,}."
+        )
     lines = [
         f"Reading: the kernel turned {report.pct_peak:.1f}% of the chip's peak "
         f"({report.pct_peak_launched:.1f}% of its {report.n_cores} launched cores') into useful FLOPs "
         f"(mac_ratio {report.ratios['mac_ratio']:.2f}).",
-        f"The bottleneck is {neck} -- {PIPE_MEANING[neck]} -- busy {ratio:.0%} of the run "
-        f"({busy[neck]:,} cycles over all cores); the Cube was busy {busy['CUBE']:,}.",
+        why,
         f"The kernel is {report.roofline}.",
     ]
     if report.n_cores > 1 and core_cycles.min() < 0.9 * core_cycles.max():

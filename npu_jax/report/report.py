@@ -14,7 +14,8 @@ import jax
 import numpy as np
 
 from npu_jax.core import sanitize, wide
-from npu_jax.core.pipes import COUNTER_INDEX, LANE_ORDER, PATHS, RATIO_NAMES
+from npu_jax.core.pipes import COUNTER_INDEX, HBM_PATHS, LANE_ORDER, PATHS, RATIO_NAMES
+from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.report import events as trace_events
 from npu_jax.report.chrome import write_chrome_trace
@@ -22,6 +23,7 @@ from npu_jax.report.names import LaneDict, by_lane
 from npu_jax.report.plot import plot_timeline
 
 _GM_PATHS = tuple(p for p in PATHS if "GM" in p)
+_GM_IN_PATHS = tuple(p for p in PATHS if p.startswith("GM->"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,13 +79,39 @@ class Report:
 
     @property
     def core_cycles(self) -> np.ndarray:
-        """(n,) int64: when each core's last pipe finishes."""
+        """When each core's last pipe finishes: an int64 array, one entry per core."""
         return wide.to_numpy(self.pipe_free).max(axis=1)
 
     @property
-    def cycles(self) -> int:
-        """Total cycles: the last pipe of the last core to finish."""
+    def core_end(self) -> int:
+        """When the last pipe of the last core finishes, counted from the kernel's first instruction."""
         return int(self.core_cycles.max())
+
+    @property
+    def launch_cycles(self) -> int:
+        """The kernel launch's start-up (``Assumed.launch_us``), before its first instruction."""
+        return self.hw.launch_cycles
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Bytes the chip's HBM moved for this kernel: reads that missed L2, and every write."""
+        return sum(self._counter(p) for p in HBM_PATHS)
+
+    @property
+    def hbm_cycles(self) -> int:
+        """The fewest cycles the chip's HBM (shared by every core) needs for :attr:`hbm_bytes`."""
+        return int(costs.hbm_cycles(costs.HwNumbers.of(self.hw), self.hbm_bytes))
+
+    @property
+    def l2_hit_bytes(self) -> int:
+        """GM bytes read that were already in L2."""
+        return sum(self._counter(p) for p in _GM_IN_PATHS) - self._counter("HBM->L2")
+
+    @property
+    def cycles(self) -> int:
+        """Total cycles: the launch, then the later of the last core's last pipe and the chip's HBM
+        time for what the kernel moved (``costs.kernel_cycles``)."""
+        return int(costs.kernel_cycles(costs.HwNumbers.of(self.hw), self.core_end, self.hbm_bytes))
 
     @property
     def time_us(self) -> float:
@@ -100,8 +128,8 @@ class Report:
 
     @property
     def bytes(self) -> dict[str, int]:
-        """Bytes moved per path, summed over cores."""
-        return {p: self._counter(p) for p in PATHS}
+        """Bytes moved per path, summed over cores (the cores' paths, then HBM's)."""
+        return {p: self._counter(p) for p in PATHS + HBM_PATHS}
 
     @property
     def gm_bytes(self) -> int:
@@ -161,7 +189,10 @@ class Report:
 
     @property
     def bottleneck(self) -> str:
-        """The lane that was busy longest (the one to fix first)."""
+        """What sets the time: the lane that was busy longest (the one to fix first), or ``HBM`` when
+        the chip's memory, shared by every core, needs longer than any core runs."""
+        if self.hbm_cycles > self.core_end:
+            return "HBM"
         busy = self.pipe_busy
         return max(LANE_ORDER, key=lambda lane: busy[lane])
 
@@ -236,11 +267,11 @@ class Report:
     def events(self, core: int = 0) -> list[dict]:
         """Instructions of one core, in issue order: dicts with lane, op, start, end (cycles), seq,
         path and bytes (what it moved, if anything), tile (the coordinates of ``core.at_tile``)."""
-        return trace_events.instr_events(self.trace, core, self.offset)
+        return trace_events.instr_events(self.trace, core, self.offset + self.launch_cycles)
 
     def sync_events(self, core: int = 0) -> list[dict]:
         """SetFlag / WaitFlag operations of one core, in program order (see ``report/events.py``)."""
-        return trace_events.sync_events(self.trace, core, self.offset)
+        return trace_events.sync_events(self.trace, core, self.offset + self.launch_cycles)
 
     def flows(self, core: int = 0) -> list[dict]:
         """Each SetFlag of one core with the WaitFlag it released: dicts ``set`` and ``wait``."""

@@ -29,7 +29,6 @@ def candidate_tilings(
     c1 = -(-g.c // c0)
     ns = sorted({min(round_up(g.k, f), f << s) for s in range(5)})  # 1, 2, 4, 8, 16 fractals
     k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (2, 4, 8, 16)})
-    stages = (2,) if sp.double_buffer else (1,)
     cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})
     resident = (False, True) if sp.resident_weights_allowed else (False,)
     splits = sorted({s for s in (1, 2, 4, 5, 10, 20, hw.num_cores) if s <= hw.num_cores})
@@ -43,22 +42,24 @@ def candidate_tilings(
             continue
         if ho * wo > 4096 or ho * wo < min(16, g.ho * g.wo):
             continue  # a tile below one fractal of positions wastes the Cube
-        t = ConvTiling(
-            ho=ho,
-            wo=wo,
-            n=n,
-            cin1=cin1,
-            k_l0=k_l0,
-            weights_resident=res,
-            l1_stages=stages[0],
-            l0_stages=stages[0],
-            cout_split=cs,
-        )
-        try:
-            make_plan(g, strategy, t, hw, operand, output, epi=epi)
-        except NpuError:
-            continue
-        out.append(t)
+        for stages in (2, 1):  # ping-pong where it fits, else serial
+            t = ConvTiling(
+                ho=ho,
+                wo=wo,
+                n=n,
+                cin1=cin1,
+                k_l0=k_l0,
+                weights_resident=res,
+                l1_stages=stages,
+                l0_stages=stages,
+                cout_split=cs,
+            )
+            try:
+                make_plan(g, strategy, t, hw, operand, output, epi=epi)
+            except NpuError:
+                continue
+            out.append(t)
+            break
     return out
 
 
@@ -72,7 +73,8 @@ def choose_tiling(
     cost, so a fused kernel's pick can differ from the conv alone's.
 
     Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
-    strategy allows) resident weights; every one validated against every buffer. The cheap
+    strategy allows) resident weights, each double-buffered where it fits (else serial); every one
+    validated against every buffer. The cheap
     lower bound prunes large grids to 48, which get the exact closed-form schedule."""
     cands = candidate_tilings(g, strategy, hw, operand, output, epi)
     if not cands:

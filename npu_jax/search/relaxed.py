@@ -139,16 +139,21 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
     cols = jnp.minimum((wo_e - 1) * Lf.sw + (Lf.kw - 1) * Lf.dw + 1, Lf.w)
     wc, wr = _full(wo, Lf.wo), _full(ho, Lf.ho)
     x_bursts = wc * (wr + (1 - wr) * c1) + (1 - wc) * rows * c1
-    cx = costs.dma_in(hw, c1 * exact.C0 * rows * cols * ISZ, x_bursts, gm_rate, arith=SMOOTH)
-    cw = costs.dma_in(hw, k_l1 * nv * ISZ, 1, gm_rate, arith=SMOOTH)
+    # L2: the relayout kernel left the input there; the first core of a Cout group brings the
+    # weights in on its first tile, its later tiles find them in L2 (the first core sets the time)
+    x_bytes = c1 * exact.C0 * rows * cols * ISZ
+    cx = costs.dma_in(hw, x_bytes, x_bursts, gm_rate, x_bytes, arith=SMOOTH)
+    w_bytes = k_l1 * nv * ISZ
+    cw = costs.dma_in(hw, w_bytes, 1, gm_rate, w_bytes * (1.0 - 1.0 / tiles_pc), arith=SMOOTH)
     cw_res = costs.dma_in(hw, cb_per * k_total * n * ISZ, 1, gm_rate, arith=SMOOTH)
+    wrate = costs.write_rate(hw, cores)
     # epilogue: L0C out; one burst per output row of the tile unless it holds every channel
     out_bytes = m * nv * ISZ
     wn = _full(n, Lf.k)
     out_bursts = wn * (wc + (1 - wc) * ho_e) + (1 - wn) * m
     if coupled:
         fx = costs.l0c_to_ub(hw, m, nv, arith=SMOOTH)
-        c3 = costs.dma_out(hw, out_bytes, out_bursts, gm_rate, arith=SMOOTH)
+        c3 = costs.dma_out(hw, out_bytes, out_bursts, wrate, arith=SMOOTH)
         if fused:  # the epilogue's vector steps (VAdd bias, VRelu, VCast) over the UB tile
             epi, out = exact.epilogue(coupled)
             vsz, osz = itemsize(epi.vector), itemsize(out)
@@ -156,7 +161,7 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
                 width = max(vsz, osz) if role == "cast" else vsz
                 c3 = c3 + costs.vector(hw, m * n * width, arith=SMOOTH)
     else:
-        fx = costs.fixpipe_gm(hw, m, nv, out_bytes, out_bursts, gm_rate, arith=SMOOTH)
+        fx = costs.fixpipe_gm(hw, m, nv, out_bytes, out_bursts, wrate, arith=SMOOTH)
         c3 = jnp.zeros_like(fx)
     # per item, on each chain: MTE2 (input once per spatial tile, weight parts), MTE1 (loads),
     # Cube + Fixpipe (they share the one L0C tile), and the epilogue's own queue
@@ -180,6 +185,8 @@ def _pipes(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bool,
         items=items,
         steps=steps,
         mte2_once=jnp.where(res, cw_res, 0.0),
+        # the chip's HBM: the weights once, the output once (the input is in L2 already)
+        hbm=costs.hbm_cycles(hw, Lf.k * k_total * ISZ + Lf.n * Lf.ho * Lf.wo * Lf.k * ISZ, arith=SMOOTH),
     )
 
 
@@ -195,7 +202,10 @@ def surrogate(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, coupled: bo
     busiest = tau * jax.nn.logsumexp(chains / tau)
     piped = (p["items"] - 1) * busiest + p["lat"] + p["mte2_once"]
     serial = p["items"] * (p["a"] + p["steps"] * (p["load"] + p["mmad"]) + p["e"]) + p["mte2_once"]
-    return jnp.where(p["st"] == 2, piped, serial)
+    cores_end = jnp.where(p["st"] == 2, piped, serial)
+    both = jnp.stack([cores_end, p["hbm"]])
+    tau = 0.05 * sg(jnp.max(both))
+    return hw.launch + tau * jax.nn.logsumexp(both / tau)  # launch, then the later of cores and HBM
 
 
 def needs(x, disc, L: exact.Layer, coupled: bool, fused: bool = False):

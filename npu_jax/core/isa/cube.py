@@ -151,8 +151,8 @@ def fixpipe_gm(
     core, written = write_gm(core, dst, block, valid, when)
     return Effect(
         core,
-        cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.gm_rate(h, core.ctx.n_cores)),
-        counts=(("L0C->GM", nbytes),),
+        cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.ctx.n_cores)),
+        counts=(("L0C->GM", nbytes), ("L2->HBM", nbytes)),
         reads=(src,),
         oob=oob,
         gm_writes=((dst, written),),

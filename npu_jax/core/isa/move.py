@@ -12,7 +12,7 @@ import dataclasses
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core import formats, sanitize
+from npu_jax.core import formats, l2, sanitize
 from npu_jax.core.buffers import Ref
 from npu_jax.core.isa.data import (
     gm_bursts,
@@ -72,11 +72,12 @@ def data_copy_in(core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, k
     tile = squeeze_to(tile, len(dst.alloc.shape))
     nbytes, bursts = gm_bursts(core, src, valid)
     rate = costs.gm_rate(h, core.ctx.n_cores)
+    core, hit = l2.read(core, src, valid, when, nbytes)
     core = write_ref(core, dst, tile, when)
     return Effect(
         core,
-        cost=dict(nbytes=nbytes, bursts=bursts, rate=rate),
-        counts=((f"GM->{dst.buffer}", nbytes),),
+        cost=dict(nbytes=nbytes, bursts=bursts, rate=rate, hit_bytes=hit),
+        counts=((f"GM->{dst.buffer}", nbytes), ("HBM->L2", nbytes - hit)),
         writes=(dst,),
         oob=sanitize.gm_oob(core, src),
     )
@@ -105,8 +106,8 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     core, written = write_gm(core, dst, block, valid, when)
     return Effect(
         core,
-        cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.gm_rate(h, core.ctx.n_cores)),
-        counts=(("UB->GM", nbytes),),
+        cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.ctx.n_cores)),
+        counts=(("UB->GM", nbytes), ("L2->HBM", nbytes)),
         reads=(src,),
         oob=oob,
         gm_writes=((dst, written),),

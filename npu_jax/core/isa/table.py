@@ -21,7 +21,7 @@ DATA_COPY_IN = Instr(
     "MTE2",
     reads=("GM",),
     writes=("L1", "UB"),
-    counts=("GM->L1", "GM->UB"),
+    counts=("GM->L1", "GM->UB", "HBM->L2"),
     cost=costs.dma_in,
     semantics=move.data_copy_in,
 )
@@ -30,7 +30,7 @@ DATA_COPY_OUT = Instr(
     "MTE3",
     reads=("UB",),
     writes=("GM",),
-    counts=("UB->GM",),
+    counts=("UB->GM", "L2->HBM"),
     cost=costs.dma_out,
     semantics=move.data_copy_out,
 )
@@ -77,7 +77,7 @@ FIXPIPE_GM = Instr(
     "FIX",
     reads=("L0C", "L1"),  # L1: the bias row
     writes=("GM",),
-    counts=("L0C->GM",),
+    counts=("L0C->GM", "L2->HBM"),
     cost=costs.fixpipe_gm,
     semantics=cube.fixpipe_gm,
 )
