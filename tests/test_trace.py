@@ -243,3 +243,14 @@ def test_side_by_side_panels_share_axes(fused_trace, tmp_path):
     lanes = [t.get_text() for t in a.get_yticklabels()]
     assert lanes == lanes_used(unfused, rep) and {"FIXP", "VECTOR", "MTE3"} <= set(lanes)
     assert (tmp_path / "side.png").stat().st_size > 1000
+
+
+def test_flag_written_with_lane_names_is_refused_with_the_pipe_names():
+    hw = presets.tiny()
+    core = make_core(hw, Plan(hw))
+    with pytest.raises(
+        ValueError, match=r"CUBE is pipe M, FIXP is pipe FIX: flags use the programming model"
+    ):
+        core.set_flag("CUBE_FIXP", 0)
+    with pytest.raises(ValueError, match=r"VECTOR is pipe V"):
+        core.pipe_barrier("VECTOR")
