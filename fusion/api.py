@@ -184,6 +184,7 @@ def _run(
             move_data=not timing_only,
             checks=checks,
             name="eltwise[" + " -> ".join(map(str, rest)) + "]",
+            l2_resident=rep.l2_kept,  # the conv's output (and bias, residual) where L2 kept them
         )
         if not timing_only and bound is None and not isinstance(rep2.overlapping_writes, jax.core.Tracer):
             rep2.check()

@@ -8,8 +8,8 @@ version with data and check it against ``lax.conv_general_dilated``; ``--referen
 fusion table of the ResNet-50 reference layers; ``--trace`` / ``--plot`` write the fused run's
 Chrome trace and a side-by-side timeline of the two versions.
 
-A subcommand of ``npu-jax`` (the protocol of :mod:`npu_jax.cli.base`: ``NAME``, ``HELP``, ``register``,
-``run``), listed by name in :mod:`npu_jax.cli.registry` with its demo section (``demo_section``);
+A subcommand of ``npu-jax`` (the protocol of :mod:`npu_jax.cli.base`: ``register``, ``run``), listed by
+name in :mod:`npu_jax.cli.registry` with its help and its demo section (``demo_section``);
 ``npu_jax`` never imports this package itself. The studies it runs are in :mod:`fusion.study`, the
 prose that reads them in :mod:`fusion.reading`.
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import sys
 
 import jax
@@ -35,19 +34,17 @@ from fusion.study import (
     reference_rows,
     traced_analysis,
 )
-from npu_jax.cli.base import UsageError
 from npu_jax.cli.data import demo_layers_text
-from npu_jax.cli.types import int_or_pair, output_path, padding, positive_int
+from npu_jax.cli.layers import COLUMNS_HELP, layer_file
+from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
+from npu_jax.cli.progress import Progress
+from npu_jax.cli.types import add_hw_ini_argument, int_or_pair, padding, positive_int
 from npu_jax.core.policy import Policy
-from npu_jax.errors import NpuError
 from npu_jax.hw import presets
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.mapping.epilogue import split
 from npu_jax.report.reading import trace_note
 from npu_jax.workload.conv import canonicalize
-
-NAME = "fuse"
-HELP = "Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves"
 
 # The quick default layer: ResNet-50 conv2_x's channels and filters on a 16x16 crop.
 _DEFAULT_LAYER = dict(n=1, c=64, h=16, w=16, k=64, kh=3, kw=3, stride=1, padding=1)
@@ -62,15 +59,13 @@ _DIMS = (
 )
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add ``fuse`` to the ``npu-jax`` subparsers."""
-    p = subparsers.add_parser(
-        NAME,
-        help=HELP,
-        description="Run one Conv2D layer followed by an element-wise epilogue, unfused (the Conv writes "
+def register(p: argparse.ArgumentParser) -> None:
+    """The flags of ``npu-jax fuse``."""
+    p.description = (
+        "Run one Conv2D layer followed by an element-wise epilogue, unfused (the Conv writes "
         "to GM, a vector kernel reads it back) and fused (the chain on the Conv's way out "
         "of L0C: Fixpipe on 910B, UB on 910). Default layer: ResNet-50 conv2_x's 64 channels "
-        "on a 16x16 crop (1x64x16x16, 64 3x3 filters, pad 1), bias,relu, ascend910b.",
+        "on a 16x16 crop (1x64x16x16, 64 3x3 filters, pad 1), bias,relu, ascend910b."
     )
     p.add_argument(
         "--layer",
@@ -131,6 +126,12 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="the fusion table of the ResNet-50 reference layers on the preset(s) (half-size layers on tiny)",
     )
     p.add_argument(
+        "--layers",
+        type=layer_file,
+        metavar="FILE",
+        help="the fusion table (as --reference) of the layers of a CSV or YAML file: " + COLUMNS_HELP,
+    )
+    p.add_argument(
         "--strategy", choices=STRATEGIES, default="img2col", help="Conv2D kernel (default img2col)"
     )
     p.add_argument(
@@ -140,26 +141,22 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="hardware preset(s), comma-separated: ascend910b, ascend910, ascend310p, tiny, "
         "tiny-coupled (default ascend910b; with --reference ascend910b,ascend910)",
     )
+    add_hw_ini_argument(p)
     p.add_argument(
         "--timing-only",
         action="store_true",
         help="with --fused/--unfused: same cycles and bytes, no data work (no numerical check)",
     )
-    p.add_argument(
-        "--trace",
-        type=output_path,
-        metavar="PATH",
-        help="write a Chrome trace (JSON) of the fused run (of the one run with --unfused)",
+    add_output_argument(
+        p, "--trace", "write a Chrome trace (JSON) of the fused run (of the one run with --unfused)"
     )
-    p.add_argument(
+    add_output_argument(
+        p,
         "--plot",
-        type=output_path,
-        metavar="PATH",
-        help="write a timeline PNG: unfused and fused side by side (the one run with --fused/--unfused)",
+        "write a timeline PNG: unfused and fused side by side (the one run with --fused/--unfused)",
     )
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_results_arguments(p, "the results (one record per run; CSV: one row per run)")
     p.set_defaults(mode="both")
-    return p
 
 
 # ---- the layer ---------------------------------------------------------------------------------------
@@ -210,12 +207,22 @@ def _resolve_layer(args) -> _Layer:
 
 def _check_flags(args, hws) -> None:
     err = args.parser.error
+    if args.layers is not None:
+        if args.mode not in ("both", "reference"):
+            err(
+                f"argument --layers: not with --{args.mode} (it prints the fusion table of the file's layers)"
+            )
+        args.mode = "reference"
+        for spec in args.layers.layers:
+            if spec.dilation not in (1, (1, 1)):
+                err(f"argument --layers: layer {spec.name!r} is dilated; the fusion table takes dilation 1")
     if args.mode == "reference":
+        what = f"--{'layers' if args.layers is not None else 'reference'} (it runs its own layers)"
         for f in ("layer", *(d for d, _ in _DIMS), "stride", "padding", "trace", "plot"):
             if getattr(args, f) is not None:
-                err(f"argument --{f}: not with --reference (it runs the ResNet-50 reference layers)")
+                err(f"argument --{f}: not with {what}")
         if args.dilation != 1:
-            err("argument --dilation: not with --reference (it runs the ResNet-50 reference layers)")
+            err(f"argument --dilation: not with {what}")
     for f in ("trace", "plot"):
         if getattr(args, f) is not None and len(hws) > 1:
             err(f"argument --{f}: needs one --preset, got {len(hws)}")
@@ -232,16 +239,15 @@ def run(args) -> int:
             if args.mode == "reference"
             else (presets.ascend910b(),)
         )
+    hws = hws if isinstance(hws, tuple) else (hws,)  # --hw-ini over the default preset: one config
     _check_flags(args, hws)
-    try:
-        if args.mode == "reference":
-            return _run_reference(args, hws)
-        layer = _resolve_layer(args)
-        if args.mode == "both":
-            return _run_both(args, layer, hws)
-        return _run_one(args, layer, hws)
-    except (ValueError, TypeError, NpuError) as e:  # the library's message names the parameter
-        raise UsageError(f"npu-jax fuse: error: {e}") from None
+    # the library's errors (they name the parameter) are one line and exit 2 in npu_jax.cli.main
+    if args.mode == "reference":
+        return _run_reference(args, hws)
+    layer = _resolve_layer(args)
+    if args.mode == "both":
+        return _run_both(args, layer, hws)
+    return _run_one(args, layer, hws)
 
 
 # ---- --both: the analysis ------------------------------------------------------------------------------
@@ -280,6 +286,7 @@ def _run_both(args, layer: _Layer, hws) -> int:
     analyses = []
     analyze = traced_analysis if keep else fusion.analyze
     for hw in hws:
+        args.progress.compiling(f"conv2d[{args.strategy}] unfused and fused", layer.x_shape, hw.name)
         a = analyze(
             layer.x_shape,
             layer.w_shape,
@@ -302,22 +309,16 @@ def _run_both(args, layer: _Layer, hws) -> int:
             args.plot,
             title=f"{layer.name}: conv -> {a.steps} on {a.hw.name}, unfused vs fused",
         )
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "layer": g.describe(),
-                    "name": layer.name,
-                    "epilogue": [str(s) for s in args.epilogue],
-                    "strategy": args.strategy,
-                    "mode": "both",
-                    "timing_only": True,
-                    "runs": [_analysis_dict(a) for a in analyses],
-                },
-                indent=2,
-            )
-        )
-    else:
+    data = {
+        "layer": g.describe(),
+        "name": layer.name,
+        "epilogue": [str(s) for s in args.epilogue],
+        "strategy": args.strategy,
+        "mode": "both",
+        "timing_only": True,
+        "runs": [_analysis_dict(a) for a in analyses],
+    }
+    if not write_results(args, data, [a.row() for a in analyses]):
         print(
             f"npu-jax fuse: conv2d {g.describe()}, then {a.steps}; {args.strategy}: unfused vs fused "
             f"(timing-only runs, each with the chooser's tiling)"
@@ -337,6 +338,7 @@ def _run_both(args, layer: _Layer, hws) -> int:
             )
         if args.plot is not None:
             print(f"  timelines of core 0, unfused and fused side by side, written to {args.plot}")
+        print_written(args)
     if keep:
         for rep in (a.unfused, a.fused):
             if _trace_note(rep):
@@ -352,6 +354,7 @@ def _run_one(args, layer: _Layer, hws) -> int:
     keep = args.trace is not None or args.plot is not None
     runs = []
     for hw in hws:
+        args.progress.compiling(f"conv2d[{args.strategy}] {args.mode}", layer.x_shape, hw.name)
         go = functools.partial(
             fusion.conv2d_fused,
             epilogue=args.epilogue,
@@ -382,25 +385,19 @@ def _run_one(args, layer: _Layer, hws) -> int:
         rep.to_chrome_trace(args.trace)
     if args.plot is not None:
         rep.plot_timeline(args.plot)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "layer": g.describe(),
-                    "name": layer.name,
-                    "epilogue": [str(s) for s in args.epilogue],
-                    "strategy": args.strategy,
-                    "mode": args.mode,
-                    "timing_only": args.timing_only,
-                    "runs": [
-                        {**r.as_dict(), "max_abs_err": e, "max_abs_ref": s, "y_dtype": str(y.dtype)}
-                        for _, y, r, e, s in runs
-                    ],
-                },
-                indent=2,
-            )
-        )
-    else:
+    records = [
+        {**r.as_dict(), "max_abs_err": e, "max_abs_ref": s, "y_dtype": str(y.dtype)} for _, y, r, e, s in runs
+    ]
+    data = {
+        "layer": g.describe(),
+        "name": layer.name,
+        "epilogue": [str(s) for s in args.epilogue],
+        "strategy": args.strategy,
+        "mode": args.mode,
+        "timing_only": args.timing_only,
+        "runs": records,
+    }
+    if not write_results(args, data, records):
         for i, (_, y, r, err, scale) in enumerate(runs):
             if i:
                 print()
@@ -420,61 +417,52 @@ def _run_one(args, layer: _Layer, hws) -> int:
             print(f"  Chrome trace written to {args.trace}")
         if args.plot is not None:
             print(f"  timeline of core 0 written to {args.plot}")
+        print_written(args)
     if keep and _trace_note(rep):
         print(_trace_note(rep), file=sys.stderr)
     return 0
 
 
 # ---- --reference and the demo section ------------------------------------------------------------------
-def _progress(total: int):
-    if not sys.stderr.isatty():  # each run is seconds of compiling: show that work is going on
-        return None
-    done = []
-
-    def progress(row):
-        done.append(row)
-        end = "\n" if len(done) == total else ""
-        print(f"\r  fusion analyses: {len(done)}/{total}", end=end, file=sys.stderr, flush=True)
-
-    return progress
-
-
-def _rows(hws, epilogue=("bias", "relu"), strategy: str = "img2col") -> list:
-    """:func:`fusion.study.reference_rows`, with a progress line on a terminal."""
-    progress = _progress(sum(len(reference_layers(hw)) for hw in hws))
-    return reference_rows(hws, epilogue, strategy, progress=progress)
+def _rows(progress: Progress, hws, epilogue=("bias", "relu"), strategy: str = "img2col", layers=None) -> list:
+    """:func:`fusion.study.reference_rows`, with a progress bar (each analysis is seconds of compiling)."""
+    total = sum(len(reference_layers(hw) if layers is None else layers) for hw in hws)
+    callback, bar = progress.callback(total, "fusion analyses", lambda a: f"{a.layer.split()[0]} {a.hw.name}")
+    rows = reference_rows(hws, epilogue, strategy, layers=layers, progress=callback)
+    bar.close()
+    return rows
 
 
 def _run_reference(args, hws) -> int:
-    rows = _rows(hws, args.epilogue, args.strategy)
+    layers = None if args.layers is None else [spec.layer for spec in args.layers.layers]
+    rows = _rows(args.progress, hws, args.epilogue, args.strategy, layers)
     steps = steps_text(args.epilogue)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "epilogue": [str(s) for s in args.epilogue],
-                    "strategy": args.strategy,
-                    "mode": "reference",
-                    "rows": [{**a.row(), "why": a.why} for a in rows],
-                },
-                indent=2,
-            )
-        )
+    records = [{**a.row(), "why": a.why} for a in rows]
+    data = {
+        "epilogue": [str(s) for s in args.epilogue],
+        "strategy": args.strategy,
+        "mode": "reference",
+        "rows": records,
+    }
+    if write_results(args, data, records):
         return 0
     print(
-        f"== Conv -> {steps} fusion on the ResNet-50 reference layers ({', '.join(h.name for h in hws)}; "
+        f"== Conv -> {steps} fusion on "
+        f"{'the layers of ' + args.layers.path if layers else 'the ResNet-50 reference layers'} "
+        f"({', '.join(h.name for h in hws)}; "
         f"{args.strategy}): timing-only runs, unfused and fused, each with the chooser's tiling =="
     )
     print(fusion.format_table(rows))
     print()
     print(fusion_reading(rows))
+    print_written(args)
     return 0
 
 
 def demo_section(opts) -> str:
     """The demo's fusion table: Conv -> bias -> ReLU, unfused vs fused, on the demo's preset."""
     hw = opts.hw
-    rows = _rows((hw,))
+    rows = _rows(opts.progress, (hw,))
     what = demo_layers_text(hw)
     where = "UB: L0C -> UB -> vector -> GM" if hw.coupled else "Fixpipe: L0C -> bias -> ReLU -> GM"
     return "\n".join(
@@ -488,4 +476,4 @@ def demo_section(opts) -> str:
     )
 
 
-__all__ = ["HELP", "NAME", "demo_section", "register", "run"]
+__all__ = ["demo_section", "register", "run"]

@@ -8,36 +8,51 @@ Public surface::
     report.cycles, report.pct_peak, report.bytes, report.pipe_busy, report.summary()
     y, report = npu_jax.conv2d(x, w, hw=hw, checks="all")   # racecheck memcheck initcheck synccheck
     with npu_jax.default_checks("none"): ...   # the process default (NPU_JAX_CHECKS; tests: "all")
-    npu_jax.cost, npu_jax.search               # the cost model and the tile search (imported on first use)
+    npu_jax.cost, npu_jax.search               # the cost model and the tile search
+
+``import npu_jax`` imports only the hardware description (no JAX): every other public name, and every
+subpackage reached as an attribute, is imported on first use (PEP 562), so that the ``npu-jax``
+command (``npu_jax.cli``, under this package) answers ``--help`` without loading JAX.
 """
 
 import importlib
 
 from npu_jax import errors
-from npu_jax.api.conv import conv2d, conv2d_bounded
-from npu_jax.api.gemm import matmul
-from npu_jax.core.policy import OperandCastWarning, Policy
-from npu_jax.core.sanitize import Checks, default_checks, set_default_checks
 from npu_jax.hw import Assumed, HardwareConfig, presets
-from npu_jax.mapping.conv import STRATEGIES, ConvTiling
-from npu_jax.mapping.gemm import MatmulTiling
-from npu_jax.report.report import Report
 
 __version__ = "0.1.0"
 
-# Subpackages reached as attributes of ``npu_jax`` and imported on first use (PEP 562), so that
-# ``import npu_jax`` stays as quick as its eager imports allow.
-_LAZY_SUBMODULES = ("cost", "search")
+# Public names imported on first use: name -> the module that defines it.
+_LAZY_NAMES = {
+    "conv2d": "npu_jax.api.conv",
+    "conv2d_bounded": "npu_jax.api.conv",
+    "matmul": "npu_jax.api.gemm",
+    "Policy": "npu_jax.core.policy",
+    "OperandCastWarning": "npu_jax.core.policy",
+    "Checks": "npu_jax.core.sanitize",
+    "default_checks": "npu_jax.core.sanitize",
+    "set_default_checks": "npu_jax.core.sanitize",
+    "STRATEGIES": "npu_jax.mapping.conv",
+    "ConvTiling": "npu_jax.mapping.conv",
+    "MatmulTiling": "npu_jax.mapping.gemm",
+    "Report": "npu_jax.report.report",
+}
+# Subpackages reached as attributes of ``npu_jax`` (``npu_jax.search.tile_search``), imported on first use.
+_LAZY_SUBMODULES = ("api", "core", "cost", "kernels", "mapping", "report", "search", "studies", "workload")
 
 
 def __getattr__(name: str):
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"npu_jax.{name}")
     raise AttributeError(f"module 'npu_jax' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_SUBMODULES})
+    return sorted({*globals(), *_LAZY_NAMES, *_LAZY_SUBMODULES})
 
 
 __all__ = [

@@ -5,24 +5,23 @@ prints error vs depth and emulated speed for every strategy in the three scenari
 reading. ``--depths 4,8,16,32 --channels 64 --size 16`` is the docs' run. ``--update-baselines``
 rewrites the golden baselines under ``tests/baselines`` (or ``--baselines-dir``) on purpose.
 
-A subcommand of ``npu-jax`` (the protocol of :mod:`npu_jax.cli.base`: ``NAME``, ``HELP``, ``register``,
-``run``), listed by name in :mod:`npu_jax.cli.registry` with its demo section (``demo_section``);
+A subcommand of ``npu-jax`` (the protocol of :mod:`npu_jax.cli.base`: ``register``, ``run``), listed by
+name in :mod:`npu_jax.cli.registry` with its help and its demo section (``demo_section``);
 ``npu_jax`` never imports this package itself.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 
-from npu_jax.cli.types import choice_list, output_path, positive_int, preset
+from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
+from npu_jax.cli.progress import Progress
+from npu_jax.cli.types import add_preset_argument, choice_list, positive_int
 from npu_jax.hw import presets
 from precision import baselines, formats
 from precision.experiments import SCENARIOS, run_experiments
 from precision.strategies import STRATEGIES
-
-NAME = "precision"
-HELP = "precision lab: strategies vs depth, formats, baselines"
 
 
 def _depths(text: str) -> tuple[int, ...]:
@@ -35,13 +34,11 @@ def _depths(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(ds)))
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add ``precision`` to the ``npu-jax`` subparsers."""
-    p = subparsers.add_parser(
-        NAME,
-        help=HELP,
-        description="FP16 against FP32 inside the emulated core: error vs depth and emulated "
-        "speed of each precision strategy on ResNet-like 3x3 conv stacks.",
+def register(p: argparse.ArgumentParser) -> None:
+    """The flags of ``npu-jax precision``."""
+    p.description = (
+        "FP16 against FP32 inside the emulated core: error vs depth and emulated "
+        "speed of each precision strategy on ResNet-like 3x3 conv stacks."
     )
     p.add_argument(
         "--depths",
@@ -72,13 +69,11 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--conv-strategy",
         default="img2col",
         choices=("output_tiled", "input_tiled", "relayout", "img2col"),
-        help="Conv2D kernel",
+        help="Conv2D kernel (default img2col)",
     )
-    p.add_argument(
-        "--preset", type=preset, default="tiny", metavar="NAME", help="hardware preset (default tiny)"
-    )
-    p.add_argument("--plot", type=output_path, metavar="PATH", help="write the error-vs-depth plot (PNG)")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_preset_argument(p, "tiny")
+    add_output_argument(p, "--plot", "write the error-vs-depth plot (PNG) to PATH")
+    add_results_arguments(p, "the rows (JSON: with the setup, depths and fp16-weight floors)")
     p.add_argument("--formats", action="store_true", help="print the format table and exit")
     p.add_argument(
         "--update-baselines",
@@ -86,7 +81,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="re-measure and rewrite the golden baselines (deliberately), then exit",
     )
     p.add_argument("--baselines-dir", metavar="DIR", help="where baselines live (default tests/baselines)")
-    return p
 
 
 def run(args) -> int:
@@ -95,16 +89,12 @@ def run(args) -> int:
         print(formats.describe())
         return 0
     if args.update_baselines:
+        args.progress.line("re-measuring the golden baselines (each kernel compiles for a few seconds) ...")
         for path in baselines.update_baselines(directory=args.baselines_dir):
             print(f"wrote {path}")
         return 0
-    progress = None
-    if sys.stderr.isatty():
-
-        def progress(sc, st):
-            print(f"\r  ran {sc} / {st}        ", end="", file=sys.stderr, flush=True)
-
-    res = run_experiments(
+    res = _experiments(
+        args.progress,
         args.depths,
         args.strategies,
         args.scenarios,
@@ -112,26 +102,35 @@ def run(args) -> int:
         size=args.size,
         hw=args.preset,
         conv_strategy=args.conv_strategy,
-        progress=progress,
     )
-    if progress:
-        print(file=sys.stderr)
-    if args.json:
-        print(res.to_json())
-    else:
+    if args.plot:
+        res.plot(args.plot)
+    if not write_results(args, json.loads(res.to_json()), res.rows()):
         print(f"== Precision strategies: {res.setup} ==")
         print(res.table())
         print()
         print("Reading:\n" + res.reading())
         print(f"(cycles: the emulated convs plus the strategies' extra vector passes; {res.seconds:.0f} s)")
-    if args.plot:
-        print(f"plot written to {res.plot(args.plot)}")
+        if args.plot:
+            print(f"plot written to {args.plot}")
+        print_written(args)
     return 0
+
+
+def _experiments(progress: Progress, depths=(2, 4, 8), strategies=STRATEGIES, scenarios=SCENARIOS, **kw):
+    """:func:`precision.experiments.run_experiments` with a progress bar (one step per stack run)."""
+    total = len(scenarios) * len(dict.fromkeys(("fp32", *strategies)))
+    callback, bar = progress.callback(
+        total, "precision stacks (each new shape compiles)", lambda sc, st: f"{sc} {st}"
+    )
+    res = run_experiments(depths, strategies, scenarios, progress=callback, **kw)
+    bar.close()
+    return res
 
 
 def demo_section(opts) -> str:
     """The demo's precision table: every strategy on 8-layer stacks (tiny preset, quick)."""
-    res = run_experiments((2, 4, 8), channels=16, size=8, hw=presets.tiny())
+    res = _experiments(opts.progress, (2, 4, 8), channels=16, size=8, hw=presets.tiny())
     return "\n".join(
         [
             f"== Precision strategies (tiny preset, quick): {res.setup} ==",
@@ -143,4 +142,4 @@ def demo_section(opts) -> str:
     )
 
 
-__all__ = ["HELP", "NAME", "demo_section", "register", "run"]
+__all__ = ["demo_section", "register", "run"]

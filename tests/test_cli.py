@@ -79,7 +79,17 @@ def test_matmul_text_with_trace_and_cores(capsys, tmp_path):
 
 def test_demo_tiny(capsys, tmp_path):
     assert cli.main(["demo", "--preset", "tiny", "--trace", str(tmp_path / "d.json")]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    # progress on stderr, section by section (results alone on stdout)
+    for what in (
+        "compiling matmul for 1024x1024",
+        "precision stacks",
+        "Conv2D strategies",
+        "fusion analyses",
+    ):
+        assert f"npu-jax demo: {what}" in captured.err, what
+    assert "npu-jax demo:" not in out
     assert "1024x1024" in out and "% of peak" in out and "bottleneck" in out.lower()
     assert "Reading:" in out
     assert (tmp_path / "d.json").exists()
@@ -276,19 +286,22 @@ def test_installed_console_script():
 
 # ---- the package: one module per subcommand, one protocol, imports one way -------------------------------
 def test_every_command_follows_the_protocol_in_registry_order(capsys):
-    modules = registry.commands()
-    assert [m.__name__ for m in modules] == list(registry.COMMANDS)
-    names = [m.NAME for m in modules]
+    names = [c.name for c in registry.COMMANDS]
     assert names == ["demo", "info", "matmul", "conv2d", "precision", "fuse", "search"]
+    modules = registry.commands()
+    assert [m.__name__ for m in modules] == [c.module for c in registry.COMMANDS]
     sub = cli.parser()._subparsers._group_actions[0]
     assert list(sub.choices) == names
-    for m in modules:
-        assert isinstance(m.HELP, str) and m.HELP and callable(m.run)
-        assert sub.choices[m.NAME].get_default("func") is m.run
-        assert sub.choices[m.NAME].get_default("parser") is sub.choices[m.NAME]
+    for c, m in zip(registry.COMMANDS, modules):
+        assert isinstance(c.help, str) and c.help and callable(m.run) and callable(m.register)
+        p = sub.choices[c.name]
+        assert p.load() is m  # the module is imported by name and registers its flags on first use
+        assert p.get_default("func") is m.run and p.get_default("parser") is p
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert [out.index(f"    {n} ") for n in names] == sorted(out.index(f"    {n} ") for n in names)
+    for c in registry.COMMANDS:
+        assert c.help in " ".join(out.split())
 
 
 def test_demo_sections_come_from_the_registry(capsys, monkeypatch):

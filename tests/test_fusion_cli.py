@@ -132,6 +132,27 @@ def test_reference_and_demo_section_read_off_the_rows(capsys, monkeypatch, direc
     assert fcli.demo_section in map(registry.section, registry.DEMO_SECTIONS)
 
 
+def test_layers_file_gives_the_table_of_its_layers(capsys, monkeypatch, tmp_path, direct):
+    """``--layers FILE``: the fusion table of the file's layers (the fake analysis: no compiling)."""
+    calls = []
+    monkeypatch.setattr(fusion, "analyze", _fake_analyze(direct, calls))
+    path = tmp_path / "layers.yaml"
+    path.write_text(
+        "- {name: mine, c: 16, h: 8, w: 8, k: 32, kh: 3, kw: 3, padding: 1}\n- {c: 8, h: 4, w: 6, k: 16, kh: 1, kw: 1}\n"
+    )
+    assert cli.main(["fuse", "--layers", str(path), "--preset", "tiny", "--csv"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("layer,hw,steps,") and len(rows) == 3
+    assert [(c[0], c[1], c[3], c[4], c[5]["padding"]) for c in calls] == [
+        ((1, 16, 8, 8), (32, 16, 3, 3), "tiny", "mine", 1),
+        ((1, 8, 4, 6), (16, 8, 1, 1), "tiny", "4x6x8 1x1->16", 0),
+    ]
+    for extra, param in ((["--fused"], "--layers"), (["--c", "8"], "--c"), (["--plot", "p.png"], "--plot")):
+        assert cli.main(["fuse", "--layers", str(path), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("npu-jax fuse: error:") and param in err, err
+
+
 def test_reading_counts_layers_against_the_engineers_figures():
     def row(layer, chip, coupled, saved, faster, vec, conv_fused):
         part = lambda cycles: types.SimpleNamespace(cycles=cycles)  # noqa: E731
@@ -224,12 +245,16 @@ def test_reference_output_applies_the_chain():
 
 
 def test_npu_jax_does_not_import_fusion():
-    """Only building the parser (or running the demo) imports fusion and precision, by name."""
+    """Only parsing their subcommands (or running the demo) imports fusion and precision, by name."""
     code = (
         "import sys, npu_jax, npu_jax.cli, npu_jax.cli.demo, npu_jax.cli.conv2d, npu_jax.cli.search\n"
         "assert not {'fusion', 'precision'} & set(sys.modules), 'fusion or precision imported'\n"
-        "npu_jax.cli.parser()\n"
-        "assert {'fusion.cli', 'precision.cli'} <= set(sys.modules)\n"
+        "p = npu_jax.cli.parser()\n"
+        "assert not {'fusion', 'precision'} & set(sys.modules), 'the parser imported fusion or precision'\n"
+        "p.parse_args(['fuse'])\n"
+        "assert 'fusion.cli' in sys.modules and 'precision' not in sys.modules\n"
+        "npu_jax.cli.parser().parse_args(['precision'])\n"
+        "assert 'precision.cli' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -22,8 +22,11 @@ def run_eltwise(
     move_data: bool = True,
     name: str = "eltwise",
     checks=None,
+    l2_resident: tuple[str, ...] = (),
 ):
-    """Launch the kernel on y (rows_cap, cols) in ``p.in_fmt``. Returns (z, report)."""
+    """Launch the kernel on y (rows_cap, cols) in ``p.in_fmt``. Returns (z, report).
+
+    ``l2_resident``: the GM inputs (``y``, ``bias``, ``res``) the kernel before it left in L2."""
 
     plan, gm, kernel = eltwise_kernel(p)
     ins = {"y": jnp.asarray(y).astype(DTYPES[p.in_fmt])}
@@ -53,6 +56,7 @@ def run_eltwise(
         operand=p.in_fmt,
         workload=f"{' -> '.join(map(str, p.steps))} over ({p.rows_cap}, {p.cols})",
         extents=extents,
+        l2_resident=l2_resident,
     )
     return outs["z"], report
 

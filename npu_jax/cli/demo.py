@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 
 from npu_jax.api.gemm import matmul
 from npu_jax.cli import registry
 from npu_jax.cli.data import demo_layers, demo_layers_text, random_operands
-from npu_jax.cli.types import add_preset_argument, output_path
+from npu_jax.cli.output import add_output_argument
+from npu_jax.cli.progress import Progress
+from npu_jax.cli.types import add_preset_argument
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.report.reading import bottleneck_reading, strategies_reading, trace_note
 from npu_jax.studies import conv_strategies, format_rows
-
-NAME = "demo"
-HELP = "run the default workload and explain its report"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -30,12 +28,14 @@ class DemoOptions:
     hw: HardwareConfig
     trace: str | None = None  # Chrome trace path (the GEMM section writes it)
     plot: str | None = None  # timeline PNG path (the GEMM section writes it)
+    progress: Progress = dataclasses.field(default_factory=lambda: Progress("demo"))  # on stderr
 
 
 def gemm_section(opts: DemoOptions) -> str:
     """The default workload: a 1024 x 1024 x 1024 fp16 GEMM on the Cube."""
     a, b = random_operands(1024, 1024, 1024)
     keep = opts.trace is not None or opts.plot is not None
+    opts.progress.compiling("matmul", "1024x1024 @ 1024x1024", opts.hw.name)
     _, report = matmul(a, b, hw=opts.hw, trace=keep)
     parts = [
         "== GEMM 1024 x 1024 x 1024, fp16 in, fp32 accumulate ==",
@@ -59,17 +59,12 @@ def gemm_section(opts: DemoOptions) -> str:
 def conv_strategies_section(opts: DemoOptions) -> str:
     """The four Conv2D strategies on the ResNet-50 reference layers (timing-only runs)."""
     layers = demo_layers(opts.hw)
-    progress = None
-    if sys.stderr.isatty():  # each run is a few seconds of compiling: show that work is going on
-        total = 4 * len(layers)
-        done = []
-
-        def progress(row):
-            done.append(row)
-            end = "\n" if len(done) == total else ""
-            print(f"\r  conv2d runs: {len(done)}/{total}", end=end, file=sys.stderr, flush=True)
-
+    # each run is a few seconds of compiling: show that work is going on
+    progress, bar = opts.progress.callback(
+        4 * len(layers), "Conv2D strategies", lambda r: f"{r.layer.split()[0]} {r.strategy}"
+    )
     rows = conv_strategies(opts.hw, layers, timing_only=True, progress=progress)
+    bar.close()
     return "\n".join(
         [
             f"== Conv2D strategies on {demo_layers_text(opts.hw)}: timing-only runs, each with the "
@@ -81,18 +76,21 @@ def conv_strategies_section(opts: DemoOptions) -> str:
     )
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add ``demo`` to the ``npu-jax`` subparsers."""
-    d = subparsers.add_parser(NAME, help=HELP)
-    add_preset_argument(d, "ascend910b")
-    d.add_argument("--trace", type=output_path, metavar="PATH", help="write a Chrome trace (JSON)")
-    d.add_argument("--plot", type=output_path, metavar="PATH", help="write a timeline plot (PNG)")
-    return d
+def register(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``npu-jax demo``."""
+    parser.description = (
+        "Run the default workloads (a 1024^3 fp16 GEMM, the precision strategies, the four Conv2D "
+        "strategies on the ResNet-50 reference layers, Conv + bias + ReLU fusion) and say what their "
+        "numbers mean. Minutes on the 910B preset; --preset tiny is quick."
+    )
+    add_preset_argument(parser, "ascend910b")
+    add_output_argument(parser, "--trace", "write a Chrome trace (JSON) of the GEMM to PATH")
+    add_output_argument(parser, "--plot", "write a timeline plot (PNG) of the GEMM to PATH")
 
 
 def run(args) -> int:
     """Print every section of :data:`npu_jax.cli.registry.DEMO_SECTIONS`, in order."""
-    opts = DemoOptions(hw=args.preset, trace=args.trace, plot=args.plot)
+    opts = DemoOptions(hw=args.preset, trace=args.trace, plot=args.plot, progress=args.progress)
     print(
         f"npu-jax demo on {opts.hw.name}: {opts.hw.num_cores} cores at {opts.hw.clock_ghz} GHz, "
         f"peak {opts.hw.peak_tflops('fp16'):.2f} TFLOPS fp16\n",
@@ -105,4 +103,4 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["HELP", "NAME", "DemoOptions", "conv_strategies_section", "gemm_section", "register", "run"]
+__all__ = ["DemoOptions", "conv_strategies_section", "gemm_section", "register", "run"]

@@ -1,13 +1,15 @@
-"""The command registry: which modules make the ``npu-jax`` subcommands and the demo's sections.
+"""The command registry: the ``npu-jax`` subcommands (name, one-line help, module) and the demo's sections.
 
 This is the one place where ``npu_jax`` reaches up to the packages built on it (``fusion``,
-``precision``): it names their modules as strings and imports them with :mod:`importlib` when the
-parser is built or the demo runs, never when ``npu_jax`` or ``npu_jax.cli`` is imported. Everything
-else in ``npu_jax`` imports only downwards.
+``precision``): it names their modules as strings, imported with :mod:`importlib` only when that
+subcommand is parsed (:class:`npu_jax.cli.base.CommandParser`) or the demo runs, never when
+``npu_jax`` or ``npu_jax.cli`` is imported. So ``npu-jax --help`` imports no subcommand module and no
+JAX. Everything else in ``npu_jax`` imports only downwards.
 
-A new subcommand is a module that follows :class:`npu_jax.cli.base.Command`, added to
-:data:`COMMANDS`; a new demo section is a ``section(opts: DemoOptions) -> str`` function, added to
-:data:`DEMO_SECTIONS` as ``"module:function"`` (or as the function itself).
+A new subcommand is a module that follows :class:`npu_jax.cli.base.Command` (``register(parser)``,
+``run(args)``), added to :data:`COMMANDS` with its name and help; a new demo section is a
+``section(opts: DemoOptions) -> str`` function, added to :data:`DEMO_SECTIONS` as
+``"module:function"`` (or as the function itself).
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ import importlib
 from collections.abc import Callable
 from types import ModuleType
 
+from npu_jax.cli.base import Entry
+
 # the subcommands, in the order ``npu-jax --help`` lists them
-COMMANDS: tuple[str, ...] = (
-    "npu_jax.cli.demo",
-    "npu_jax.cli.info",
-    "npu_jax.cli.matmul",
-    "npu_jax.cli.conv2d",
-    "precision.cli",
-    "fusion.cli",
-    "npu_jax.cli.search",
+COMMANDS: tuple[Entry, ...] = (
+    Entry("demo", "run the default workload and explain its report", "npu_jax.cli.demo"),
+    Entry("info", "list the presets and the assumed figures", "npu_jax.cli.info"),
+    Entry("matmul", "run one GEMM (M, K) @ (K, N) on random fp16 data", "npu_jax.cli.matmul"),
+    Entry("conv2d", "run Conv2D layers (NCHW x OIHW) on random fp16 data", "npu_jax.cli.conv2d"),
+    Entry("precision", "precision lab: strategies vs depth, formats, baselines", "precision.cli"),
+    Entry("fuse", "Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves", "fusion.cli"),
+    Entry("search", "find a Conv2D tiling by gradient descent on the cost model", "npu_jax.cli.search"),
 )
 
 # the demo's sections, in the order printed: the GEMM, the precision table, the Conv2D strategies
@@ -38,8 +42,8 @@ DEMO_SECTIONS: list[str | Callable] = [
 
 
 def commands() -> list[ModuleType]:
-    """The modules of :data:`COMMANDS`, imported."""
-    return [importlib.import_module(name) for name in COMMANDS]
+    """The modules of :data:`COMMANDS`, imported (each follows :class:`npu_jax.cli.base.Command`)."""
+    return [importlib.import_module(c.module) for c in COMMANDS]
 
 
 def section(entry: str | Callable) -> Callable:

@@ -81,10 +81,31 @@ def padding(text: str):
 
 
 def output_path(text: str) -> str:
-    """A file to write: its folder must exist."""
+    """A file to write, checked before any work: not a folder, its folder exists and is writable, and
+    an existing file is writable (whether it may be overwritten is ``--force``'s business:
+    :func:`npu_jax.cli.output.check_outputs`)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a file path, got ''")
     folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file path in it")
     if not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"folder {folder!r} does not exist (for {text!r})")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r} (no permission); choose another path")
+    return text
+
+
+def output_or_stdout(text: str) -> str:
+    """``-`` (standard output) or a file to write (:func:`output_path`)."""
+    return text if text == "-" else output_path(text)
+
+
+def input_file(text: str) -> str:
+    """A file to read: it must exist and be a file."""
+    if not os.path.isfile(text):
+        what = "is a folder" if os.path.isdir(text) else "does not exist"
+        raise argparse.ArgumentTypeError(f"file {text!r} {what}")
     return text
 
 
@@ -101,25 +122,58 @@ def choice_list(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
-def add_preset_argument(parser: argparse.ArgumentParser, default: str | None) -> None:
-    """``--preset NAME`` (one of :data:`npu_jax.hw.presets.PRESETS`); ``default=None`` means all."""
+def add_preset_argument(parser: argparse.ArgumentParser, default: str | None, what: str = "all") -> None:
+    """``--preset NAME`` (one of :data:`npu_jax.hw.presets.PRESETS`; ``default=None`` means ``what``) and
+    ``--hw-ini PATH`` (:func:`add_hw_ini_argument`)."""
     parser.add_argument(
         "--preset",
         type=preset,
         default=default,
         metavar="NAME",
         help=f"hardware preset: one of {sorted(presets.PRESETS)}"
-        + (f" (default {default})" if default else " (default: all)"),
+        + (f" (default {default})" if default else f" (default: {what})"),
+    )
+    add_hw_ini_argument(parser)
+
+
+def add_hw_ini_argument(parser: argparse.ArgumentParser) -> None:
+    """``--hw-ini PATH``: a CANN platform-config ``.ini`` read over the preset(s)
+    (:meth:`HardwareConfig.from_ini`); :func:`resolve_hardware` applies it after parsing."""
+    parser.add_argument(
+        "--hw-ini",
+        type=input_file,
+        metavar="PATH",
+        help="a CANN platform .ini ([SoCInfo], [AICoreSpec], ...) whose figures replace the preset's "
+        "(default preset ascend910b)",
     )
 
 
+def resolve_hardware(args: argparse.Namespace) -> None:
+    """Read ``--hw-ini`` over ``args.preset`` (a config, a tuple of them, or None for the ini over the
+    910B), in place; a bad file is one usage error naming ``--hw-ini``."""
+    path = getattr(args, "hw_ini", None)
+    if path is None:
+        return
+    try:
+        if isinstance(args.preset, tuple):
+            args.preset = tuple(HardwareConfig.from_ini(path, base=hw) for hw in args.preset)
+        else:
+            args.preset = HardwareConfig.from_ini(path, base=args.preset)
+    except (OSError, ValueError, TypeError) as e:
+        args.parser.error(f"argument --hw-ini: {' '.join(str(e).split())}")
+
+
 __all__ = [
+    "add_hw_ini_argument",
     "add_preset_argument",
     "choice_list",
     "fraction",
+    "input_file",
     "int_or_pair",
+    "output_or_stdout",
     "output_path",
     "padding",
     "positive_int",
     "preset",
+    "resolve_hardware",
 ]

@@ -153,5 +153,7 @@ def _launch(
             )
         else:
             report = dataclasses.replace(report, san_log=log, san_logged=n, san_flags=cores.flag_set)
-    report = dataclasses.replace(report, overlap_at=merged[3] if race else None, sanitizer=table)
+    report = dataclasses.replace(
+        report, overlap_at=merged[3] if race else None, sanitizer=table, l2_kept=l2.kept(ctx.hw, ctx.gm)
+    )
     return outs, report

@@ -400,9 +400,10 @@ def vector_pass(h: HwNumbers, in_bytes, out_bytes, work_bytes, vector_ops: int, 
     """An element-wise pass over a tensor on one vector core, double-buffered (the closed form the
     precision lab prices a normalisation pass with): GM -> UB (MTE2), ``vector_ops`` instructions over
     ``work_bytes`` each, UB -> GM (MTE3, none when ``out_bytes`` is 0); the three pipes overlap, so
-    the slowest sets the time, after every start-up."""
+    the slowest sets the time, after every start-up and the kernel's launch (a pass is a kernel of
+    its own; its input is read from HBM: the model gives it no L2 credit here)."""
     mte2 = ceil_rate(in_bytes, rate)
     vec = vector_ops * ceil_rate(work_bytes, h.vec_rate)
     mte3 = ceil_rate(out_bytes, rate) if out_bytes else 0
     startup = h.mte2_su + vector_ops * h.vec_su + (h.mte3_su if out_bytes else 0)
-    return startup + max(mte2, vec, mte3)
+    return h.launch + startup + max(mte2, vec, mte3)

@@ -47,6 +47,7 @@ class Report:
     workload: str = ""
     operand: str = "fp16"
     offset: int = 0  # cycle at which this run starts (for sequences of kernels)
+    l2_kept: tuple = ()  # GM tensors the L2 keeps after this kernel (resident for the next one)
     extras: dict = dataclasses.field(default_factory=dict)  # related runs reported on their own
     useful_flops: jax.Array | None = None  # (2,) wide: the workload's FLOPs, when the kernel pads
     san_findings: jax.Array | None = None  # (n, 4, NF) int32: first finding per sanitizer (sanitize.py)
@@ -324,5 +325,5 @@ jax.tree_util.register_dataclass(
         "san_log",
         "san_flags",
     ],
-    meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer"],
+    meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer", "l2_kept"],
 )
