@@ -95,8 +95,8 @@ def fused_trace(tmp_path_factory):
     seed = secrets.randbits(63)
     print(f"fused conv+relu seed: {seed}")
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
-    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((1, 16, 8, 8)).astype(np.float16)  # the default Policy's operands
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
     _, rep = fusion.conv_relu(x, w, padding=1, fused=True, hw=npu_jax.presets.ascend910b(), trace=True)
     path = rep.to_chrome_trace(tmp_path_factory.mktemp("trace") / "fused.json")
     return rep, json.loads(open(path).read())["traceEvents"], (x, w)
