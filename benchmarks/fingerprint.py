@@ -59,6 +59,7 @@ import numpy as np  # noqa: E402
 import fusion  # noqa: E402
 import npu_jax  # noqa: E402
 from npu_jax import ConvTiling, MatmulTiling, Policy, presets  # noqa: E402
+from npu_jax.core.pipes import LANES  # noqa: E402
 
 PRESETS = {
     "tiny": presets.tiny,
@@ -298,6 +299,13 @@ def _flatten(d, prefix=""):
         yield prefix, d
 
 
+def _lane_field(field: str) -> str:
+    """A base file's ``...pipe_busy.M`` as ``...pipe_busy.CUBE``: files recorded before issue 17 key
+    pipe_busy by the programming model's pipe names, reports now by the profiler's lane names."""
+    head, _, key = field.rpartition(".")
+    return f"{head}.{LANES.get(key, key)}" if head.endswith("pipe_busy") else field
+
+
 def compare(base: dict, now: dict) -> list[str]:
     """Every field that differs, as ``case.field: base -> now`` (a missing case or field included)."""
     diffs = []
@@ -308,7 +316,8 @@ def compare(base: dict, now: dict) -> list[str]:
         if name not in base:
             diffs.append(f"{name}: not in the base file")
             continue
-        b, n = dict(_flatten(base[name])), dict(_flatten(now[name]))
+        b = {_lane_field(f): v for f, v in _flatten(base[name])}
+        n = dict(_flatten(now[name]))
         for field in sorted(set(b) | set(n)):
             if b.get(field, "<absent>") != n.get(field, "<absent>"):
                 diffs.append(f"{name}.{field}: {b.get(field, '<absent>')} -> {n.get(field, '<absent>')}")

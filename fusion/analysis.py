@@ -15,11 +15,12 @@ import jax
 import numpy as np
 
 from fusion.api import conv2d_fused
-from npu_jax.core.pipes import PIPES, RATIO_NAMES
+from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
 from npu_jax.core.policy import Policy
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.mapping.epilogue import canonical_steps, split
+from npu_jax.report.names import LaneDict
 from npu_jax.report.sequence import SequenceReport
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
@@ -75,9 +76,9 @@ class FusionAnalysis:
 
     @property
     def pipe_delta(self) -> dict[str, tuple[int, int]]:
-        """Busy cycles per pipe (all cores), (unfused, fused)."""
+        """Busy cycles per lane (all cores), (unfused, fused), for the lanes either version used."""
         u, f = self.unfused.pipe_busy, self.fused.pipe_busy
-        return {p: (u[p], f[p]) for p in PIPES if u[p] or f[p]}
+        return LaneDict((lane, (u[lane], f[lane])) for lane in LANE_ORDER if u[lane] or f[lane])
 
     @property
     def why(self) -> str:
@@ -86,11 +87,12 @@ class FusionAnalysis:
         conv_f = self.fused.part("conv")
         r = conv_u.ratios
         bound = conv_u.bottleneck
-        kind = (
-            f"compute-bound (mac_ratio {r['mac_ratio']:.2f})"
-            if bound == "M"
-            else f"{bound}-bound ({r[_ratio(bound)]:.2f} busy)"
-        )
+        if bound == "CUBE":
+            kind = f"compute-bound (mac_ratio {r['mac_ratio']:.2f})"
+        elif bound in RATIO_NAMES:  # a lane
+            kind = f"{bound}-bound ({r[RATIO_NAMES[bound]]:.2f} busy)"
+        else:  # the chip's HBM, shared by every core
+            kind = f"{bound}-bound"
         parts = [f"the Conv alone is {kind}"]
         if len(self.unfused.parts) > 1:
             elt = self.unfused.part("eltwise")
@@ -150,7 +152,7 @@ class FusionAnalysis:
             f"   ({100 * self.gm_bytes_saved / max(1, self.unfused.gm_bytes):.0f}% saved)",
             f"  intermediate round trip through GM: unfused {self.intermediate_bytes:,} B, fused "
             f"{self.fused_intermediate_bytes:,} B ({self.intermediate_saved_pct:.0f}% saved)",
-            "  pipe        busy unfused -> fused",
+            "  lane        busy unfused -> fused",
         ]
         for p, (u, f) in self.pipe_delta.items():
             lines.append(f"  {p:<10}{u:>14,} -> {f:>12,}")
@@ -165,11 +167,6 @@ def _round_trip(rep: SequenceReport) -> int:
         return 0
     conv = rep.part("conv")
     return 2 * (conv.bytes["L0C->GM"] + conv.bytes["UB->GM"])
-
-
-def _ratio(pipe: str) -> str:
-
-    return RATIO_NAMES[pipe]
 
 
 def analyze(

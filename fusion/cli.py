@@ -39,7 +39,6 @@ from npu_jax.cli.layers import COLUMNS_HELP, layer_file
 from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
 from npu_jax.cli.progress import Progress
 from npu_jax.cli.types import add_hw_ini_argument, int_or_pair, padding, positive_int
-from npu_jax.core.pipes import PIPES
 from npu_jax.core.policy import Policy
 from npu_jax.hw import presets
 from npu_jax.mapping.conv import STRATEGIES
@@ -266,7 +265,7 @@ def _operands(x_shape, w_shape, g, steps, seed: int = 0):
 def _analysis_dict(a) -> dict:
     return {
         **a.row(),
-        "pipe_busy": {p: list(a.pipe_delta[p]) for p in PIPES if p in a.pipe_delta},
+        "pipe_busy": {lane: list(v) for lane, v in a.pipe_delta.items()},
         "why": a.why,
         "fused_where": a.fused.part("conv").name,
         "unfused_tiling": dataclasses.asdict(a.unfused_tiling),

@@ -10,6 +10,7 @@ import numpy as np
 
 import fusion
 from npu_jax.cli.data import conv_reference, demo_layers
+from npu_jax.report.plot import lanes_used
 
 
 def traced_analysis(
@@ -40,7 +41,8 @@ def traced_analysis(
 
 
 def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | None = None):
-    """Timelines of core 0 of the two versions, on one cycle axis (so the shorter bar is the saving)."""
+    """Timelines of core ``core`` of the two versions on shared axes: one cycle axis (so the shorter
+    bar is the saving) and the same lanes in the same rows."""
     # Imported here, as npu_jax.report.plot does: the backend (Agg when writing a file) must be chosen
     # before pyplot is first imported, and importing pyplot costs every other user of fusion ~0.5 s.
     import matplotlib
@@ -50,13 +52,15 @@ def plot_side_by_side(unfused, fused, path=None, core: int = 0, title: str | Non
     import matplotlib.pyplot as plt
 
     end = max(unfused.cycles, fused.cycles)
-    fig, axes = plt.subplots(1, 2, figsize=(16, 3.6), sharex=True)
+    lanes = lanes_used(unfused, fused, core=core)
+    fig, axes = plt.subplots(1, 2, figsize=(16, 3.6), sharex=True, sharey=True)
     for ax, (what, rep) in zip(axes, (("unfused", unfused), ("fused", fused))):
         rep.plot_timeline(
             ax=ax,
             core=core,
             max_cycles=end,
             title=f"{what}: {rep.cycles:,} cycles, {rep.gm_bytes:,} GM bytes (core {core})",
+            lanes=lanes,
         )
     if title:
         fig.suptitle(title)

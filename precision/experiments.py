@@ -168,33 +168,49 @@ class Results:
             default=float,
         )
 
-    def plot(self, path: str) -> str:
-        """Error vs depth per strategy, one panel per scenario (log scale; inf/NaN not drawn)."""
+    def plot(self, path: str | None = None):
+        """Error vs depth per strategy, one panel per scenario (log scale; inf/NaN not drawn), with
+        whole-number layer ticks, each budget's limit as a labelled horizontal line (the claims of
+        :data:`precision.budgets.BUDGETS`) and a dotted vertical line, in the strategy's colour,
+        where a strategy first overflows. Writes a PNG and returns ``path`` when given; else
+        returns the figure (for a notebook)."""
         import matplotlib
 
-        matplotlib.use("Agg")
+        if path is not None:
+            matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
 
         scs = list(dict.fromkeys(k[0] for k in self.cells))
-        fig, axes = plt.subplots(1, len(scs), figsize=(5 * len(scs), 4), squeeze=False)
+        fig, axes = plt.subplots(1, len(scs), figsize=(5.5 * len(scs), 4.2), squeeze=False)
         for ax, sc in zip(axes[0], scs):
+            limits: dict[float, list[str]] = {}
             for (s, st), c in self.cells.items():
                 if s != sc:
                     continue
                 e = np.array([m.rel_l2 for m in c.metrics])
                 layers = np.arange(1, len(e) + 1)
                 ok = np.isfinite(e) & (e > 0)
-                ax.semilogy(layers[ok], e[ok], marker=".", label=f"{st} ({c.speedup(len(e)):.2f}x)")
+                (line,) = ax.semilogy(layers[ok], e[ok], marker=".", label=f"{st} ({c.speedup(len(e)):.2f}x)")
                 bad = c.first_bad_layer()
                 if bad:
-                    ax.axvline(bad, ls=":", color=ax.lines[-1].get_color())
-            ax.axhline(1e-3, color="grey", lw=0.8, ls="--")
+                    ax.axvline(
+                        bad, ls=":", color=line.get_color(), label=f"{st}: first inf/NaN (layer {bad})"
+                    )
+                limit = budget_for(st, sc).max_.get("rel_l2")
+                if limit is not None:
+                    limits.setdefault(limit, []).append(st)
+            for (limit, sts), ls in zip(sorted(limits.items(), reverse=True), ("--", "-.", (0, (1, 3)))):
+                ax.axhline(limit, color="grey", lw=0.9, ls=ls, label=f"budget {limit:g}: {', '.join(sts)}")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_title(sc)
             ax.set_xlabel("layer")
             ax.set_ylabel("relative L2 error vs float64")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6)
         fig.suptitle(self.setup, fontsize=8)
         fig.tight_layout()
+        if path is None:
+            return fig
         fig.savefig(path, dpi=110)
         plt.close(fig)
         return path

@@ -136,7 +136,7 @@ def test_strategies_reading_is_read_off_the_rows():
 
     rows = [
         row("convA 3x3", "output_tiled", 300, 10.0, "MTE2"),
-        row("convA 3x3", "img2col", 100, 30.0, "M", 7),
+        row("convA 3x3", "img2col", 100, 30.0, "CUBE", 7),
         row("convB 3x3", "output_tiled", 200, 5.0, "MTE2"),
         row("convB 3x3", "relayout", 100, 10.0, "MTE2"),
     ]
@@ -144,7 +144,7 @@ def test_strategies_reading_is_read_off_the_rows():
     assert len(lines) == 3
     assert "convA img2col (30.0% of peak)" in lines[0] and "convB relayout (10.0% of peak)" in lines[0]
     assert "20.0% of peak vs 7.5%" in lines[1] and "2.00x to 3.00x" in lines[1] and "7 cycles" in lines[1]
-    assert lines[2].startswith("The best kernel's bottleneck is M ")  # a tie: the first layer's
+    assert lines[2].startswith("The best kernel's bottleneck is CUBE ")  # a tie: the first layer's
     assert "on 1 of 2 layers (MTE2 on convB)" in lines[2]
 
 

@@ -450,7 +450,7 @@ def test_coupled_preset_matches_reference():
     out_bytes = g.n * g.ho * g.wo * g.k * 2
     assert rep.bytes["L0C->UB"] == rep.bytes["UB->GM"] == out_bytes, f"{what}: {rep.bytes}"
     assert rep.bytes["L0C->GM"] == 0, what
-    assert rep.pipe_busy["V"] > 0 and rep.pipe_busy["MTE3"] > 0 and rep.pipe_busy["FIX"] == 0, what
+    assert rep.pipe_busy["VECTOR"] > 0 and rep.pipe_busy["MTE3"] > 0 and rep.pipe_busy["FIXP"] == 0, what
     assert int(rep.unwritten) == 0 and int(rep.overlapping_writes) == 0, what
 
 

@@ -277,7 +277,7 @@ def test_conv_relu_public_api(jit):
         un = reps[False]
         assert un.cycles == sum(r.cycles for r in un.reports)
         assert un.gm_bytes == sum(r.gm_bytes for r in un.reports)
-        assert un.pipe_busy["V"] == sum(r.pipe_busy["V"] for r in un.reports)
+        assert un.pipe_busy["VECTOR"] == sum(r.pipe_busy["VECTOR"] for r in un.reports)
         assert reps[True].gm_bytes < un.gm_bytes
 
 
@@ -289,7 +289,7 @@ def test_analysis_reads_the_reports():
     assert a.fused_intermediate_bytes == 0 and a.intermediate_saved_pct == 100.0
     assert 0 < a.gm_bytes_saved <= a.intermediate_bytes + 64 * conv_u.n_cores  # + the fp32 vs fp16 bias
     assert a.speedup == pytest.approx(a.unfused.cycles / a.fused.cycles)
-    assert a.pipe_delta["MTE3"][1] == 0 and a.pipe_delta["V"][1] == 0  # no vector kernel left on 910B
+    assert a.pipe_delta["MTE3"][1] == 0 and a.pipe_delta["VECTOR"][1] == 0  # no vector kernel left on 910B
     assert "Fixpipe" in a.why and "vector kernel" in a.why
     assert "speed-up" in a.summary()
     row = a.row()

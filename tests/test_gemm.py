@@ -75,7 +75,7 @@ def _check_report(rep, M, N, K, t: MatmulTiling, hw):
     assert rep.bytes["GM->L1"] == 2 * (nbn * M * K + nbm * K * N)
     out_path = "UB->GM" if hw.coupled else "L0C->GM"
     assert rep.bytes[out_path] == M * N * 2
-    assert rep.pipe_busy["M"] == _cube_cycles(M, N, K, t, hw)
+    assert rep.pipe_busy["CUBE"] == _cube_cycles(M, N, K, t, hw)
     # a core is done when its last pipe is: no pipe can be busy longer than that
     busy = wide.to_numpy(rep.busy)
     assert np.all(busy.max(axis=1) <= rep.core_cycles)
@@ -84,9 +84,9 @@ def _check_report(rep, M, N, K, t: MatmulTiling, hw):
     expect_cores = min(hw.num_cores if t.cores is None else t.cores, nbm * nbn)
     assert rep.n_cores == expect_cores
     if hw.coupled:
-        assert rep.pipe_busy["FIX"] == 0 and rep.pipe_busy["MTE3"] > 0
+        assert rep.pipe_busy["FIXP"] == 0 and rep.pipe_busy["MTE3"] > 0
     else:
-        assert rep.pipe_busy["FIX"] > 0 and rep.pipe_busy["MTE3"] == 0
+        assert rep.pipe_busy["FIXP"] > 0 and rep.pipe_busy["MTE3"] == 0
 
 
 def _same_report(r1, r2):

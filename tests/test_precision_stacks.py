@@ -78,6 +78,19 @@ def test_table_json_and_plot(results, tmp_path):
     assert len(rows) == 18 and {"rel_l2@4", "speed_vs_fp32", "within_claim"} <= set(rows[0])
     p = results.plot(str(tmp_path / "p.png"))
     assert (tmp_path / "p.png").stat().st_size > 1000 and p.endswith("p.png")
+    # whole-number layer ticks; every line (curves, budgets, first overflows) named in the legend
+    import matplotlib.pyplot as plt
+
+    fig = results.plot()
+    for ax in fig.axes:
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+        names = [line.get_label() for line in ax.get_lines()]
+        assert not [n for n in names if n.startswith("_")], names
+        assert {t.get_text() for t in ax.get_legend().get_texts()} == set(names)
+        assert any(n.startswith("budget 0.001") for n in names)
+    plt.close(fig)
     assert "overflow" in results.reading()
 
 

@@ -12,19 +12,12 @@ import pytest
 
 import npu_jax
 from npu_jax import MatmulTiling
+from npu_jax.core.pipes import LANE_ORDER, LANES, PATHS
 
 M, N, K = 64, 48, 96
 TILING = MatmulTiling(m=32, n=32, k_l1=32, k_l0=16)  # 2 x 2 blocks over tiny's 2 cores, 3 K slices
-# The vendor simulator's lane names, and the pipe each one shows.
-LANE_PIPE = {
-    "CUBE": "M",
-    "VECTOR": "V",
-    "SCALAR": "S",
-    "MTE1": "MTE1",
-    "MTE2": "MTE2",
-    "MTE3": "MTE3",
-    "FIXP": "FIX",
-}
+# The vendor profiler's lane names, in the order data flows through a core.
+LANES_IN_ORDER = ["MTE2", "MTE1", "CUBE", "FIXP", "VECTOR", "MTE3", "SCALAR"]
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["eager", "jit"])
@@ -54,17 +47,21 @@ def test_chrome_trace(gemm, tmp_path):
     events = json.loads(open(path).read())["traceEvents"]
     cyc_per_us = report.hw.clock_ghz * 1e3
 
-    # lanes: per core (process), exactly the vendor's seven thread names
-    lane_of = {}
+    # lanes: per core (process), exactly the vendor's seven thread names, sorted in lane order
+    lane_of, sort_of = {}, {}
     for e in events:
         if e["ph"] == "M" and e["name"] == "thread_name":
             lane_of[(e["pid"], e["tid"])] = e["args"]["name"]
+        if e["ph"] == "M" and e["name"] == "thread_sort_index":
+            sort_of[(e["pid"], e["tid"])] = e["args"]["sort_index"]
     pids = {e["pid"] for e in events}
     assert pids == set(range(report.n_cores))
     for pid in pids:
-        assert sorted(v for (p, _), v in lane_of.items() if p == pid) == sorted(LANE_PIPE)
+        mine = sorted((sort_of[k], v) for k, v in lane_of.items() if k[0] == pid)
+        assert [v for _, v in mine] == LANES_IN_ORDER
 
-    spans = [e for e in events if e["ph"] == "X"]
+    # instruction slices (flag marks are zero-length slices of category "flag", see test_trace.py)
+    spans = [e for e in events if e["ph"] == "X" and e["name"] not in ("SetFlag", "WaitFlag")]
     assert spans
     by_lane = collections.defaultdict(list)
     for e in spans:
@@ -84,9 +81,28 @@ def test_chrome_trace(gemm, tmp_path):
     for (pid, tid), evs in by_lane.items():
         dur_per_lane[lane_of[(pid, tid)]] += sum(e["dur"] for e in evs)
     busy = report.pipe_busy
-    for lane, pipe in LANE_PIPE.items():
-        assert dur_per_lane[lane] == pytest.approx(busy[pipe] / cyc_per_us, rel=1e-9, abs=1e-9), lane
-    assert busy["M"] > 0 and busy["MTE2"] > 0 and busy["FIX"] > 0
+    assert list(busy) == LANES_IN_ORDER
+    for lane in LANES_IN_ORDER:
+        assert dur_per_lane[lane] == pytest.approx(busy[lane] / cyc_per_us, rel=1e-9, abs=1e-9), lane
+    assert busy["CUBE"] > 0 and busy["MTE2"] > 0 and busy["FIXP"] > 0
+
+    # bytes on each path: the slices' args add up to the report's bytes, and so do the counter tracks
+    moved = collections.Counter()
+    for e in spans:
+        if "bytes" in e["args"]:
+            moved[e["args"]["path"]] += e["args"]["bytes"]
+    assert {p: b for p, b in report.bytes.items() if b and p in PATHS} == dict(moved)
+    last = {}
+    for e in events:
+        if e["ph"] == "C" and e["name"].startswith("bytes "):
+            last[(e["pid"], e["name"])] = e["args"]["bytes"]
+    per_path = collections.Counter()
+    for (_, name), total in last.items():
+        per_path[name.removeprefix("bytes ")] += total
+    assert per_path == moved
+    # the GEMM names its tiles: every instruction after the first at_tile carries (block, k_l1)
+    assert all(set(e["args"]["tile"]) == {"block", "k_l1"} for e in spans if "tile" in e["args"])
+    assert sum("tile" in e["args"] for e in spans) >= len(spans) // 2
 
     # the last event ends at the report's total cycles
     assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(report.cycles / cyc_per_us, rel=1e-12)
@@ -101,9 +117,19 @@ def test_plot_timeline_writes_png(gemm, tmp_path):
 
     *_, report = gemm
     path = tmp_path / "timeline.png"
-    report.plot_timeline(path)
-    plt.close("all")
+    ax = report.plot_timeline(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # rows in lane order, top to bottom; consecutive instructions on a lane in alternating shades
+    lanes = [t.get_text() for t in ax.get_yticklabels()]
+    assert lanes == [lane for lane in LANE_ORDER if lane in lanes] and "CUBE" in lanes
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]  # the first lane on top
+    events = report.events(0)
+    for lane, bars in zip(lanes, ax.collections):
+        n = sum(e["lane"] == lane and e["end"] > e["start"] for e in events)
+        shades = bars.get_facecolors()
+        assert len(shades) == n, lane
+        assert all((shades[i] != shades[i + 1]).any() for i in range(n - 1)), lane
+    plt.close("all")
 
 
 def test_report_figures(gemm):
@@ -118,7 +144,7 @@ def test_report_figures(gemm):
     assert 0 < report.pct_peak <= report.pct_peak_launched <= 100
     for name, r in report.ratios.items():
         assert 0.0 <= r <= 1.0, name
-    assert report.bottleneck in report.pipe_busy
+    assert report.bottleneck in report.pipe_busy and report.bottleneck in LANE_ORDER
     assert report.pipe_busy[report.bottleneck] == max(report.pipe_busy.values())
     s = report.summary()
     assert "mac_ratio" in s and f"{report.cycles:,}" in s
@@ -126,3 +152,28 @@ def test_report_figures(gemm):
     assert report.bytes["GM->L1"] == (2 * M * K + 2 * K * N) * 2
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(np.asarray(c, np.float64), ref, rtol=2e-3, atol=2e-2)
+
+
+def test_pipe_busy_speaks_lane_names(gemm):
+    """Per-pipe figures are keyed by the profiler's lanes; a kernel-side pipe name gets a KeyError
+    that names the lane to ask for."""
+    *_, report = gemm
+    busy = report.pipe_busy
+    assert list(busy) == list(LANE_ORDER)
+    assert set(report.ratios) == {
+        "mac_ratio",
+        "mte1_ratio",
+        "mte2_ratio",
+        "mte3_ratio",
+        "fixpipe_ratio",
+        "vec_ratio",
+        "scalar_ratio",
+    }
+    for pipe, lane in LANES.items():
+        if pipe != lane:
+            with pytest.raises(KeyError, match=f"use '{lane}'"):
+                busy[pipe]
+    with pytest.raises(KeyError):
+        busy["NOPE"]
+    s = report.summary()
+    assert "CUBE" in s and "FIXP" in s and " M " not in s

@@ -60,7 +60,7 @@ def test_serial_and_double_buffered_gemm_match_hand_derivation(jit):
     assert double.cycles < serial.cycles
     # busy cycles do not depend on buffering: the same instructions run either way
     assert serial.pipe_busy == double.pipe_busy
-    assert double.pipe_busy["MTE2"] == n * t2 and double.pipe_busy["M"] == n * tm
+    assert double.pipe_busy["MTE2"] == n * t2 and double.pipe_busy["CUBE"] == n * tm
 
 
 def test_steady_state_is_max_of_pipes():

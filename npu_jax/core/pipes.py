@@ -8,9 +8,13 @@ trace, ``OPS``, come from those declarations).
 
 from __future__ import annotations
 
+# The pipes as the vendor's programming model names them (``PIPE_MTE2`` ... ``PIPE_S``; flag events
+# such as ``HardEvent::M_FIX``): kernels, instruction declarations, flags and sanitizer findings.
 PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
 PIPE_INDEX = {p: i for i, p in enumerate(PIPES)}
-# Lane names of the vendor simulator's Chrome trace.
+# The one table between the two vocabularies: pipe -> the lane name of the vendor's profiler and
+# simulator timeline. Everything that reports a run (Report.pipe_busy keys, bottleneck, summaries,
+# traces, plots, fusion output) speaks these names; docs/design.md ("Pipe names") shows the table.
 LANES = {
     "MTE2": "MTE2",
     "MTE1": "MTE1",
@@ -20,15 +24,18 @@ LANES = {
     "MTE3": "MTE3",
     "S": "SCALAR",
 }
-# Busy-ratio names in the vendor profiler's vocabulary.
+# Lanes in the order data flows through a core (GM -> L1 -> L0 -> Cube -> Fixpipe / Vector -> GM,
+# then the scalar unit): the order of every table, the Chrome trace's lanes and the timeline plot.
+LANE_ORDER = tuple(LANES[p] for p in PIPES)
+# Busy-ratio names in the vendor profiler's vocabulary, per lane.
 RATIO_NAMES = {
-    "M": "mac_ratio",
-    "MTE1": "mte1_ratio",
     "MTE2": "mte2_ratio",
+    "MTE1": "mte1_ratio",
+    "CUBE": "mac_ratio",
+    "FIXP": "fixpipe_ratio",
+    "VECTOR": "vec_ratio",
     "MTE3": "mte3_ratio",
-    "FIX": "fixpipe_ratio",
-    "V": "vec_ratio",
-    "S": "scalar_ratio",
+    "SCALAR": "scalar_ratio",
 }
 
 # Data paths whose bytes are counted, then the compute counters.

@@ -21,6 +21,7 @@ from npu_jax.core.buffers import DTYPES, Alloc, poison
 from npu_jax.core.pipes import COUNTERS, PIPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.sanitize import Checks
+from npu_jax.core.trace import init_trace, record_tile
 from npu_jax.errors import WindowError
 from npu_jax.hw.config import HardwareConfig
 
@@ -122,7 +123,7 @@ class Core:
     flag_time: jax.Array  # (P, P, E, 2) wide: cycle at which flag (src, dst, id) fired
     flag_set: jax.Array  # (P, P, E) bool: flag pending (set, not yet waited)
     counters: jax.Array  # (C, 2) wide: bytes per path, FLOPs
-    trace: dict  # {} or pipe/op (T,) int32, start/end (T, 2) wide, n () int32
+    trace: dict  # {} (tracing off) or the event buffer of trace.py: instructions and flag operations
     san: dict  # {} (checks off) or the sanitizers' state: see sanitize.init_state
     l2: dict  # tracked GM input name -> bool (padded shape): elements some core has read (l2.py)
     block: jax.Array  # () int32: this core's index (block_idx)
@@ -201,8 +202,10 @@ class Core:
 
     def at_tile(self, **coords) -> Core:
         """Name the tile being worked on (up to 4 ints, traced allowed), so that sanitizer findings
-        say where in the loop nest they happened. A no-op when every check is off."""
-        return sanitize.at_tile(self, coords)
+        say where in the loop nest they happened, and trace events carry them. A no-op when every
+        check and the trace are off."""
+        core = sanitize.at_tile(self, coords)
+        return core.replace(trace=record_tile(core.trace, coords)) if core.trace else core
 
 
 # name -> function(core, ...) -> Core: the instruction set behind Core's methods. Filled once, when
@@ -284,15 +287,6 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
         if spec.output:
             written[spec.name] = jnp.zeros(spec.padded, jnp.bool_)
     P, E, T = len(PIPES), ctx.hw.num_event_ids, ctx.trace_capacity
-    trace = {}
-    if T:
-        trace = {
-            "pipe": jnp.zeros((T,), jnp.int32),
-            "op": jnp.zeros((T,), jnp.int32),
-            "start": wide.zeros((T,)),
-            "end": wide.zeros((T,)),
-            "n": jnp.zeros((), jnp.int32),
-        }
     return Core(
         gm=arrays,
         gm_shape=shapes,
@@ -304,7 +298,7 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
         flag_time=wide.zeros((P, P, E)),
         flag_set=jnp.zeros((P, P, E), jnp.bool_),
         counters=wide.zeros((len(COUNTERS),)),
-        trace=trace,
+        trace=init_trace(T),
         san=sanitize.init_state(ctx),
         l2=l2.init_state(ctx),
         block=jnp.zeros((), jnp.int32),

@@ -5,7 +5,13 @@ free time. ``WaitFlag<SRC_DST>(id)`` holds DST until then and clears the flag --
 semaphore per (src, dst, id). Data is computed in program order, so these change only *time*;
 whether they are *right* is what the sanitizers check (``sanitize.py``: synccheck watches the
 semaphores, racecheck carries vector clocks through them). They observe through one hook,
-``sanitize.on_flag``, which every op here calls once, before it runs, with a ``FlagOp``.
+``sanitize.on_flag``, which every op here calls once, before it runs, with a ``FlagOp``. When the
+core keeps a trace, each SetFlag and WaitFlag is also written to it (``trace.record_flag``): the
+report draws an arrow from each SetFlag to the WaitFlag it released.
+
+Pipes are named here as in the vendor's programming model (``PIPE_M``, ``HardEvent::M_FIX``):
+``MTE2 MTE1 M FIX V MTE3 S``. Reports, traces and plots show the profiler's lane names for the same
+pipes (``CUBE FIXP VECTOR SCALAR``); ``pipes.LANES`` is the one table between the two.
 
 Functions take the core and use only its fields and ``core.replace``: this module does not import
 ``state.py`` (which imports it).
@@ -21,7 +27,8 @@ import jax.numpy as jnp
 from npu_jax.core import sanitize, wide
 from npu_jax.core.buffers import Alloc
 from npu_jax.core.checks.sites import FlagOp
-from npu_jax.core.pipes import PIPE_INDEX, PIPES
+from npu_jax.core.pipes import LANES, PIPE_INDEX, PIPES
+from npu_jax.core.trace import SET, WAIT, record_flag
 
 if TYPE_CHECKING:  # annotations only: state.py imports this module
     from npu_jax.core.state import Core
@@ -33,8 +40,19 @@ def parse_event(event: str) -> tuple[int, int]:
         raise TypeError(f"event must be a string 'SRC_DST' such as 'MTE2_MTE1', got {event!r}.")
     parts = event.upper().split("_")
     if len(parts) != 2 or parts[0] not in PIPE_INDEX or parts[1] not in PIPE_INDEX or parts[0] == parts[1]:
-        raise ValueError(f"event must be 'SRC_DST' with two different pipes from {PIPES}, got {event!r}.")
+        raise ValueError(
+            f"event must be 'SRC_DST' with two different pipes from {PIPES}, got {event!r}"
+            f"{_lane_hint(parts)}."
+        )
     return PIPE_INDEX[parts[0]], PIPE_INDEX[parts[1]]
+
+
+def _lane_hint(names) -> str:
+    """'; ...' naming the pipe of each profiler lane name in ``names`` (a user reading a trace
+    writes CUBE where the programming model says M), or ''."""
+    pipe_of = {lane: p for p, lane in LANES.items() if lane != p}
+    hits = [f"{n} is pipe {pipe_of[n]}" for n in names if n in pipe_of]
+    return f" ({', '.join(hits)}: flags use the programming model's pipe names)" if hits else ""
 
 
 def _event_id(core: Core, event_id):
@@ -60,10 +78,13 @@ def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     e = _event_id(core, event_id)
     core, op = sanitize.on_flag(core, FlagOp("SetFlag", s, d, event_id, jnp.asarray(when, jnp.bool_)))
     hit = _flag_mask(core, s, d, e) & op.when
-    return core.replace(
+    core = core.replace(
         flag_time=jnp.where(hit[..., None], core.pipe_free[s], core.flag_time),
         flag_set=core.flag_set | hit,
     )
+    if core.trace:
+        core = core.replace(trace=record_flag(core.trace, SET, s, d, e, core.pipe_free[s], op.when))
+    return core
 
 
 def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
@@ -73,17 +94,21 @@ def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
     hit = _flag_mask(core, s, d, e) & op.when
     ready = wide.maximum(core.pipe_free[d], core.flag_time[s, d, e])
     oh = (jnp.arange(core.pipe_free.shape[0]) == d)[:, None] & op.when
-    return core.replace(
+    core = core.replace(
         pipe_free=jnp.where(oh, ready, core.pipe_free),
         flag_set=core.flag_set & ~hit,
     )
+    if core.trace:
+        core = core.replace(trace=record_flag(core.trace, WAIT, s, d, e, ready, op.when))
+    return core
 
 
 def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
     """``PipeBarrier<PIPE>``: a pipe is already in order, so only ``ALL`` changes time: every pipe
     then waits for the latest."""
     if not isinstance(pipe, str) or (pipe.upper() != "ALL" and pipe.upper() not in PIPE_INDEX):
-        raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}.")
+        hint = _lane_hint([pipe.upper()]) if isinstance(pipe, str) else ""
+        raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}{hint}.")
     core, op = sanitize.on_flag(
         core, FlagOp("PipeBarrier", when=jnp.asarray(when, jnp.bool_), pipe=pipe.upper())
     )

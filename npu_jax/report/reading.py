@@ -16,15 +16,15 @@ import numpy as np
 
 from npu_jax.core.pipes import RATIO_NAMES
 
-# What each pipe's name means, for the reading of the bottleneck.
+# What each lane's name means, for the reading of the bottleneck.
 PIPE_MEANING = {
     "MTE2": "DMA from global memory into L1/UB (GM bandwidth)",
     "MTE1": "L1 -> L0A/L0B operand loads",
-    "M": "the Cube itself (matrix multiply)",
-    "FIX": "Fixpipe, L0C -> GM with conversion",
-    "V": "the Vector unit",
+    "CUBE": "the Cube itself (matrix multiply)",
+    "FIXP": "Fixpipe, L0C -> GM with conversion",
+    "VECTOR": "the Vector unit",
     "MTE3": "DMA from UB back to global memory",
-    "S": "the Scalar unit",
+    "SCALAR": "the Scalar unit",
     "HBM": "the chip's HBM, shared by every core (reads that missed L2, and writes)",
 }
 
@@ -60,7 +60,7 @@ def bottleneck_reading(report) -> str:
         ratio = report.ratios[RATIO_NAMES[neck]]
         why = (
             f"The bottleneck is {neck} -- {PIPE_MEANING[neck]} -- busy {ratio:.0%} of the run "
-            f"({busy[neck]:,} cycles over all cores); the Cube was busy {busy['M']:,}."
+            f"({busy[neck]:,} cycles over all cores); the Cube was busy {busy['CUBE']:,}."
         )
     lines = [
         f"Reading: the kernel turned {report.pct_peak:.1f}% of the chip's peak "

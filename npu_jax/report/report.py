@@ -8,17 +8,18 @@ read from the state the kernel left.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import jax
 import numpy as np
 
 from npu_jax.core import sanitize, wide
-from npu_jax.core.isa import OPS
-from npu_jax.core.pipes import COUNTER_INDEX, HBM_PATHS, LANES, PATHS, PIPES, RATIO_NAMES
+from npu_jax.core.pipes import COUNTER_INDEX, HBM_PATHS, LANE_ORDER, PATHS, RATIO_NAMES
 from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.report import events as trace_events
+from npu_jax.report.chrome import write_chrome_trace
+from npu_jax.report.names import LaneDict, by_lane
 from npu_jax.report.plot import plot_timeline
 
 _GM_PATHS = tuple(p for p in PATHS if "GM" in p)
@@ -29,7 +30,9 @@ _GM_IN_PATHS = tuple(p for p in PATHS if p.startswith("GM->"))
 class Report:
     """Cycles, bytes, FLOPs and pipe activity of one kernel run (or a sequence of runs).
 
-    Arrays (n = cores, P = pipes, C = counters; trailing 2 = wide integer):
+    Arrays (n = cores, P = pipes, C = counters; trailing 2 = wide integer). Per-pipe figures
+    (``pipe_busy``, ``bottleneck``, ``ratios``, traces) use the profiler's lane names: MTE2, MTE1,
+    CUBE, FIXP, VECTOR, MTE3, SCALAR (``npu_jax.core.pipes.LANES`` maps the kernels' pipe names).
     """
 
     pipe_free: jax.Array  # (n, P, 2): each core's pipe end times
@@ -116,10 +119,10 @@ class Report:
         return self.cycles / (self.hw.clock_ghz * 1e3)
 
     @property
-    def pipe_busy(self) -> dict[str, int]:
-        """Busy cycles per pipe (MTE2, MTE1, M, FIX, V, MTE3, S), summed over cores."""
-        b = wide.to_numpy(self.busy).sum(axis=0)
-        return {p: int(b[i]) for i, p in enumerate(PIPES)}
+    def pipe_busy(self) -> LaneDict:
+        """Busy cycles per lane (MTE2, MTE1, CUBE, FIXP, VECTOR, MTE3, SCALAR), summed over cores.
+        Asked for a kernel-side pipe name (``"M"``), it raises a KeyError naming the lane (``"CUBE"``)."""
+        return by_lane(int(v) for v in wide.to_numpy(self.busy).sum(axis=0))
 
     def _counter(self, name: str) -> int:
         return int(wide.to_numpy(self.counters)[:, COUNTER_INDEX[name]].sum())
@@ -158,7 +161,7 @@ class Report:
         """Busy / elapsed per pipe over all cores: mac_ratio, mte1_ratio, mte2_ratio, ..."""
         total = max(1, self.cycles) * self.n_cores
         busy = self.pipe_busy
-        return {RATIO_NAMES[p]: busy[p] / total for p in PIPES}
+        return {RATIO_NAMES[lane]: busy[lane] / total for lane in LANE_ORDER}
 
     @property
     def peak_flops_per_cycle(self) -> int:
@@ -187,12 +190,12 @@ class Report:
 
     @property
     def bottleneck(self) -> str:
-        """What sets the time: the pipe that was busy longest (the one to fix first), or ``HBM`` when
+        """What sets the time: the lane that was busy longest (the one to fix first), or ``HBM`` when
         the chip's memory, shared by every core, needs longer than any core runs."""
         if self.hbm_cycles > self.core_end:
             return "HBM"
         busy = self.pipe_busy
-        return max(PIPES, key=lambda p: busy[p])
+        return max(LANE_ORDER, key=lambda lane: busy[lane])
 
     @property
     def roofline(self) -> str:
@@ -246,12 +249,12 @@ class Report:
             f"  bottleneck        {self.bottleneck:>14}   {self.roofline}",
             "  pipe    busy cycles   ratio           instr",
         ]
-        ninstr = np.asarray(self.n_instr).sum(axis=0)
-        for i, p in enumerate(PIPES):
-            if busy[p] or ninstr[i]:
+        ninstr = by_lane(np.asarray(self.n_instr).sum(axis=0))
+        for lane in LANE_ORDER:
+            if busy[lane] or ninstr[lane]:
                 lines.append(
-                    f"  {LANES[p]:<7}{busy[p]:>13,}   {RATIO_NAMES[p]:<13}{r[RATIO_NAMES[p]]:>5.2f}"
-                    f"{int(ninstr[i]):>10,}"
+                    f"  {lane:<7}{busy[lane]:>13,}   {RATIO_NAMES[lane]:<13}{r[RATIO_NAMES[lane]]:>5.2f}"
+                    f"{int(ninstr[lane]):>10,}"
                 )
         lines.append("  path          bytes")
         for p, b in self.bytes.items():
@@ -263,41 +266,45 @@ class Report:
         return self.summary()
 
     def events(self, core: int = 0) -> list[dict]:
-        """Trace events of one core: dicts with pipe, lane, op, start, end (cycles)."""
-        if not self.trace:
-            raise ValueError("this run kept no trace; pass trace=True (or trace_capacity=N).")
-        t = {k: np.asarray(v)[core] for k, v in self.trace.items()}
-        n = min(int(t["n"]), t["pipe"].shape[0])
-        start, end = wide.to_numpy(t["start"][:n]), wide.to_numpy(t["end"][:n])
-        return [
-            {
-                "pipe": PIPES[int(p)],
-                "lane": LANES[PIPES[int(p)]],
-                "op": OPS[int(o)],
-                "start": int(s) + self.offset + self.launch_cycles,
-                "end": int(e) + self.offset + self.launch_cycles,
-            }
-            for p, o, s, e in zip(t["pipe"][:n], t["op"][:n], start, end)
-        ]
+        """Instructions of one core, in issue order: dicts with lane, op, start, end (cycles), seq,
+        path and bytes (what it moved, if anything), tile (the coordinates of ``core.at_tile``)."""
+        return trace_events.instr_events(self.trace, core, self.offset + self.launch_cycles)
+
+    def sync_events(self, core: int = 0) -> list[dict]:
+        """SetFlag / WaitFlag operations of one core, in program order (see ``report/events.py``)."""
+        return trace_events.sync_events(self.trace, core, self.offset + self.launch_cycles)
+
+    def flows(self, core: int = 0) -> list[dict]:
+        """Each SetFlag of one core with the WaitFlag it released: dicts ``set`` and ``wait``."""
+        return trace_events.pair_flows(self.sync_events(core))
 
     @property
     def trace_dropped(self) -> int:
-        if not self.trace:
-            return 0
-        n = np.asarray(self.trace["n"])
-        cap = np.shape(self.trace["pipe"])[1]
-        return int(np.maximum(n - cap, 0).sum())
+        """Events (instructions and flag operations) over the trace's capacity, over all cores."""
+        return trace_events.dropped(self.trace)
 
     def to_chrome_trace(self, path: str | os.PathLike, cores: list[int] | None = None) -> str:
-        """Write Trace Event JSON (one process per core, one thread lane per pipe: CUBE, VECTOR,
-        SCALAR, MTE1, MTE2, MTE3, FIXP), openable in Perfetto / chrome://tracing. Times are in us."""
+        """Write Trace Event JSON, openable in Perfetto / chrome://tracing: one process per core, one
+        lane per pipe (MTE2, MTE1, CUBE, FIXP, VECTOR, MTE3, SCALAR), flow arrows from each SetFlag
+        to the WaitFlag it released, counter tracks of bytes per path and flags set (``chrome.py``).
+        Times are in us."""
         return write_chrome_trace(self, path, cores)
 
     def plot_timeline(
-        self, path: str | os.PathLike | None = None, core: int = 0, ax=None, max_cycles: int | None = None
+        self,
+        path: str | os.PathLike | None = None,
+        core: int = 0,
+        ax=None,
+        max_cycles: int | None = None,
+        title: str | None = None,
+        lanes=None,
     ):
-        """A Gantt chart of one core's pipes (matplotlib); saved as PNG when ``path`` is given."""
-        return plot_timeline(self, path=path, core=core, ax=ax, max_cycles=max_cycles)
+        """A Gantt chart of one core's lanes (matplotlib), consecutive instructions in alternating
+        shades; saved as PNG when ``path`` is given. ``lanes``: the rows to draw (default: the lanes
+        that ran something, in lane order)."""
+        return plot_timeline(
+            self, path=path, core=core, ax=ax, max_cycles=max_cycles, title=title, lanes=lanes
+        )
 
 
 jax.tree_util.register_dataclass(
@@ -320,44 +327,3 @@ jax.tree_util.register_dataclass(
     ],
     meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer", "l2_kept"],
 )
-
-
-def write_chrome_trace(rep, path: str | os.PathLike, cores: list[int] | None = None) -> str:
-    """Trace Event JSON of any report with ``hw``, ``name``, ``cycles``, ``n_cores`` and
-    ``events(core)`` (a Report, or a SequenceReport whose events name their ``part``)."""
-    lanes = ["CUBE", "VECTOR", "SCALAR", "MTE1", "MTE2", "MTE3", "FIXP"]
-    tid = {lane: i for i, lane in enumerate(lanes)}
-    cyc_per_us = rep.hw.clock_ghz * 1e3
-    out = []
-    for c in cores if cores is not None else range(rep.n_cores):
-        out.append(
-            {"ph": "M", "name": "process_name", "pid": c, "tid": 0, "args": {"name": f"{rep.name} core {c}"}}
-        )
-        for lane in lanes:
-            out.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid[lane], "args": {"name": lane}})
-        for ev in rep.events(c):
-            if ev["end"] <= ev["start"]:
-                continue
-            part = {"part": ev["part"]} if "part" in ev else {}
-            out.append(
-                {
-                    "ph": "X",
-                    "name": ev["op"],
-                    "cat": "/".join([*part.values(), ev["pipe"]]),
-                    "pid": c,
-                    "tid": tid[ev["lane"]],
-                    "ts": ev["start"] / cyc_per_us,
-                    "dur": (ev["end"] - ev["start"]) / cyc_per_us,
-                    "args": {**part, "start_cycle": ev["start"], "end_cycle": ev["end"]},
-                }
-            )
-    with open(path, "w") as f:
-        json.dump(
-            {
-                "traceEvents": out,
-                "displayTimeUnit": "ns",
-                "otherData": {"hw": rep.hw.name, "kernel": rep.name, "cycles": rep.cycles},
-            },
-            f,
-        )
-    return os.fspath(path)

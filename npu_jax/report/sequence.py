@@ -12,9 +12,12 @@ import os
 
 import jax
 
-from npu_jax.core.pipes import PIPES, RATIO_NAMES
+from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
+from npu_jax.report.chrome import write_chrome_trace
+from npu_jax.report.events import pair_flows
+from npu_jax.report.names import LaneDict
 from npu_jax.report.plot import plot_timeline
-from npu_jax.report.report import Report, write_chrome_trace
+from npu_jax.report.report import Report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +85,9 @@ class SequenceReport:
         return self.cycles / (self.hw.clock_ghz * 1e3)
 
     @property
-    def pipe_busy(self) -> dict[str, int]:
-        return {p: sum(r.pipe_busy[p] for r in self.reports) for p in PIPES}
+    def pipe_busy(self) -> LaneDict:
+        """Busy cycles per lane (CUBE, FIXP, ...), summed over the parts."""
+        return LaneDict((lane, sum(r.pipe_busy[lane] for r in self.reports)) for lane in LANE_ORDER)
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -107,7 +111,7 @@ class SequenceReport:
         """Busy / (elapsed x cores) per pipe, each part weighted by its own cores and cycles."""
         denom = max(1, sum(r.cycles * r.n_cores for r in self.reports))
         busy = self.pipe_busy
-        return {RATIO_NAMES[p]: busy[p] / denom for p in PIPES}
+        return {RATIO_NAMES[lane]: busy[lane] / denom for lane in LANE_ORDER}
 
     @property
     def pct_peak(self) -> float:
@@ -121,7 +125,7 @@ class SequenceReport:
     @property
     def bottleneck(self) -> str:
         busy = self.pipe_busy
-        return max(PIPES, key=lambda p: busy[p])
+        return max(LANE_ORDER, key=lambda lane: busy[lane])
 
     @property
     def trace_dropped(self) -> int:
@@ -176,17 +180,35 @@ class SequenceReport:
                 ]
         return out
 
+    def sync_events(self, core: int = 0) -> list[dict]:
+        """SetFlag / WaitFlag operations of one core of every part, shifted like :meth:`events`."""
+        out = []
+        for (lab, r), off in zip(self.parts, self.offsets):
+            if core < r.n_cores:
+                out += [{**ev, "cycle": ev["cycle"] + off, "part": lab} for ev in r.sync_events(core)]
+        return out
+
+    def flows(self, core: int = 0) -> list[dict]:
+        """Each SetFlag with the WaitFlag it released, within each part (flags end with a kernel)."""
+        sync, out = self.sync_events(core), []
+        for lab, _ in self.parts:
+            out += pair_flows([ev for ev in sync if ev["part"] == lab])
+        return out
+
     def to_chrome_trace(self, path: str | os.PathLike, cores: list[int] | None = None) -> str:
-        """Trace Event JSON: one process per core, one lane per pipe, the parts one after another."""
+        """Trace Event JSON: one process per core, one lane per pipe, the parts one after another,
+        flows and counter tracks as for a :class:`Report`."""
         return write_chrome_trace(self, path, cores)
 
     @property
     def offset(self) -> int:
         return 0
 
-    def plot_timeline(self, path=None, core: int = 0, ax=None, max_cycles: int | None = None, title=None):
+    def plot_timeline(
+        self, path=None, core: int = 0, ax=None, max_cycles: int | None = None, title=None, lanes=None
+    ):
         """A Gantt chart of one core across all parts (a dashed line where each part starts)."""
-        ax = plot_timeline(self, path=None, core=core, ax=ax, max_cycles=max_cycles, title=title)
+        ax = plot_timeline(self, path=None, core=core, ax=ax, max_cycles=max_cycles, title=title, lanes=lanes)
         for (lab, _), off in zip(self.parts[1:], self.offsets[1:]):
             ax.axvline(off, color="k", ls="--", lw=0.8)
             ax.text(off, -0.6, f" {lab}", fontsize=8, va="bottom")

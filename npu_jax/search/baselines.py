@@ -59,15 +59,27 @@ def random_search(
     g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0, fused: bool = False
 ) -> Baseline:
     """The best of ``evals`` distinct tilings drawn uniformly from the space."""
+    t0 = time.perf_counter()
+    t, cyc = _draws(g, hw, evals, seed, fused)
+    i = int(np.argmin(cyc))
+    return Baseline("random", exact.tiling_at(t, i), int(cyc[i]), len(cyc), time.perf_counter() - t0)
+
+
+def random_draws(
+    g: ConvGeometry, hw: HardwareConfig, evals: int, seed: int = 0, fused: bool = False
+) -> np.ndarray:
+    """The exact cycles of the tilings :func:`random_search` draws, in the order drawn: their
+    running minimum (``np.minimum.accumulate``) is the random search's best so far."""
+    return np.asarray(_draws(g, hw, evals, seed, fused)[1])
+
+
+def _draws(g, hw, evals, seed, fused):
     if evals < 1:
         raise ValueError(f"evals must be >= 1, got {evals}.")
     s = space.build(g, hw, fused)
-    t0 = time.perf_counter()
     idx = np.random.default_rng(seed).choice(s.size, min(evals, s.size), replace=False)
     t = exact.Tilings(*(np.asarray(a)[idx] for a in s.tilings))
-    cyc = optimise.exact_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled, fused)
-    i = int(np.argmin(cyc))
-    return Baseline("random", exact.tiling_at(t, i), int(cyc[i]), len(idx), time.perf_counter() - t0)
+    return t, optimise.exact_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled, fused)
 
 
 def chooser(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baseline:

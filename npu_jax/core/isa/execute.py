@@ -23,6 +23,7 @@ from npu_jax.core.isa.decl import Effect, Instr, hw_numbers
 from npu_jax.core.isa.table import OP_INDEX
 from npu_jax.core.pipes import COUNTER_INDEX, PIPE_INDEX
 from npu_jax.core.state import Core
+from npu_jax.core.trace import record_instr
 
 _i32 = jnp.int32
 
@@ -53,7 +54,7 @@ def issue(core: Core, instr: Instr, when=True, **args) -> Core:
         core = sanitize.on_issue(
             core, instr.pipe, instr.name, when, effect.reads, effect.writes, effect.oob, gm_writes=gm_writes
         )
-    return charge(core, instr.pipe, cycles, instr.name, when)
+    return charge(core, instr.pipe, cycles, instr.name, when, effect.counts)
 
 
 def count(core: Core, name: str, amount, when=True) -> Core:
@@ -63,11 +64,12 @@ def count(core: Core, name: str, amount, when=True) -> Core:
     return core.replace(counters=jnp.where(oh, wide.add_int(core.counters, amount), core.counters))
 
 
-def charge(core: Core, pipe: str, cycles, op: str, when=True) -> Core:
+def charge(core: Core, pipe: str, cycles, op: str, when=True, counts=()) -> Core:
     """Charge ``cycles`` to ``pipe`` (in order) for an ``op`` of ``OPS``, recording it in the trace.
 
     The pipe bookkeeping of :func:`issue`, with no semantics, counters or checks: tests and
-    what-if studies use it to put given work on a pipe.
+    what-if studies use it to put given work on a pipe. ``counts`` (the instruction's counter
+    amounts) only label the trace event with the bytes it moved.
     """
     p = PIPE_INDEX[pipe]
     when = jnp.asarray(when, jnp.bool_)
@@ -81,21 +83,7 @@ def charge(core: Core, pipe: str, cycles, op: str, when=True) -> Core:
         n_instr=core.n_instr + oh[:, 0] * when.astype(_i32),
     )
     if core.trace:
-        # one slot written per instruction (a dynamic-update-slice), not a select over the whole
-        # buffer: tracing costs the same whatever its capacity
-        t = core.trace
-        cap = t["pipe"].shape[0]
-        i = jnp.minimum(t["n"], cap - 1)
-        keep = when & (t["n"] < cap)
-        core = core.replace(
-            trace={
-                "pipe": t["pipe"].at[i].set(jnp.where(keep, p, t["pipe"][i])),
-                "op": t["op"].at[i].set(jnp.where(keep, OP_INDEX[op], t["op"][i])),
-                "start": t["start"].at[i].set(jnp.where(keep, start, t["start"][i])),
-                "end": t["end"].at[i].set(jnp.where(keep, end, t["end"][i])),
-                "n": t["n"] + when.astype(_i32),
-            }
-        )
+        core = core.replace(trace=record_instr(core.trace, p, OP_INDEX[op], start, end, when, counts))
     return core
 
 
