@@ -659,7 +659,7 @@ def test_fixpipe_to_gm(rng):
         l0c_bytes = ceil(m, 16) * 16 * ceil(n, 16) * 16 * 4
         one = A.fixpipe_startup + max(
             math.ceil(l0c_bytes / A.fixpipe_bytes_per_cycle),
-            math.ceil(nbytes / hw.gm_rate(1)) + (bursts - 1) * A.gm_burst_overhead,
+            math.ceil(nbytes / hw.l2_write_rate) + (bursts - 1) * A.gm_burst_overhead,  # into L2
         )
         assert busy(out, "FIX") == len(ACTS) * one
 

@@ -64,6 +64,7 @@ def _cases(rng, hw):
     core = core.load2d(dst=b[0], src=l1[0])
     core = core.mmad(dst=c[0], a=a[0], b=b[0], m=32, n=32, k=32, init=True)
     rate = costs.gm_rate(isa.hw_numbers(hw), 1)
+    wrate = costs.write_rate(isa.hw_numbers(hw), 1)  # writes go into L2
     m, n = int(rng.integers(1, 33)), int(rng.integers(1, 33))
     r0 = int(rng.integers(0, 33))
     geom = isa.Load3DGeometry(kh=3, kw=3, out_w=4)
@@ -77,7 +78,7 @@ def _cases(rng, hw):
         (
             table.DATA_COPY_OUT,
             lambda k: k.data_copy(dst=k.gm_window("y", (r0, 0), (16, 32)), src=v[0]),
-            dict(nbytes=16 * 32 * 2, bursts=16, rate=rate),
+            dict(nbytes=16 * 32 * 2, bursts=16, rate=wrate),
         ),
         (table.LOAD2D_L0A, lambda k: k.load2d(dst=a[0], src=l1[0]), dict(nbytes=32 * 32 * 2)),
         (
@@ -94,7 +95,7 @@ def _cases(rng, hw):
         (
             table.FIXPIPE_GM,
             lambda k: k.fixpipe(dst=k.gm_window("y", (32, 0), (32, 32)), src=c[0], m=m, n=n),
-            dict(m=m, n=n, out_bytes=m * n * 2, bursts=m if n < 64 else 1, rate=rate),
+            dict(m=m, n=n, out_bytes=m * n * 2, bursts=m if n < 64 else 1, rate=wrate),
         ),
         (table.FIXPIPE_L1, lambda k: k.fixpipe(dst=l1o[0], src=c[0], m=m, n=n), dict(m=m, n=n)),
         (table.SCALAR, lambda k: k.scalar(m), dict(cycles=m)),

@@ -64,7 +64,9 @@ def test_underflow_scenario_needs_scaling(results):
 def test_speed_against_fp32(results):
     D = DEPTHS[-1]
     mixed = results.cell("well_scaled", "mixed")
-    assert 1.2 < mixed.speedup(D) < 3.0  # fp16 operands: 2x Cube rate, half the bytes
+    # fp16 operands: 2x the Cube's rate, half the bytes -- but each of these tiny layers is a kernel
+    # with a 2 us launch (2,000 cycles on the tiny preset), which both formats pay alike
+    assert 1.0 < mixed.speedup(D) < 3.0
     cur = results.cell("well_scaled", "scaling_current")
     assert cur.speedup(D) < mixed.speedup(D)  # the fp32 round trip and the amax pass cost time
 

@@ -7,7 +7,8 @@ The GEMM below is 32x32 output, K in slices of 16, on the tiny preset (GM 32 B/c
   MTE1  LoadData A 1024 B at 512 B/c, B 1024 B at 256 B/c.   T1 = (s1 + 2) + (s1 + 4)
   M     Mmad 32x32x16 = 2*2*1 fractal blocks.               TM = sm + 4
   FIX   once per block: 32x32 fp32 = 4096 B of L0C at 64 B/c vs 2048 B to GM at 32 B/c.
-        TF = sf + max(64, 64)
+        TF = sf + max(64, 64)  (the write goes into L2 at 64 B/c: 32 cycles, under the L0C read)
+Every read is the first of its bytes (a miss, at the GM rate); the kernel's launch comes first.
 Serial buffering: MTE2 must wait for MTE1 to drain the one L1 slot, so each step costs T2 + T1
 and the Cube hides under the next copy: total = n (T2 + T1) + TM + TF.
 Double buffering: MTE2 streams back to back (it is the slowest pipe), so the steady state is
@@ -55,8 +56,9 @@ def test_serial_and_double_buffered_gemm_match_hand_derivation(jit):
     n = 4
     _, serial = _run(hw, 16 * n, 1, jit)
     _, double = _run(hw, 16 * n, 2, jit)
-    assert serial.cycles == n * (t2 + t1) + tm + tf
-    assert double.cycles == n * t2 + t1 + tm + tf
+    launch = hw.launch_cycles  # the kernel's launch comes first (Assumed.launch_us)
+    assert serial.cycles == launch + n * (t2 + t1) + tm + tf
+    assert double.cycles == launch + n * t2 + t1 + tm + tf
     assert double.cycles < serial.cycles
     # busy cycles do not depend on buffering: the same instructions run either way
     assert serial.pipe_busy == double.pipe_busy
