@@ -115,7 +115,9 @@ def test_vmap_64_tilings_equals_single_calls_and_predict(rng):
     ts = draw(rng, "img2col", 64)
     assert len(ts) == 64
     batched = jax.jit(jax.vmap(lambda t: cycles(G, t, HW)))(stack(ts))
-    single = [int(cycles(G, t, HW)) for t in ts]
+    one = jax.jit(lambda t: cycles(G, t, HW))  # one compile for scalar fields, 64 calls
+    single = [int(one(t)) for t in ts]
+    assert int(cycles(G, ts[0], HW)) == single[0]  # eager too
     want = [predict(make_plan(G, "img2col", t, HW)).cycles for t in ts]
     assert np.asarray(batched).tolist() == single == want
 
@@ -123,7 +125,7 @@ def test_vmap_64_tilings_equals_single_calls_and_predict(rng):
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "img2col"])
 def test_vmap_other_strategies_equals_predict(strategy, rng):
     ts = draw(rng, strategy, 16)
-    got = jax.vmap(lambda t: cycles(G, t, HW, strategy))(stack(ts))
+    got = jax.jit(jax.vmap(lambda t: cycles(G, t, HW, strategy)))(stack(ts))
     want = [predict(make_plan(G, strategy, t, HW)).cycles for t in ts]
     assert np.asarray(got).tolist() == want
 
@@ -131,7 +133,7 @@ def test_vmap_other_strategies_equals_predict(strategy, rng):
 def test_vmapped_cycles_equal_emulator_timing_only(rng):
     """Four of the stacked tilings through the emulator's timing-only run (one compile each)."""
     ts = draw(rng, "img2col", 64)
-    got = np.asarray(jax.vmap(lambda t: cycles(G, t, HW))(stack(ts)))
+    got = np.asarray(jax.jit(jax.vmap(lambda t: cycles(G, t, HW)))(stack(ts)))
     x = rng.standard_normal(X_SHAPE).astype(np.float16)
     w = rng.standard_normal(W_SHAPE).astype(np.float16)
     for i in rng.choice(len(ts), 4, replace=False):
