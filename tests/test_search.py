@@ -97,7 +97,7 @@ def test_relaxed_model_equals_exact_at_legal_integer_points(rng):
     g = canonicalize(*LAYERS[0])
     s = space.build(g, hw)
     idx = rng.choice(s.size, 24, replace=False)
-    T = exact.Tilings(*(jnp.asarray(a[idx]) for a in s.tilings))
+    T = jax.tree.map(lambda a: jnp.asarray(a[idx]), s.tilings)
     x, disc = relaxed.params_of(T)
     L, H = exact.layer_of(g), exact.hw_of(hw)
     f = jax.jit(jax.vmap(lambda x, d: relaxed.relaxed_cycles(x, d, L, H, 20, False)))
@@ -130,7 +130,7 @@ def test_snap_rounds_into_the_space():
     g = canonicalize(*LAYERS[0])
     L = exact.layer_of(g)
     s = space.build(g, hw)
-    valid = {tuple(r) for r in np.stack(s.tilings, 1).tolist()}
+    valid = {tuple(r) for r in exact.rows_of(s.tilings).tolist()}
     x = jnp.log(jnp.array([5.3, 13.0, 40.0, 2.7, 100.0, 2.0]))
     t = optimise._snap(20)(x[None], jnp.array([[0, 2, 2]]), L)
     rows = optimise._rows(t)
@@ -151,7 +151,7 @@ def test_pattern_move_repeats_the_step_on_the_axes():
     hw = HW["910b"]
     g = canonicalize(*LAYERS[0])  # 14 x 14 output: ho, wo in 1 2 3 4 5 7 14
     s = space.build(g, hw)
-    pts = np.stack(s.tilings, 1)
+    pts = exact.rows_of(s.tilings)
     old = pts[(pts[:, 0] == 7) & (pts[:, 1] == 3) & (pts[:, 5] == 0)][0]
     new = old.copy()
     new[0], new[1] = 5, 4  # one balanced step down in ho, one up in wo
@@ -169,7 +169,7 @@ def test_race_spends_its_share_and_never_loses_the_best():
     s = space.build(g, hw)
     L, H = exact.layer_of(g), exact.hw_of(hw)
     ledger = optimise._Ledger(lambda r: optimise.exact_cycles(L, optimise._tilings(r), H, 20, False), 200)
-    pts = np.stack(s.tilings, 1)
+    pts = exact.rows_of(s.tilings)
     ledger.evaluate(pts[np.random.default_rng(3).choice(s.size, 40, replace=False)])
     assert len(optimise._by_config(ledger)) >= 4
     first, history = ledger.best()[0][1], []
@@ -275,7 +275,7 @@ def test_sweep_is_identical_on_one_and_four_host_devices():
     hw = HW["910b"]
     g = canonicalize((1, 64, 14, 14), (64, 64, 3, 3), 1, 1)
     best = np.asarray(r["t1"])[0, 0]
-    t = exact.tiling_at(exact.Tilings(*(best[None, i] for i in range(8))))
+    t = exact.tiling_at(exact.from_rows(best[None]))
     assert predict(make_plan(g, "img2col", t, hw)).cycles == cyc[0, 0].min()
     # a smaller L1 never gives fewer cycles than the searched ones on the full L1 by more than the
     # search's own spread: here it is at least the exhaustive optimum of the full-L1 space
@@ -358,7 +358,7 @@ def test_fused_exact_model_equals_predict_and_the_emulator(preset, rng):
     g = canonicalize(*LAYERS[int(rng.integers(len(LAYERS)))])
     s = space.build(g, hw, fused=True)
     idx = rng.choice(s.size, min(12, s.size), replace=False)
-    T = exact.Tilings(*(a[idx] for a in s.tilings))
+    T = jax.tree.map(lambda a: a[idx], s.tilings)
     L, H = exact.layer_of(g), exact.hw_of(hw)
     fused = optimise.exact_cycles(L, T, H, hw.num_cores, hw.coupled, fused=True)
     plain = optimise.exact_cycles(L, T, H, hw.num_cores, hw.coupled)

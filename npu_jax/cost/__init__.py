@@ -1,5 +1,5 @@
 """Closed-form cost models of the kernels, held to the emulator by the tests."""
 
-from npu_jax.cost.conv import Prediction, lower_bound, predict
+from npu_jax.cost.conv import Prediction, cycles, lower_bound, predict
 
-__all__ = ["Prediction", "lower_bound", "predict"]
+__all__ = ["Prediction", "cycles", "lower_bound", "predict"]

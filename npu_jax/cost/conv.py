@@ -2,7 +2,8 @@
 
 The model reads the same :class:`~npu_jax.mapping.conv.ConvPlan` as the emulator and prices every
 instruction with the emulator's cost rules (``npu_jax/hw/costs.py``); the schedule itself is
-:mod:`npu_jax.cost.schedule`, written once for this module (numpy) and the tile search (jax).
+:mod:`npu_jax.cost.schedule`, written once for this module (numpy, :func:`predict`) and for traced
+tilings (jax, :func:`cycles`, vmappable over stacked :class:`ConvTiling` s; the tile search).
 The test suite holds it to the emulator.
 """
 
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.cost.schedule import Layer, Program, Tile, arrays, schedule
+from npu_jax.cost.schedule import Layer, Program, Tile, arrays, derived, schedule
+from npu_jax.errors import TilingError
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.costs import HwNumbers, kernel_cycles
-from npu_jax.mapping.conv import ConvPlan
+from npu_jax.hw.formats import itemsize
+from npu_jax.mapping.conv import SPECS, ConvPlan, ConvTiling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +36,52 @@ def layer_of(g) -> Layer:
     return Layer(
         g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, *g.stride, *g.dilation, g.pads[0], g.pads[2], g.ho, g.wo
     )
+
+
+def tile_of(t: ConvTiling) -> Tile:
+    """The schedule's :class:`~npu_jax.cost.schedule.Tile` of a tiling (ints, arrays or tracers)."""
+    return Tile(t.ho, t.wo, t.n, t.cin1, t.k_l0, t.weights_resident, t.l1_stages, t.l0_stages, t.cout_split)
+
+
+def traced_cycles(pr: Program, L: Layer, t: ConvTiling, c0, h: HwNumbers, num_cores: int):
+    """Cycles of one tiling whose fields are jax scalars (traced under ``vmap``/``jit``): the schedule
+    of :func:`predict` over jax arrays, for a plan bounded by its own layer (``bound=None``) on
+    ``num_cores`` cores (``cores=None``). ``L`` and ``h`` may be traced too (the search's sweeps)."""
+    d = derived(L, t, c0, num_cores, jnp)
+    return schedule(pr, L, tile_of(t), d, h, jnp)["cycles"]
+
+
+def cycles(
+    g,
+    t: ConvTiling,
+    hw: HardwareConfig,
+    strategy: str = "img2col",
+    operand: str = "fp16",
+    output: str = "fp16",
+    epi=None,
+) -> jax.Array:
+    """Cycles of Conv2D ``g`` with tiling ``t`` on ``hw``, a jax int32 scalar: ``predict``'s figure
+    (and the emulator's ``timing_only`` run's), from a tiling whose fields may be traced.
+
+    Vmappable over tilings: ``jax.vmap(lambda t: cycles(g, t, hw))(stacked)`` prices a
+    :class:`ConvTiling` whose fields carry a leading axis (``jax.tree.map(lambda *a: jnp.stack(a),
+    *tilings)``), one entry per tiling, in one compiled program. The layer, strategy, formats,
+    epilogue (as ``ConvPlan.epi``) and ``hw`` are static. ``t.cores`` must be None (every core of
+    ``hw``, capped by the work, as ``make_plan``). Legality is not checked here (a traced tiling
+    cannot raise): cost only tilings that ``make_plan`` accepts (the search checks with
+    ``search.exact.legal``); the figure of an illegal one means nothing."""
+    if t.cores is not None:
+        raise TilingError(
+            f"cost.cycles prices tilings on every core of {hw.name} (cores=None), got cores={t.cores!r}; "
+            f"use cost.predict(make_plan(...)) for a tiling on fewer cores."
+        )
+    if strategy not in SPECS:
+        raise ValueError(f"strategy must be one of {tuple(SPECS)}, got {strategy!r}.")
+    sp = SPECS[strategy]
+    pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
+    L = Layer(*(jnp.int32(x) for x in layer_of(g)))
+    t = jax.tree.map(jnp.asarray, t)
+    return traced_cycles(pr, L, t, hw.c0(itemsize(operand)), HwNumbers.arrays(hw), hw.num_cores)
 
 
 def _inputs(p: ConvPlan):

@@ -19,6 +19,7 @@ from npu_jax.hw.costs import round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
+from npu_jax.mapping.pytree import check_ints, register
 from npu_jax.workload.conv import ConvGeometry
 
 STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
@@ -48,6 +49,12 @@ SPECS = {
 class ConvTiling:
     """Tile sizes of the Conv2D kernel (vendor vocabulary in brackets).
 
+    A pytree: every field is a leaf, so tilings stack (``jax.tree.map(lambda *a: jnp.stack(a),
+    *tilings)``) and pass through ``jax.vmap`` / ``jax.jit``; :func:`npu_jax.cost.cycles` prices a
+    stacked or traced one (the search's batches are this type). The checks below run on concrete
+    values (ints, or arrays entry by entry) and skip traced ones. A kernel (``make_plan``) needs
+    Python ints: its buffers' shapes come from the tiling.
+
     Attributes:
         ho, wo: output tile rows and cols [hoL1, woL1]; L0C holds round16(ho*wo) x n fp32.
         n: Cout block [nL0 = nBL1], a multiple of 16.
@@ -72,21 +79,31 @@ class ConvTiling:
     cout_split: int = 1
 
     def __post_init__(self):
+        # each check runs on concrete values (ints, or arrays entry by entry) and skips traced ones
         for name in ("ho", "wo", "n", "cin1", "k_l0", "cout_split"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise TilingError(f"ConvTiling.{name} must be a positive int, got {v!r}.")
-        if self.n % FRACTAL_ROWS:
-            raise TilingError(
-                f"ConvTiling.n (Cout block) must be a multiple of {FRACTAL_ROWS}, got {self.n} (whole fractals)."
+            check_ints(
+                "ConvTiling", name, getattr(self, name), lambda a: a > 0, "a positive int", TilingError
             )
+        check_ints(
+            "ConvTiling",
+            "n (Cout block)",
+            self.n,
+            lambda a: a % FRACTAL_ROWS == 0,
+            f"a multiple of {FRACTAL_ROWS}",
+            TilingError,
+            " (whole fractals)",
+        )
         for name in ("l1_stages", "l0_stages"):
-            if isinstance(getattr(self, name), bool) or getattr(self, name) not in (1, 2):
-                raise TilingError(f"ConvTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
-        if self.cores is not None and (
-            not isinstance(self.cores, int) or isinstance(self.cores, bool) or self.cores < 1
-        ):
-            raise TilingError(f"ConvTiling.cores must be None or an int >= 1, got {self.cores!r}.")
+            check_ints(
+                "ConvTiling", name, getattr(self, name), lambda a: (a == 1) | (a == 2), "1 or 2", TilingError
+            )
+        if self.cores is not None:
+            check_ints(
+                "ConvTiling", "cores", self.cores, lambda a: a >= 1, "None or an int >= 1", TilingError
+            )
+
+
+register(ConvTiling)
 
 
 def _min(a, b):

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from npu_jax.core.buffers import Plan
 from npu_jax.errors import CapacityError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
 from npu_jax.hw.costs import round_up
 from npu_jax.hw.formats import itemsize
+from npu_jax.mapping.pytree import bad_entries, check_ints, concrete, register
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MatmulTiling:
     """Tile sizes of the GEMM kernel (all multiples of 16; ``k_l1`` a multiple of ``k_l0``).
+
+    A pytree like :class:`~npu_jax.mapping.conv.ConvTiling`: every field a leaf, checks on concrete
+    values only (ints, or arrays entry by entry), so stacked tilings pass through ``jax.vmap``.
 
     Attributes:
         m, n: the output block held in L0C (fp32): m * n * 4 B <= L0C.
@@ -31,24 +37,41 @@ class MatmulTiling:
     cores: int | None = None
 
     def __post_init__(self):
+        # each check runs on concrete values (ints, or arrays entry by entry) and skips traced ones
         for name in ("m", "n", "k_l1", "k_l0"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v % FRACTAL_ROWS:
-                raise TilingError(
-                    f"MatmulTiling.{name} must be a positive multiple of {FRACTAL_ROWS} (one fractal), got {v!r}."
-                )
-        if self.k_l1 % self.k_l0:
+            check_ints(
+                "MatmulTiling",
+                name,
+                getattr(self, name),
+                lambda a: (a > 0) & (a % FRACTAL_ROWS == 0),
+                f"a positive multiple of {FRACTAL_ROWS} (one fractal)",
+                TilingError,
+            )
+        k1, k0 = concrete(self.k_l1), concrete(self.k_l0)
+        if k1 is not None and k0 is not None and np.any(k1 % k0):
+            if k1.ndim == 0 and k0.ndim == 0:
+                fix = f"; try k_l1={self.k_l1 - self.k_l1 % self.k_l0 or self.k_l0}"
+            else:
+                fix = bad_entries(np.broadcast_to(k1, np.broadcast_shapes(k1.shape, k0.shape)), k1 % k0 == 0)
             raise TilingError(
-                f"MatmulTiling.k_l1 ({self.k_l1}) must be a multiple of k_l0 "
-                f"({self.k_l0}); try k_l1={self.k_l1 - self.k_l1 % self.k_l0 or self.k_l0}."
+                f"MatmulTiling.k_l1 ({self.k_l1}) must be a multiple of k_l0 ({self.k_l0}){fix}."
             )
         for name in ("l1_stages", "l0_stages"):
-            if isinstance(getattr(self, name), bool) or getattr(self, name) not in (1, 2):
-                raise TilingError(f"MatmulTiling.{name} must be 1 or 2, got {getattr(self, name)!r}.")
-        if self.cores is not None and (
-            not isinstance(self.cores, int) or isinstance(self.cores, bool) or self.cores < 1
-        ):
-            raise TilingError(f"MatmulTiling.cores must be None or an int >= 1, got {self.cores!r}.")
+            check_ints(
+                "MatmulTiling",
+                name,
+                getattr(self, name),
+                lambda a: (a == 1) | (a == 2),
+                "1 or 2",
+                TilingError,
+            )
+        if self.cores is not None:
+            check_ints(
+                "MatmulTiling", "cores", self.cores, lambda a: a >= 1, "None or an int >= 1", TilingError
+            )
+
+
+register(MatmulTiling)
 
 
 def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "fp16") -> MatmulTiling:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import jax
 import numpy as np
 
 from npu_jax.cost.conv import predict
@@ -78,7 +79,7 @@ def _draws(g, hw, evals, seed, fused):
         raise ValueError(f"evals must be >= 1, got {evals}.")
     s = space.build(g, hw, fused)
     idx = np.random.default_rng(seed).choice(s.size, min(evals, s.size), replace=False)
-    t = exact.Tilings(*(np.asarray(a)[idx] for a in s.tilings))
+    t = jax.tree.map(lambda a: np.asarray(a)[idx], s.tilings)
     return t, optimise.exact_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled, fused)
 
 
@@ -96,7 +97,7 @@ def chooser(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baselin
     inside = (
         t.l1_stages == t.l0_stages
         and t.cores is None
-        and bool(np.all(np.stack(s.tilings, 1) == np.asarray(row, np.int32), axis=1).any())
+        and bool(np.all(exact.rows_of(s.tilings) == np.asarray(row, np.int32), axis=1).any())
     )
     return Baseline(
         "chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw, "fp16", mid, epi)), secs, inside

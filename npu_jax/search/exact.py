@@ -8,19 +8,22 @@ same schedule (:mod:`npu_jax.cost.schedule`, the same code) over traced scalars:
 weight parts of an item (trip counts traced), vectorised over the cores. :func:`cycles` is then
 ``vmap``-ed over candidates. It equals ``predict`` exactly at every legal tiling (tested).
 
-Three pytrees carry the inputs, each a NamedTuple of arrays:
+Three pytrees carry the inputs, each of arrays:
 
 * :class:`Layer` -- the conv geometry (int32 scalars);
-* :class:`Tilings` -- the img2col tiling (int32): ``ho, wo, n, cin1, k_l0, resident, stages,
-  cout_split``. ``stages`` is the ping-pong depth of L1 *and* L0 together (1 or 2), the two
-  depths the cost model is validated on; cores are always the preset's (``cores=None``);
+* :class:`~npu_jax.mapping.conv.ConvTiling` -- the img2col tiling itself (a pytree), each field an
+  int32 array (a leading batch axis, or traced scalars under ``vmap``). The search's spaces tie
+  ``l1_stages`` to ``l0_stages`` (:func:`tilings` builds them so; the cost reads both) and use
+  every core (``cores=None``). The compact form is a (k, 8) int32 array of rows in :data:`ROW`
+  order (:func:`from_rows`, :func:`rows_of`): one transfer instead of eight;
 * :class:`Hw` -- :class:`~npu_jax.hw.costs.HwNumbers`: every rate, start-up, Cube size and capacity
   of a :class:`HardwareConfig` (float32 / int32), so gradients and sweeps can treat the hardware as
   data. Two figures stay static: ``num_cores`` and ``coupled`` (they change the program's shape,
   not a number in it).
 
-The schedule is not written here: :func:`cycles` runs :func:`npu_jax.cost.schedule.schedule` (the
-one that ``cost.conv.predict`` runs with numpy) over jax arrays, every instruction priced by
+The schedule is not written here: :func:`cycles` runs :func:`npu_jax.cost.conv.traced_cycles` (the
+schedule that ``cost.conv.predict`` runs with numpy, over jax arrays; ``npu_jax.cost.cycles`` is its
+public form for one layer and one ``HardwareConfig``), every instruction priced by
 ``npu_jax/hw/costs.py``. With ``fused``, the epilogue is :func:`epilogue` (bias + ReLU, as
 ``fusion.conv_relu`` with a bias and the default Policy).
 
@@ -31,7 +34,7 @@ Example:
     >>> hw = npu_jax.presets.ascend910b()
     >>> g = canonicalize((1, 64, 56, 56), (64, 64, 3, 3), 1, 1)
     >>> t = exact.tilings_from([npu_jax.ConvTiling(ho=8, wo=56, n=64, cin1=4, k_l0=64,
-    ...                         l1_stages=2, l0_stages=2)])
+    ...                         l1_stages=2, l0_stages=2)])  # a stacked ConvTiling
     >>> int(exact.batch_cycles(exact.layer_of(g), t, exact.hw_of(hw), hw.num_cores, hw.coupled)[0])
     ... # doctest: +SKIP
 """
@@ -39,7 +42,6 @@ Example:
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,11 +50,13 @@ import numpy as np
 from npu_jax.core.policy import Policy
 from npu_jax.cost import schedule as sched
 from npu_jax.cost.conv import layer_of as _layer_ints
+from npu_jax.cost.conv import traced_cycles
 from npu_jax.hw.config import BUFFERS, FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import ConvTiling
 from npu_jax.mapping.epilogue import EpiloguePlan, canonical_steps, split
+from npu_jax.mapping.pytree import unchecked
 from npu_jax.workload.conv import ConvGeometry
 
 # the search tiles fp16 operands into fp16 outputs; C0 (one fractal row of the operand) is read from
@@ -65,17 +69,40 @@ Hw = HwNumbers
 ALIGN = tuple(HardwareConfig().alignment(b) for b in BUFFERS)
 
 
-class Tilings(NamedTuple):
-    """img2col tilings as int32 arrays of one shape (vendor names in :class:`ConvTiling`)."""
+# the columns of a (k, 8) row of tilings; ``l0_stages`` is ``l1_stages`` (the search ties them)
+ROW = ("ho", "wo", "n", "cin1", "k_l0", "weights_resident", "l1_stages", "cout_split")
 
-    ho: jax.Array  # output rows per tile [hoL1]
-    wo: jax.Array  # output cols per tile [woL1]
-    n: jax.Array  # Cout block [nL0], multiple of 16
-    cin1: jax.Array  # C0-blocks of input channels per weight part [kBL1 / (kh kw C0)]
-    k_l0: jax.Array  # Mmad depth [kL0], multiple of 16
-    resident: jax.Array  # 1 = weights stay in L1 (loop order "weights stay"), 0 = input stays
-    stages: jax.Array  # 1 or 2: L1 and L0 ping-pong depth
-    cout_split: jax.Array  # core groups along Cout
+
+def tilings(ho, wo, n, cin1, k_l0, resident, stages, cout_split) -> ConvTiling:
+    """A :class:`ConvTiling` of the search (arrays or scalars, ``cores=None``), ``stages`` the depth
+    of L1 and L0 together. Not checked here: :func:`legal` decides which entries are tilings."""
+    return unchecked(
+        ConvTiling,
+        ho=ho,
+        wo=wo,
+        n=n,
+        cin1=cin1,
+        k_l0=k_l0,
+        weights_resident=resident,
+        l1_stages=stages,
+        l0_stages=stages,
+        cout_split=cout_split,
+    )
+
+
+def columns(t: ConvTiling) -> tuple:
+    """The fields of ``t`` in :data:`ROW` order."""
+    return tuple(getattr(t, f) for f in ROW)
+
+
+def from_rows(rows) -> ConvTiling:
+    """The stacked :class:`ConvTiling` of a (k, 8) array of rows (numpy or jax)."""
+    return tilings(*(rows[:, i] for i in range(len(ROW))))
+
+
+def rows_of(t: ConvTiling) -> np.ndarray:
+    """The (k, 8) int32 rows of a stacked (or single) search tiling."""
+    return np.stack([np.asarray(a).reshape(-1) for a in columns(t)], 1).astype(np.int32)
 
 
 def layer_of(g: ConvGeometry) -> Layer:
@@ -123,13 +150,9 @@ def program(num_cores: int, coupled: bool, fused: bool) -> sched.Program:
     return sched.Program(num_cores, coupled, True, True, epi, OPERAND, out)
 
 
-def tile_of(t: Tilings) -> sched.Tile:
-    """The schedule's :class:`~npu_jax.cost.schedule.Tile`: one ``stages`` for L1 and L0."""
-    return sched.Tile(t.ho, t.wo, t.n, t.cin1, t.k_l0, t.resident, t.stages, t.stages, t.cout_split)
-
-
-def tilings_from(tilings) -> Tilings:
-    """Stack :class:`ConvTiling` s (img2col, ``l1_stages == l0_stages``, ``cores=None``)."""
+def tilings_from(tilings) -> ConvTiling:
+    """Stack :class:`ConvTiling` s (img2col, ``l1_stages == l0_stages``, ``cores=None``) into one
+    whose fields are int32 arrays (``weights_resident`` 0/1)."""
     rows = []
     for t in tilings:
         if t.l1_stages != t.l0_stages or t.cores is not None:
@@ -137,38 +160,29 @@ def tilings_from(tilings) -> Tilings:
                 f"the search space ties l1_stages to l0_stages and uses every core "
                 f"(cores=None); got {t}. Use l1_stages == l0_stages and cores=None."
             )
-        rows.append((t.ho, t.wo, t.n, t.cin1, t.k_l0, int(t.weights_resident), t.l1_stages, t.cout_split))
-    a = np.asarray(rows, np.int32).reshape(-1, 8)
-    return Tilings(*(jnp.asarray(a[:, i]) for i in range(8)))
+        rows.append([int(v) for v in columns(t)])
+    a = np.asarray(rows, np.int32).reshape(-1, len(ROW))
+    return from_rows(jnp.asarray(a))
 
 
-def tiling_at(t: Tilings, i: int = 0) -> ConvTiling:
-    """Row ``i`` of a batch of :class:`Tilings` as a :class:`ConvTiling`."""
-    v = [int(np.asarray(x).reshape(-1)[i]) for x in t]
-    return ConvTiling(
-        ho=v[0],
-        wo=v[1],
-        n=v[2],
-        cin1=v[3],
-        k_l0=v[4],
-        weights_resident=bool(v[5]),
-        l1_stages=v[6],
-        l0_stages=v[6],
-        cout_split=v[7],
-    )
+def tiling_at(t: ConvTiling, i: int = 0) -> ConvTiling:
+    """Entry ``i`` of a stacked search tiling as a checked :class:`ConvTiling` of Python ints."""
+    v = dict(zip(ROW, (int(np.asarray(x).reshape(-1)[i]) for x in columns(t))))
+    v["weights_resident"] = bool(v["weights_resident"])
+    return ConvTiling(**v, l0_stages=v["l1_stages"])
 
 
 # ---- capacities ----------------------------------------------------------------------------------
 # Written against ``xp`` (jax.numpy inside the search's programs, numpy to enumerate a space): the
 # same integer arithmetic either way.
-def derived(L: Layer, t: Tilings, num_cores: int, xp=jnp) -> dict:
+def derived(L: Layer, t: ConvTiling, num_cores: int, xp=jnp) -> dict:
     """Loop counts and sizes of one tiling (the ConvPlan properties, for bound = layer)."""
     return sched.derived(L, t, C0, num_cores, xp)
 
 
 def buffer_needs(
     L: Layer,
-    t: Tilings,
+    t: ConvTiling,
     coupled: bool,
     num_cores: int,
     fused: bool = False,
@@ -180,14 +194,14 @@ def buffer_needs(
     d = derived(L, t, num_cores, xp)
     a1, a0a, a0b, a0c, aub = align
     isz, osz = itemsize(OPERAND), itemsize(OUTPUT)
-    st = t.stages
-    x = round_up(d["c1"] * d["h_in"] * d["w_in"] * C0 * isz, a1) * st
+    s1, s0 = t.l1_stages, t.l0_stages
+    x = round_up(d["c1"] * d["h_in"] * d["w_in"] * C0 * isz, a1) * s1
     w_res = round_up((d["cb_per"] * d["k_total"] + t.k_l0) * t.n * isz, a1)
-    w_part = round_up(round_up(d["k_l1"], t.k_l0) * t.n * isz, a1) * st
+    w_part = round_up(round_up(d["k_l1"], t.k_l0) * t.n * isz, a1) * s1
     need = dict(
-        L1=x + xp.where(t.resident > 0, w_res, w_part),
-        L0A=round_up(d["m_t"] * t.k_l0 * isz, a0a) * st,
-        L0B=round_up(t.k_l0 * t.n * isz, a0b) * st,
+        L1=x + xp.where(t.weights_resident > 0, w_res, w_part),
+        L0A=round_up(d["m_t"] * t.k_l0 * isz, a0a) * s0,
+        L0B=round_up(t.k_l0 * t.n * isz, a0b) * s0,
         L0C=round_up(d["m_t"] * t.n * L0C_ITEMSIZE, a0c),
     )
     zero = xp.zeros_like(need["L0C"])
@@ -208,37 +222,38 @@ def buffer_needs(
 
 
 def legal(
-    L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: bool = False, xp=jnp, align=ALIGN
+    L: Layer, t: ConvTiling, hw: Hw, num_cores: int, coupled: bool, fused: bool = False, xp=jnp, align=ALIGN
 ):
     """True where ``make_plan(g, "img2col", tiling, hw[, epi])`` would accept the tiling."""
     d = derived(L, t, num_cores, xp)
     need = buffer_needs(L, t, coupled, num_cores, fused, align, xp=xp)
     ok = (t.ho >= 1) & (t.wo >= 1) & (t.n >= FRACTAL_ROWS) & (t.n % FRACTAL_ROWS == 0) & (t.cin1 >= 1)
-    ok &= (t.k_l0 >= C0) & (t.k_l0 % C0 == 0) & ((t.stages == 1) | (t.stages == 2))
+    ok &= (t.k_l0 >= C0) & (t.k_l0 % C0 == 0)
+    ok &= ((t.l1_stages == 1) | (t.l1_stages == 2)) & ((t.l0_stages == 1) | (t.l0_stages == 2))
     ok &= (t.cout_split >= 1) & (t.cout_split <= num_cores) & (t.cout_split <= d["ncb"])
-    ok &= (t.resident == 0) | (t.cin1 >= d["c1"])
+    ok &= (t.weights_resident == 0) | (t.cin1 >= d["c1"])
     for buf, cap in (("L1", hw.l1), ("L0A", hw.l0a), ("L0B", hw.l0b), ("L0C", hw.l0c), ("UB", hw.ub)):
         ok &= need[buf] <= cap
     return ok
 
 
 # ---- the schedule ----------------------------------------------------------------------------------
-def cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
+def cycles(L: Layer, t: ConvTiling, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
     """Cycles of one img2col tiling (scalars in, int32 scalar out): the schedule of
     :mod:`npu_jax.cost.schedule` (``cost.conv.predict``'s), with the items and weight parts as
     traced loops and the cores as a vector. ``fused``: the Conv + bias + ReLU kernel
     (``fusion.conv_relu`` with a bias)."""
-    d = derived(L, t, num_cores)
-    return sched.schedule(program(num_cores, coupled, fused), L, tile_of(t), d, hw, jnp)["cycles"]
+    return traced_cycles(program(num_cores, coupled, fused), L, t, C0, hw, num_cores)
 
 
-def batch_cycles(L: Layer, t: Tilings, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
-    """:func:`cycles` for a batch of tilings (leading axis), jitted per (num_cores, coupled, fused)."""
+def batch_cycles(L: Layer, t: ConvTiling, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
+    """:func:`cycles` for a stacked :class:`ConvTiling` (a leading axis on every field), jitted per
+    (num_cores, coupled, fused)."""
     return _batch(num_cores, coupled, fused)(L, t, hw)
 
 
 def rows_cycles(L: Layer, rows: jax.Array, hw: Hw, num_cores: int, coupled: bool, fused: bool = False):
-    """:func:`batch_cycles` of tilings given as one (k, 8) int32 array (``Tilings`` field order):
+    """:func:`batch_cycles` of tilings given as one (k, 8) int32 array (:data:`ROW` order):
     one transfer instead of eight."""
     return _rows(num_cores, coupled, fused)(L, rows, hw)
 
@@ -246,7 +261,7 @@ def rows_cycles(L: Layer, rows: jax.Array, hw: Hw, num_cores: int, coupled: bool
 @functools.cache
 def _rows(num_cores: int, coupled: bool, fused: bool):
     f = _batch(num_cores, coupled, fused)
-    return jax.jit(lambda L, r, hw: f(L, Tilings(*r.T), hw))
+    return jax.jit(lambda L, r, hw: f(L, from_rows(r), hw))
 
 
 @functools.cache

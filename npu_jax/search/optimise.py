@@ -119,7 +119,7 @@ class ModelSearch:
     """The model side of a search: candidates best first, and what was spent.
 
     Attributes:
-        rows: (k, 8) int32 tilings (``exact.Tilings`` field order), best first; cycles: (k,) their
+        rows: (k, 8) int32 tilings (``exact.ROW`` order), best first; cycles: (k,) their
         exact cycles; history: as :class:`SearchResult`; relaxed_evals, exact_evals, budget,
         space_size: as :class:`SearchResult`.
     """
@@ -171,7 +171,7 @@ def _snap(num_cores: int):
 
 def exact_cycles(
     L: exact.Layer,
-    t: exact.Tilings,
+    t: ConvTiling,
     hw: exact.Hw,
     num_cores: int,
     coupled: bool,
@@ -183,13 +183,13 @@ def exact_cycles(
     The vectorised schedule runs its loops as long as the batch's longest row, so rows are
     grouped by their loop trips (items x weight parts, within a factor of 4) and each group is
     padded to a power-of-two size (a handful of compiles serve every batch)."""
-    rows = np.stack([np.asarray(a, np.int64).reshape(-1) for a in t], 1)
+    rows = np.stack([np.asarray(a, np.int64).reshape(-1) for a in exact.columns(t)], 1)
     n = rows.shape[0]
     out = np.empty(n, np.int64)
     if n == 0:
         return out
     Ln = exact.Layer(*(np.int64(v) for v in L))
-    d = exact.derived(Ln, exact.Tilings(*rows.T), num_cores, np)
+    d = exact.derived(Ln, exact.from_rows(rows), num_cores, np)
     trips = np.maximum(d["tiles_per_core"] * d["cb_per"] * d["n_parts"], 1)
     order = np.argsort(trips, kind="stable")
     group = np.floor(np.log(trips[order]) / np.log(4.0)).astype(np.int64)
@@ -242,12 +242,12 @@ def _project(num_cores: int):
     return jax.jit(jax.vmap(lambda x, d, L: relaxed.project(x, d, L, num_cores), in_axes=(0, 0, None)))
 
 
-def _rows(t: exact.Tilings) -> np.ndarray:
-    return np.stack([np.asarray(a).reshape(-1) for a in t], 1).astype(np.int32)
+def _rows(t: ConvTiling) -> np.ndarray:
+    return exact.rows_of(t)
 
 
-def _tilings(rows: np.ndarray) -> exact.Tilings:
-    return exact.Tilings(*(rows[:, i] for i in range(8)))
+def _tilings(rows: np.ndarray) -> ConvTiling:
+    return exact.from_rows(rows)
 
 
 def _log_params(rows: np.ndarray) -> np.ndarray:
@@ -335,7 +335,7 @@ def search_model(
             )
         )
     if not ledger.seen:  # every rounding fell outside the space: start from its first point
-        ledger.evaluate(np.stack(sp.tilings, 1)[:1])
+        ledger.evaluate(exact.rows_of(sp.tilings)[:1])
     race(sp, ledger, RACE_SHARE, history, relaxed_evals, done)
     coordinate_search(sp, ledger, width, np.random.default_rng(seed), history, relaxed_evals, done)
     ranked = ledger.best(len(ledger.seen))

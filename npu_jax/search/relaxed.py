@@ -50,6 +50,7 @@ from npu_jax.hw import costs
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import SMOOTH, cdiv
 from npu_jax.hw.formats import itemsize
+from npu_jax.mapping.conv import ConvTiling
 from npu_jax.search import exact
 
 DIMS = ("ho", "wo", "n", "cin1", "k_l0", "cout_split")
@@ -213,7 +214,7 @@ def needs(x, disc, L: exact.Layer, coupled: bool, fused: bool = False):
     reals, whose ceilings and alignments are then straight-through (exact in value)."""
     f = jnp.float32
     ho, wo, n, cin1, k_l0, cs = sizes(x)
-    t = exact.Tilings(ho, wo, n, cin1, k_l0, disc[0], disc[1].astype(f), cs)
+    t = exact.tilings(ho, wo, n, cin1, k_l0, disc[0], disc[1].astype(f), cs)
     Lf = exact.Layer(*(v.astype(f) for v in L))
     return exact.buffer_needs(Lf, t, coupled, 1, fused)
 
@@ -248,7 +249,7 @@ def objective(
     )
 
 
-def integer_point(x, disc) -> exact.Tilings:
+def integer_point(x, disc) -> ConvTiling:
     """The integer tiling nearest a continuous point (sizes rounded; n to a multiple of the fractal's
     16 rows, k_l0 of C0)."""
     s = sizes(x)
@@ -256,7 +257,7 @@ def integer_point(x, disc) -> exact.Tilings:
     n = jnp.maximum(F, jnp.round(s[2] / F).astype(jnp.int32) * F)
     k = jnp.maximum(exact.C0, jnp.round(s[4] / exact.C0).astype(jnp.int32) * exact.C0)
     i32 = jnp.int32
-    return exact.Tilings(
+    return exact.tilings(
         r[0], r[1], n, r[3], k, disc[0].astype(i32), disc[1].astype(i32), disc[2].astype(i32)
     )
 
@@ -273,7 +274,7 @@ def relaxed_cycles(x, disc, L: exact.Layer, hw: exact.Hw, num_cores: int, couple
     return surrogate(x, disc, L, hw, num_cores, coupled, fused) * ratio
 
 
-def params_of(t: exact.Tilings):
+def params_of(t: ConvTiling):
     """(x, disc) of integer tilings: the inverse of :func:`integer_point` on legal points."""
     x = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split], -1).astype(jnp.float32))
-    return x, jnp.stack([t.resident, t.stages, t.cout_split], -1).astype(jnp.int32)
+    return x, jnp.stack([t.weights_resident, t.l1_stages, t.cout_split], -1).astype(jnp.int32)

@@ -32,11 +32,13 @@ import dataclasses
 import functools
 import itertools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, cdiv
+from npu_jax.mapping.conv import ConvTiling
 from npu_jax.search import exact
 from npu_jax.workload.conv import ConvGeometry
 
@@ -60,13 +62,13 @@ class Space:
 
     Attributes:
         g: the layer; hw: the hardware; fused: the Conv + bias + ReLU kernel's space (its
-        epilogue needs buffers too); tilings: every legal point (:class:`exact.Tilings`, numpy
+        epilogue needs buffers too); tilings: every legal point (a stacked :class:`ConvTiling`, numpy
         int32 arrays of length ``size``).
     """
 
     g: ConvGeometry
     hw: HardwareConfig
-    tilings: exact.Tilings
+    tilings: ConvTiling
     fused: bool = False
 
     @property
@@ -92,7 +94,7 @@ class Space:
     def discrete_configs(self) -> list[tuple[int, int, int]]:
         """The (resident, stages, cout_split) combinations that occur in the space."""
         t = self.tilings
-        return sorted(set(zip(t.resident.tolist(), t.stages.tolist(), t.cout_split.tolist())))
+        return sorted(set(zip(t.weights_resident.tolist(), t.l1_stages.tolist(), t.cout_split.tolist())))
 
     def contains(self, rows: np.ndarray) -> np.ndarray:
         """Which (k, 8) integer rows are points of the space."""
@@ -102,7 +104,7 @@ class Space:
 
     @functools.cached_property
     def _sorted_keys(self) -> np.ndarray:
-        return np.sort(_keys(np.stack(self.tilings, 1)))
+        return np.sort(_keys(exact.rows_of(self.tilings)))
 
 
 _BITS = (12, 12, 12, 10, 14, 1, 2, 6)  # per column; every column of a legal row fits
@@ -151,21 +153,23 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
     rest = np.asarray(rows, np.int64)
     sp = np.asarray(hw_pairs, np.int64)
     full = np.concatenate([np.repeat(sp, len(rest), 0), np.tile(rest, (len(sp), 1))], axis=1)
-    t = exact.Tilings(*(full[:, i] for i in range(8)))
+    t = exact.from_rows(full)
     ok = legal_mask(g, hw, t, fused)
-    return Space(g, hw, exact.Tilings(*(np.ascontiguousarray(a[ok], np.int32) for a in t)), fused)
+    return Space(
+        g, hw, exact.tilings(*(np.ascontiguousarray(a[ok], np.int32) for a in exact.columns(t))), fused
+    )
 
 
-def legal_mask(g: ConvGeometry, hw: HardwareConfig, t: exact.Tilings, fused: bool = False) -> np.ndarray:
+def legal_mask(g: ConvGeometry, hw: HardwareConfig, t: ConvTiling, fused: bool = False) -> np.ndarray:
     """Which rows of ``t`` are legal img2col tilings of ``g`` on ``hw`` (numpy)."""
     L = exact.Layer(*(np.int64(v) for v in exact.layer_of(g)))
     exact.check_hw(hw)
-    t = exact.Tilings(*(np.asarray(a, np.int64) for a in t))
+    t = jax.tree.map(lambda a: np.asarray(a, np.int64), t)
     ok = exact.legal(L, t, HwNumbers.of(hw), hw.num_cores, hw.coupled, fused, np, exact.alignments(hw))
     return np.asarray(ok)
 
 
-def in_space(L: exact.Layer, t: exact.Tilings):
+def in_space(L: exact.Layer, t: ConvTiling):
     """The space's own restriction beyond legality: tiles of at least one fractal of positions
     (16) when the layer has that many."""
     return t.ho * t.wo >= jnp.minimum(FRACTAL_ROWS, L.ho * L.wo)
@@ -182,7 +186,7 @@ def _bal_at(X, t):
     return cdiv(X, t)
 
 
-def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
+def snap(x, disc, L: exact.Layer, num_cores: int) -> ConvTiling:
     """Space points near one continuous point, as a (NEAR,) batch of tilings.
 
     ``x`` holds the logs of (ho, wo, n, cin1, k_l0, cout_split); ``disc`` is (resident, stages,
@@ -249,7 +253,7 @@ def snap(x, disc, L: exact.Layer, num_cores: int) -> exact.Tilings:
         )
     )
     a = jnp.stack(rows)
-    return exact.Tilings(*(a[:, i] for i in range(8)))
+    return exact.from_rows(a)
 
 
 NEAR = 16  # rows of snap()

@@ -41,7 +41,7 @@ BIG = np.int32(2**31 - 1)
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
     """Best tiling per (layer, hardware): ``cycles`` (layers, hws) int, ``tilings`` (layers, hws, 8)
-    int rows (``exact.Tilings`` field order), ``start_cycles`` (layers, hws, starts) each start's best."""
+    int rows (``exact.ROW`` order), ``start_cycles`` (layers, hws, starts) each start's best."""
 
     cycles: np.ndarray
     tilings: np.ndarray
@@ -49,7 +49,7 @@ class SweepResult:
     devices: int
 
     def tiling(self, i: int, j: int = 0):
-        return exact.tiling_at(exact.Tilings(*(self.tilings[i, j, None, k] for k in range(8))))
+        return exact.tiling_at(exact.from_rows(self.tilings[i, j, None]))
 
 
 def _stack(trees):
@@ -74,7 +74,7 @@ def _program(num_cores: int, coupled: bool, steps: int, rounds: int, learning_ra
 
     def one(x, disc, L, hw):
         state = opt.init(x)
-        best_c, best_t = BIG, exact.Tilings(*([jnp.int32(0)] * 8))
+        best_c, best_t = BIG, exact.tilings(*([jnp.int32(0)] * 8))
         for _ in range(rounds):
 
             def body(carry, _):
@@ -93,7 +93,7 @@ def _program(num_cores: int, coupled: bool, steps: int, rounds: int, learning_ra
             xt = jnp.log(jnp.stack([t.ho, t.wo, t.n, t.cin1, t.k_l0, t.cout_split]).astype(jnp.float32))
             x = jnp.where(found, xt, x)
             state = opt.init(x)
-        return best_c, jnp.stack(list(best_t))
+        return best_c, jnp.stack(exact.columns(best_t))
 
     return jax.vmap(one)
 
