@@ -3,10 +3,9 @@
 Each distinct layer's tiling is the chooser's at ``min(batch, --choose-batch)`` images (the chooser
 costs every candidate with the closed-form model, which grows with the batch); the cycles are then
 the closed-form model's at the full batch (``cost.predict``, equal to the emulator's timing-only run,
-tested), each conv a kernel with its launch. The ReLU (and folded BatchNorm) is fused into the conv's
-epilogue on the hardware and costs the Fixpipe nothing extra here; the input's NC1HWC0 relayout is
-counted once (the network's first layer), later layers read the NC1HWC0 activations their producer
-wrote. Pooling, the residual adds and the FC layer are not modelled (they are vector / small work).
+tested), each conv a kernel with its launch. Not counted: the ReLU (and folded BatchNorm) fused into
+the conv's epilogue, the NC1HWC0 relayout kernels (a network keeps its activations in NC1HWC0, so
+only the input would need one), pooling, the residual adds and the FC layer.
 
     python benchmarks/resnet50_network.py --preset 910b --batch 1 8 32 64
 """

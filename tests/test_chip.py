@@ -77,6 +77,7 @@ def test_read_by_two_cores_pays_hbm_once_then_l2(x):
     rep = _run(hw, x, lambda b: 0 * b, cores=2)
     assert rep.bytes["HBM->L2"] == WIN  # the first core brought it in; the second found it there
     assert rep.bytes["GM->UB"] == 2 * WIN
+    assert rep.l2_hit_bytes == WIN and rep.as_dict()["l2_hit_bytes"] == WIN
     miss, hit = _mte2_ends(rep)
     assert miss == h.mte2_su + ceil_rate(WIN, 32.0)
     assert hit == h.mte2_su + ceil_rate(WIN, 128.0)

@@ -31,25 +31,25 @@ from npu_jax.hw.formats import itemsize
 RESIDENT, TRACK, STREAM = "resident", "track", "stream"
 
 
+def _keeps(hw, gm_specs) -> list[bool]:
+    """Whether the L2 keeps each of a launch's GM tensors (``costs.l2_keeps`` over their logical bytes)."""
+    sizes = [math.prod(s.shape) * itemsize(s.dtype) for s in gm_specs]
+    return [bool(k) for k in costs.l2_keeps(costs.HwNumbers.of(hw), sizes)]
+
+
 def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:
     """(name, mode) for every GM input of a launch: ``resident`` (every read hits), ``track`` (re-reads
     hit) or ``stream`` (every read misses); from the tensors' logical bytes and L2's capacity."""
-    h = costs.HwNumbers.of(hw)
-    sizes = [math.prod(s.shape) * itemsize(s.dtype) for s in gm_specs]
-    kept = [bool(k) for k in costs.l2_keeps(h, sizes)]
-    out = []
-    for spec, keep in zip(gm_specs, kept):
-        if spec.output:
-            continue
-        out.append((spec.name, (RESIDENT if spec.name in resident else TRACK) if keep else STREAM))
-    return tuple(out)
+    return tuple(
+        (s.name, (RESIDENT if s.name in resident else TRACK) if keep else STREAM)
+        for s, keep in zip(gm_specs, _keeps(hw, gm_specs))
+        if not s.output
+    )
 
 
 def kept(hw, gm_specs) -> tuple[str, ...]:
     """Names of a launch's GM tensors the L2 keeps once it is done (resident for the next kernel)."""
-    h = costs.HwNumbers.of(hw)
-    sizes = [math.prod(s.shape) * itemsize(s.dtype) for s in gm_specs]
-    return tuple(s.name for s, k in zip(gm_specs, costs.l2_keeps(h, sizes)) if bool(k))
+    return tuple(s.name for s, keep in zip(gm_specs, _keeps(hw, gm_specs)) if keep)
 
 
 def init_state(ctx) -> dict:

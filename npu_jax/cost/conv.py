@@ -127,8 +127,9 @@ def predict(p: ConvPlan) -> Prediction:
 
 def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     """A cheap lower bound on ``predict(p).cycles``: the launch, then the later of the busiest pipe of
-    the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True`` instead sums every pipe's work (an upper
-    bound for the single-buffered chain). Used to rank the chooser's candidates."""
+    the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True``
+    instead sums every pipe's work (an upper bound for the single-buffered chain). Used to rank the
+    chooser's candidates."""
     c, q, pro = arrays(*_inputs(p))
     live = c["live"][..., None]
     n_s = q["steps"]

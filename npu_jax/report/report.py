@@ -230,6 +230,10 @@ class Report:
             "flops": self.flops,
             "gm_bytes": self.gm_bytes,
             "bytes": self.bytes,
+            "launch_cycles": self.launch_cycles,
+            "hbm_bytes": self.hbm_bytes,
+            "hbm_cycles": self.hbm_cycles,
+            "l2_hit_bytes": self.l2_hit_bytes,
             "ratios": self.ratios,
             "bottleneck": self.bottleneck,
         }
