@@ -10,6 +10,7 @@ Public surface::
     with npu_jax.default_checks("none"): ...   # the process default (NPU_JAX_CHECKS; tests: "all")
     npu_jax.cost, npu_jax.search               # the cost model and the tile search
     npu_jax.set_max_bytes(16 << 30)            # what one call may allocate (NPU_JAX_MAX_BYTES; 4 GiB)
+    npu_jax.set_program_cache_size(64)         # compiled programs kept (NPU_JAX_PROGRAM_CACHE; LRU)
 
 ``import npu_jax`` imports only the hardware description (no JAX): every other public name, and every
 subpackage reached as an attribute, is imported on first use (PEP 562), so that the ``npu-jax``
@@ -38,6 +39,9 @@ _LAZY_NAMES = {
     "MatmulTiling": "npu_jax.mapping.gemm",
     "Report": "npu_jax.report.report",
     "set_max_bytes": "npu_jax.api.validate",
+    "set_program_cache_size": "npu_jax.core.programs",
+    "program_cache_info": "npu_jax.core.programs",
+    "clear_program_cache": "npu_jax.core.programs",
 }
 # Subpackages reached as attributes of ``npu_jax`` (``npu_jax.search.tile_search``), imported on first use.
 _LAZY_SUBMODULES = ("api", "core", "cost", "kernels", "mapping", "report", "search", "studies", "workload")
@@ -67,6 +71,7 @@ __all__ = [
     "Policy",
     "Report",
     "STRATEGIES",
+    "clear_program_cache",
     "conv2d",
     "conv2d_bounded",
     "cost",
@@ -74,7 +79,9 @@ __all__ = [
     "errors",
     "matmul",
     "presets",
+    "program_cache_info",
     "search",
     "set_default_checks",
     "set_max_bytes",
+    "set_program_cache_size",
 ]

@@ -33,6 +33,8 @@ EXPECTED = {
         "npu_jax.Report.summary",
         "npu_jax.cost.predict",
         "npu_jax.search.tile_search",
+        "npu_jax.set_program_cache_size",
+        "npu_jax.program_cache_info",
     ),
     "fusion.html": ("fusion.conv_relu", "fusion.conv2d_fused", "fusion.analyze"),
     "precision.html": ("precision.round_to", "precision.compare", "precision.layer_budget"),

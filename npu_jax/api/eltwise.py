@@ -57,6 +57,7 @@ def run_eltwise(
         workload=f"{' -> '.join(map(str, p.steps))} over ({p.rows_cap}, {p.cols})",
         extents=extents,
         l2_resident=l2_resident,
+        key=("eltwise", p),
     )
     return outs["z"], report
 

@@ -124,6 +124,7 @@ def matmul(
         name="matmul",
         workload=f"({M}x{K}) @ ({K}x{N}) {op}",
         operand=op,
+        key=("matmul", M, N, K, tiling, cores),
     )
     return outs["c"], report
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import jax
 import jax.numpy as jnp
 
-from npu_jax.core import l2, sanitize
+from npu_jax.core import l2, programs, sanitize
+from npu_jax.core.checks.sites import TRACE
 from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
@@ -100,15 +101,19 @@ def launch(
     operand: str = "fp16",
     extents: dict | None = None,
     l2_resident: tuple[str, ...] = (),
+    key: Hashable = None,
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
+
+    ``key``: a hashable description of what builds ``kernel`` (its plan): with it, a concrete launch
+    reuses the program compiled for an earlier identical one (``programs.py``); None compiles anew.
 
     ``l2_resident`` names the GM inputs an earlier kernel of the same sequence left in L2 (see
     ``l2.py``: each is resident if this kernel keeps it too).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
-    sanitizer analysis) is compiled as one XLA program (``jax.jit``) and run; inside a trace it
+    sanitizer analysis) is compiled as one XLA program (``jax.jit``, kept under ``key``) and run; inside a trace it
     becomes part of the caller's program. Sanitizer findings (``ctx.checks``) are raised or warned
     here when the run is concrete; under ``jax.jit`` call ``report.check()`` on the result.
     """
@@ -122,10 +127,23 @@ def launch(
     if traced:
         return run(gm)
     release_compiled_if_near_limit()
-    # one program instead of thousands of op-by-op dispatches (each a small compile of its own)
-    outs, report = jax.jit(run)(gm)
+    # one program instead of thousands of op-by-op dispatches (each a small compile of its own),
+    # reused by every later launch with the same key; never under the mutation test's transforms,
+    # which change what is traced without changing the key
+    if key is None or TRACE.flag_transforms:
+        outs, report = jax.jit(run)(gm)
+    else:
+        full = (key, ctx, name, workload, operand, _frozen(extents))
+        outs, report = programs.call(full, run, gm)
     sanitize.raise_or_warn(report)
     return outs, report
+
+
+def _frozen(extents):
+    """A dict of extents (tuples of concrete ints) as a hashable key part."""
+    if extents is None:
+        return None
+    return tuple(sorted((k, tuple(int(e) for e in v)) for k, v in extents.items()))
 
 
 def _launch(

@@ -130,6 +130,11 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True``
     instead sums every pipe's work (an upper bound for the single-buffered chain). Used to rank the
     chooser's candidates."""
+    return _bounds(p)[int(serial)]
+
+
+def _bounds(p: ConvPlan) -> tuple[int, int]:
+    """(:func:`lower_bound`, its ``serial=True`` sum) from one pass over the plan's arrays."""
     c, q, pro = arrays(*_inputs(p))
     live = c["live"][..., None]
     n_s = q["steps"]
@@ -143,9 +148,8 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     epi = (c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]).sum(1)
     h = HwNumbers.of(p.hw)
     hbm = int(c["hbm"].sum() + (q["hbm"] * live).sum() + pro["hbm"].sum())
-    if serial:
-        return int(kernel_cycles(h, (mte1 + cube + mte2 + epi).max(), hbm))
-    return int(kernel_cycles(h, np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max(), hbm))
+    par = int(kernel_cycles(h, np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max(), hbm))
+    return par, int(kernel_cycles(h, (mte1 + cube + mte2 + epi).max(), hbm))
 
 
 def predict_many(
@@ -168,12 +172,13 @@ def predict_many(
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
-    lbs = [lower_bound(p) for p in plans]
+    both = [_bounds(p) for p in plans]
+    lbs = [b[0] for b in both]
     order = sorted(range(len(plans)), key=lambda i: lbs[i])
     pick = order[:exact]
     if any(p.t.l1_stages == 1 for p in plans):
         # single-buffered work is mostly serial: also take the best by the serial sum
-        ser = [lower_bound(p, serial=True) for p in plans]
+        ser = [b[1] for b in both]
         pick = list(
             dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2])
         )

@@ -117,8 +117,11 @@ class HwNumbers(NamedTuple):
 
 
 # ---- arithmetic shared by every rule -------------------------------------------------------------
+_PLAIN = (int, float, np.ndarray, np.generic)  # checked first: isinstance(x, jax.Array) is slow
+
+
 def _is_jax(*xs) -> bool:
-    return any(isinstance(x, jax.Array) for x in xs)
+    return any(not isinstance(x, _PLAIN) and isinstance(x, jax.Array) for x in xs)
 
 
 def _xp(*xs):

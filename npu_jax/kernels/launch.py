@@ -65,6 +65,7 @@ def run_plan(
             operand=op,
             workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
             extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)},
+            key=("relayout", g, op, p.bound),
         )
         extras["relayout"] = rrep
         resident = l2.kept(hw, rgm)
@@ -125,6 +126,7 @@ def run_plan(
         operand=op,
         extents=extents,
         l2_resident=resident,
+        key=("conv", p),
     )
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))

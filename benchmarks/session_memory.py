@@ -1,0 +1,112 @@
+"""A long session stays bounded in memory: many calls of different shapes in one process.
+
+Runs ``--calls`` emulated kernels (GEMMs and Conv2Ds on the tiny preset, every call a new shape, so
+every call compiles a new program) and prints the process's resident memory (RSS) every
+``--every`` calls, with the compiled-program cache bounded (``npu_jax.set_program_cache_size``, 64
+by default; ``--cache 100000`` lifts the bound, for comparison). Then repeats the last call: its
+program is kept, so it must not compile.
+
+The bound it checks (exit 1 if broken): after the first ``--warmup`` calls (JAX's and XLA's own
+start-up allocations), RSS grows by at most ``--bound-mb`` MB over the remaining calls.
+
+    python benchmarks/session_memory.py                 # 200 calls, cache 64, bound 200 MB
+    python benchmarks/session_memory.py --cache 16      # a tighter cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import resource
+import sys
+import time
+
+import jax
+import numpy as np
+
+import npu_jax
+from npu_jax.core import programs
+
+
+def rss_mb() -> float:
+    """Current resident set size in MB (Linux /proc; else the peak from getrusage)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * resource.getpagesize() / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def shapes():
+    """An endless stream of distinct small kernels: (kind, shape) pairs."""
+    for i in itertools.count():
+        if i % 2 == 0:
+            m, n, k = 16 * (1 + i % 7), 16 * (1 + (i // 7) % 5), 16 * (1 + (i // 35) % 9)
+            yield "matmul", (m, k, n + 16 * (i // 315))
+        else:
+            h = 4 + (i // 2) % 9
+            w = 4 + (i // 18) % 7
+            k = 16 * (1 + (i // 126) % 4)
+            yield "conv2d", (1, 16, h, w, k)
+
+
+def run_one(kind, shape, hw, rng):
+    if kind == "matmul":
+        m, k, n = shape
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        return npu_jax.matmul(a, b, hw=hw, checks="none")
+    n, c, h, w, k = shape
+    x = rng.standard_normal((n, c, h, w)).astype(np.float16)
+    wt = rng.standard_normal((k, c, 3, 3)).astype(np.float16)
+    t = npu_jax.ConvTiling(ho=2, wo=4, n=16, cin1=1, k_l0=16)  # fixed: the chooser is not what is measured
+    return npu_jax.conv2d(x, wt, padding=1, hw=hw, tiling=t, policy=npu_jax.Policy(), checks="none")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--every", type=int, default=25)
+    ap.add_argument("--cache", type=int, default=64, help="compiled programs kept (LRU)")
+    ap.add_argument("--warmup", type=int, default=25)
+    ap.add_argument("--bound-mb", type=float, default=200.0)
+    args = ap.parse_args()
+    npu_jax.set_program_cache_size(args.cache)
+    hw, rng = npu_jax.presets.tiny(), np.random.default_rng()
+    events: list[str] = []
+    jax.monitoring.register_event_duration_secs_listener(lambda name, *a, **k: events.append(name))
+
+    print(f"{args.calls} calls of distinct shapes, program cache {args.cache}; RSS in MB")
+    print(f"{'calls':>6}{'RSS':>9}{'kept':>6}{'evicted':>9}{'s':>8}")
+    stream = shapes()
+    at_warmup = None
+    t0 = time.perf_counter()
+    for i in range(1, args.calls + 1):
+        kind, shape = next(stream)
+        jax.block_until_ready(run_one(kind, shape, hw, rng))
+        if i == args.warmup:
+            at_warmup = rss_mb()
+        if i % args.every == 0 or i == args.calls:
+            info = programs.program_cache_info()
+            print(
+                f"{i:>6}{rss_mb():>9.1f}{info['size']:>6}{info['evictions']:>9}{time.perf_counter() - t0:>8.1f}"
+            )
+    growth = rss_mb() - (at_warmup if at_warmup is not None else 0.0)
+
+    # an identical call to the most recent one: kept, so no trace and no compile
+    events.clear()
+    jax.block_until_ready(run_one(kind, shape, hw, rng))
+    again = sum(e.endswith("backend_compile_duration") for e in events)
+    print(f"repeat of the last call: {again} compiles (must be 0)")
+    print(
+        f"RSS growth after call {args.warmup}: {growth:+.1f} MB over {args.calls - args.warmup} calls "
+        f"({growth / max(1, args.calls - args.warmup):+.2f} MB a call); bound {args.bound_mb:.0f} MB"
+    )
+    ok = growth <= args.bound_mb and again == 0
+    print("OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Compiled programs, kept and reused: a bounded cache, least recently used out.
+
+A launch with concrete inputs is compiled as one XLA program. The kernel closure is rebuilt on every
+call, so ``jax.jit`` of it would trace and compile again each time; instead each launch names a
+hashable *key* that determines its program completely (the kernel's plan, the
+:class:`~npu_jax.core.state.Context` with hardware, buffers, policy and checks, the launch's name and
+extents, the L2 residency), and the program compiled for the first call with that key serves every
+later one with new data of the same shapes: no tracing, no compile. What the sanitizers need to
+decode findings (the site table) is built at trace time and travels in the Report's static part, so
+it is stored with the program.
+
+The cache holds at most :func:`set_program_cache_size` programs (default 64, or the environment
+variable ``NPU_JAX_PROGRAM_CACHE``); the least recently used is dropped first, and with it (once
+Python collects the ``jax.jit`` object) its executable, so a long sweep or a notebook run many times
+stays flat in memory. :func:`program_cache_info` reports hits, misses and evictions.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from collections.abc import Callable, Hashable
+
+import jax
+
+from npu_jax.errors import ConfigError, check_int
+
+_DEFAULT_SIZE = 64
+
+
+def _size_from_env() -> int:
+    raw = os.environ.get("NPU_JAX_PROGRAM_CACHE", "")
+    if not raw:
+        return _DEFAULT_SIZE
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"NPU_JAX_PROGRAM_CACHE={raw!r} is not an integer; set it to the number of compiled "
+            f"programs to keep (default {_DEFAULT_SIZE}, 0 keeps none)."
+        ) from None
+    if n < 0:
+        raise ConfigError(f"NPU_JAX_PROGRAM_CACHE={n} must be >= 0 (0 keeps no compiled program).")
+    return n
+
+
+@dataclasses.dataclass
+class _Cache:
+    maxsize: int
+    entries: collections.OrderedDict = dataclasses.field(default_factory=collections.OrderedDict)
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+
+    def get(self, key: Hashable, fn: Callable) -> Callable:
+        jitted = self.entries.get(key)
+        if jitted is not None:
+            self.hits += 1
+            self.entries.move_to_end(key)
+            return jitted
+        self.misses += 1
+        jitted = jax.jit(fn)
+        if self.maxsize > 0:
+            self.entries[key] = jitted
+            self.trim()
+        return jitted
+
+    def trim(self) -> None:
+        while len(self.entries) > self.maxsize:
+            self.entries.popitem(last=False)
+            self.evictions += 1
+
+
+_CACHE = _Cache(maxsize=_size_from_env())
+
+
+def call(key: Hashable, fn: Callable, *args):
+    """``fn(*args)`` as a compiled program, the one cached under ``key`` when there is one.
+
+    ``key`` must determine ``fn`` completely (everything ``fn`` closes over that shapes what it
+    traces); arguments are the data (their shapes and dtypes are part of what JAX keys on). Only for
+    concrete arguments: inside a trace, call ``fn`` directly."""
+    return _CACHE.get(key, fn)(*args)
+
+
+def set_program_cache_size(n: int) -> None:
+    """Keep at most ``n`` compiled programs (least recently used dropped first); 0 keeps none.
+
+    Each kept program holds its XLA executable (about 0.5-5 MB of host memory for an emulated
+    kernel); the default, 64, bounds a long session to a few hundred MB of them."""
+    _CACHE.maxsize = check_int("set_program_cache_size", "n", n, 0, fix="0 keeps no compiled program")
+    _CACHE.trim()
+
+
+def clear_program_cache() -> None:
+    """Drop every kept compiled program (counters stay)."""
+    _CACHE.entries.clear()
+
+
+def program_cache_info() -> dict:
+    """{"size", "maxsize", "hits", "misses", "evictions"} of the compiled-program cache."""
+    c = _CACHE
+    return {
+        "size": len(c.entries),
+        "maxsize": c.maxsize,
+        "hits": c.hits,
+        "misses": c.misses,
+        "evictions": c.evictions,
+    }
+
+
+__all__ = ["call", "clear_program_cache", "program_cache_info", "set_program_cache_size"]
