@@ -5,11 +5,14 @@
 * ``make_core``: a one-core :class:`~npu_jax.core.state.Core` from a :class:`Plan`.
 * ``assert_same_core``: two cores hold bit-identical data *and* identical clocks, flags, counters.
 * All sanitizers are on for every test (``NPU_JAX_CHECKS`` overrides; see npu_jax/core/sanitize.py).
+* ``NPU_JAX_TEST_SHUFFLE=SEED`` runs the tests in an order shuffled by SEED (a check that no test
+  depends on another's leftovers: caches, process defaults, compiled programs).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import secrets
 
 # The suite's time is almost all XLA compiles of emulator kernels (a few seconds each), rarely their
@@ -49,6 +52,13 @@ pytest_plugins = ["precision.pytest_plugin"]  # the assert_precision fixture (pr
 def _bounded_compile_cache():
     yield
     run.release_compiled_if_near_limit(fraction=0.3)
+
+
+def pytest_collection_modifyitems(config, items):
+    seed = os.environ.get("NPU_JAX_TEST_SHUFFLE")
+    if seed:
+        random.Random(int(seed)).shuffle(items)
+        print(f"test order shuffled with NPU_JAX_TEST_SHUFFLE={seed}")
 
 
 @pytest.fixture

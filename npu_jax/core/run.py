@@ -85,6 +85,7 @@ def release_compiled_if_near_limit(fraction: float = 0.6) -> bool:
     clearing costs only recompiles. Returns whether it cleared."""
     n, limit = _mapping_count()
     if limit and n > fraction * limit:
+        programs.clear_program_cache()
         jax.clear_caches()
         gc.collect()  # the executables go now, not at the next collection
         return True
