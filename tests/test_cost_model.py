@@ -16,9 +16,10 @@ import pytest
 import npu_jax
 from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.core.policy import Policy
-from npu_jax.cost.conv import lower_bound, predict
-from npu_jax.mapping.conv import ConvTiling, make_plan
-from npu_jax.search.choose import choose_tiling
+from npu_jax.cost.conv import _bounds, _floor, lower_bound, predict, predict_many
+from npu_jax.hw.costs import HwNumbers
+from npu_jax.mapping.conv import STRATEGIES, ConvPlan, ConvTiling, make_plan
+from npu_jax.search.choose import candidate_tilings, choose_tiling
 from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 BOUND = ConvGeometry(2, 40, 14, 14, 48, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1))
@@ -118,3 +119,28 @@ def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
     assert pred.cycles == rep.cycles
     assert pred.gm_bytes == rep.gm_bytes
     assert Policy().operand == "fp16"
+
+
+@pytest.mark.parametrize("preset", ["910b", "tiny-coupled"])
+def test_chooser_pruning_bounds_and_picks_like_bounding_every_tiling(preset, rng):
+    """``predict_many`` bounds tilings in the order of ``_floor`` and stops when no tiling left can
+    rank: the floor never exceeds the bound, and the tilings costed exactly (so the chooser's pick)
+    are the ones bounding every tiling would give."""
+    hw = npu_jax.presets.ascend910b() if preset == "910b" else PRESETS[preset]
+    h = HwNumbers.of(hw)
+    c, k = 16 * int(rng.integers(1, 5)), 16 * int(rng.integers(1, 5))
+    hi, s = int(rng.integers(6, 15)), int(rng.integers(1, 3))
+    g = canonicalize((int(rng.integers(1, 3)), c, hi, hi + 1), (k, c, 3, 3), s, 1, 1, 1)
+    for strategy in STRATEGIES:
+        cands = candidate_tilings(g, strategy, hw)
+        for t in cands:
+            p = ConvPlan(g, strategy, t, hw, "fp16", "fp16")
+            assert _floor(p, h) <= _bounds(p)[0], (g.describe(), strategy, t)
+        exact = max(2, len(cands) // 16)  # small enough that the pruned path runs
+        pruned = predict_many(g, strategy, cands, hw, exact=exact)
+        full = predict_many(g, strategy, cands, hw, exact=exact, prune=False)
+        costed = [i for i, v in enumerate(full[1]) if v != max(full[1])]
+        assert [pruned[0][i] for i in costed] == [full[0][i] for i in costed]
+        assert [pruned[1][i] for i in costed] == [full[1][i] for i in costed]
+        best = min(range(len(cands)), key=lambda i: (full[0][i], full[1][i]))
+        assert best == min(range(len(cands)), key=lambda i: (pruned[0][i], pruned[1][i]))

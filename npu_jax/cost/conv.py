@@ -17,8 +17,9 @@ import numpy as np
 
 from npu_jax.cost.schedule import Layer, Program, Tile, arrays, derived, schedule
 from npu_jax.errors import TilingError
+from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.hw.costs import HwNumbers, kernel_cycles
+from npu_jax.hw.costs import HwNumbers, cdiv, kernel_cycles
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import SPECS, ConvPlan, ConvTiling
 
@@ -152,6 +153,28 @@ def _bounds(p: ConvPlan) -> tuple[int, int]:
     return par, int(kernel_cycles(h, (mte1 + cube + mte2 + epi).max(), hbm))
 
 
+def _floor(p: ConvPlan, h: HwNumbers) -> int:
+    """A lower bound on :func:`lower_bound` from a few integers: the launch, then the later of core 0's
+    Mmads and the HBM bytes no schedule avoids. Core 0 is the busiest (the most tiles, every Cout block
+    of its group); each of its items is costed at the layer's smallest tile and Cout block. An Mmad
+    of a K step costs its start-up plus its blocks, and the K steps of an item cover ``k_total`` in
+    whole fractals, so an item's Mmads cost at least ``steps * su + m_blocks * n_blocks * k_total /
+    k0``. HBM: the output is written and every weight is read once from HBM (the first core of a Cout
+    group misses)."""
+    g, t = p.g, p.t
+    isz, osz = itemsize(p.operand), itemsize(p.output)
+    k0 = costs.k0(h, isz)
+    items = p.tiles_per_core * min(p.cb_per, p.n_cb)
+    m_min = (g.ho - (p.n_th - 1) * t.ho - 1) * t.wo + g.wo - (p.n_tw - 1) * t.wo
+    n_min = g.k - (p.n_cb - 1) * t.n
+    last_k = p.k_total - (p.n_parts - 1) * p.k_l1
+    steps = (p.n_parts - 1) * cdiv(p.k_l1, t.k_l0) + cdiv(last_k, t.k_l0)
+    blocks = cdiv(m_min, h.cube_m) * cdiv(n_min, h.cube_n) * (p.k_total // k0)
+    cube = items * (steps * h.mmad_su + blocks)
+    w_bytes = (p.k_total * g.k if p.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz
+    return int(kernel_cycles(h, cube, g.n * g.ho * g.wo * g.k * osz + w_bytes))
+
+
 def predict_many(
     g,
     strategy: str,
@@ -161,33 +184,46 @@ def predict_many(
     output: str = "fp16",
     exact: int | None = 48,
     epi=None,
+    prune: bool = True,
 ):
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
 
     Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
     schedule (the lowest :func:`lower_bound`, and where some are single-buffered half of them by
     the serial sum instead); the others rank after all of them (cycles: the worst exact cost plus
-    their bound)."""
+    their bound). ``prune`` finds those k without bounding every tiling: tilings are bounded in the
+    order of :func:`_floor` (a bound on the bound) until the next floor exceeds the k-th best bound
+    found; no tiling left has a bound that could rank, so the k are the same as bounding all."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
-    both = [_bounds(p) for p in plans]
-    lbs = [b[0] for b in both]
-    order = sorted(range(len(plans)), key=lambda i: lbs[i])
+    h = HwNumbers.of(hw)
+    serial = any(p.t.l1_stages == 1 for p in plans)
+    k = exact // 2 if serial else exact  # taken by each ranking
+    floors = [_floor(p, h) if prune else 0 for p in plans]
+    bounds: dict[int, tuple[int, int]] = {}
+    best_par: list[int] = []  # the k smallest bounds so far (sorted), and serial sums
+    best_ser: list[int] = []
+    for i in sorted(range(len(plans)), key=lambda i: floors[i]):
+        if len(best_par) >= k and floors[i] > max(best_par[k - 1], best_ser[k - 1] if serial else 0):
+            break  # every tiling left: bound >= floor > the k-th best of both rankings
+        bounds[i] = _bounds(plans[i])
+        best_par = sorted(best_par + [bounds[i][0]])[:k]
+        best_ser = sorted(best_ser + [bounds[i][1]])[:k]
+    seen = sorted(bounds)
+    order = sorted(seen, key=lambda i: bounds[i][0])
     pick = order[:exact]
-    if any(p.t.l1_stages == 1 for p in plans):
+    if serial:
         # single-buffered work is mostly serial: also take the best by the serial sum
-        ser = [b[1] for b in both]
-        pick = list(
-            dict.fromkeys(order[: exact // 2] + sorted(range(len(plans)), key=lambda i: ser[i])[: exact // 2])
-        )
+        pick = list(dict.fromkeys(order[:k] + sorted(seen, key=lambda i: bounds[i][1])[:k]))
     cyc, gmb = [None] * len(plans), [None] * len(plans)
     for i in pick:
         q = predict(plans[i])
         cyc[i], gmb[i] = q.cycles, q.gm_bytes
     # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
     worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
-    return [worst + lbs[i] if x is None else x for i, x in enumerate(cyc)], [
+    rank = [bounds[i][0] if i in bounds else floors[i] for i in range(len(plans))]
+    return [worst + rank[i] if x is None else x for i, x in enumerate(cyc)], [
         big if x is None else x for x in gmb
     ]
