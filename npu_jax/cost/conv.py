@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from npu_jax.cost.many import bounds_many
 from npu_jax.cost.schedule import Layer, Program, Tile, arrays, derived, schedule
 from npu_jax.errors import TilingError
 from npu_jax.hw import costs
@@ -153,6 +154,9 @@ def _bounds(p: ConvPlan) -> tuple[int, int]:
     return par, int(kernel_cycles(h, (mte1 + cube + mte2 + epi).max(), hbm))
 
 
+_BATCH = 256  # tilings bounded per numpy pass of the chooser
+
+
 def _floor(p: ConvPlan, h: HwNumbers) -> int:
     """A lower bound on :func:`lower_bound` from a few integers: the launch, then the later of core 0's
     Mmads and the HBM bytes no schedule avoids. Core 0 is the busiest (the most tiles, every Cout block
@@ -193,7 +197,8 @@ def predict_many(
     the serial sum instead); the others rank after all of them (cycles: the worst exact cost plus
     their bound). ``prune`` finds those k without bounding every tiling: tilings are bounded in the
     order of :func:`_floor` (a bound on the bound) until the next floor exceeds the k-th best bound
-    found; no tiling left has a bound that could rank, so the k are the same as bounding all."""
+    found; no tiling left has a bound that could rank, so the k are the same as bounding all.
+    Bounds are computed :data:`_BATCH` tilings at a time (``cost.many``: one numpy pass each)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [predict(p) for p in plans]
@@ -202,15 +207,16 @@ def predict_many(
     serial = any(p.t.l1_stages == 1 for p in plans)
     k = exact // 2 if serial else exact  # taken by each ranking
     floors = [_floor(p, h) if prune else 0 for p in plans]
+    by_floor = sorted(range(len(plans)), key=lambda i: floors[i])
     bounds: dict[int, tuple[int, int]] = {}
-    best_par: list[int] = []  # the k smallest bounds so far (sorted), and serial sums
-    best_ser: list[int] = []
-    for i in sorted(range(len(plans)), key=lambda i: floors[i]):
-        if len(best_par) >= k and floors[i] > max(best_par[k - 1], best_ser[k - 1] if serial else 0):
-            break  # every tiling left: bound >= floor > the k-th best of both rankings
-        bounds[i] = _bounds(plans[i])
-        best_par = sorted(best_par + [bounds[i][0]])[:k]
-        best_ser = sorted(best_ser + [bounds[i][1]])[:k]
+    for start in range(0, len(plans), _BATCH):
+        if len(bounds) >= k:
+            par = sorted(b[0] for b in bounds.values())[k - 1]
+            ser = sorted(b[1] for b in bounds.values())[k - 1] if serial else 0
+            if floors[by_floor[start]] > max(par, ser):
+                break  # every tiling left: bound >= floor > the k-th best of both rankings
+        batch = by_floor[start : start + _BATCH]
+        bounds.update(zip(batch, bounds_many([plans[i] for i in batch], layer_of(g))))
     seen = sorted(bounds)
     order = sorted(seen, key=lambda i: bounds[i][0])
     pick = order[:exact]

@@ -377,8 +377,10 @@ def l2_keeps(h: HwNumbers, sizes, xp=np):
     first, while they fit together (ties: the earlier tensor first). A kept tensor's re-reads hit
     L2 and, written or read, it stays for the next kernel; the others stream through. Works on
     Python / numpy / jax sizes; returns a bool array in ``sizes``' order."""
-    s = xp.stack([xp.asarray(v, xp.float32) for v in sizes]) if len(sizes) else xp.zeros((0,), xp.float32)
-    i = xp.arange(s.shape[0])
+    if not len(sizes):
+        return xp.zeros((0,), bool)
+    s = xp.stack(xp.broadcast_arrays(*(xp.asarray(v, xp.float32) for v in sizes)))
+    i = xp.arange(s.shape[0]).reshape((-1,) + (1,) * (s.ndim - 1))  # sizes may carry more axes
     before = (s[None, :] < s[:, None]) | ((s[None, :] == s[:, None]) & (i[None, :] <= i[:, None]))
     return (before * s[None, :]).sum(axis=1) <= h.l2
 
