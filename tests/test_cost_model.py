@@ -16,7 +16,8 @@ import pytest
 import npu_jax
 from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.core.policy import Policy
-from npu_jax.cost.conv import _bounds, _floor, lower_bound, predict, predict_many
+from npu_jax.cost.conv import _floor, layer_of, lower_bound, predict, predict_many
+from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.hw.costs import HwNumbers
 from npu_jax.mapping.conv import STRATEGIES, ConvPlan, ConvTiling, make_plan
 from npu_jax.search.choose import candidate_tilings, choose_tiling
@@ -123,9 +124,10 @@ def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
 
 @pytest.mark.parametrize("preset", ["910b", "tiny-coupled"])
 def test_chooser_pruning_bounds_and_picks_like_bounding_every_tiling(preset, rng):
-    """``predict_many`` bounds tilings in the order of ``_floor`` and stops when no tiling left can
-    rank: the floor never exceeds the bound, and the tilings costed exactly (so the chooser's pick)
-    are the ones bounding every tiling would give."""
+    """The chooser's costs of many tilings at once (``cost.many``, padded and masked) equal each
+    tiling's alone; ``predict_many`` bounds tilings in the order of ``_floor`` and stops when no
+    tiling left can rank: the floor never exceeds the bound, and the tilings costed exactly (so the
+    chooser's pick) are the ones bounding every tiling would give."""
     hw = npu_jax.presets.ascend910b() if preset == "910b" else PRESETS[preset]
     h = HwNumbers.of(hw)
     c, k = 16 * int(rng.integers(1, 5)), 16 * int(rng.integers(1, 5))
@@ -133,9 +135,16 @@ def test_chooser_pruning_bounds_and_picks_like_bounding_every_tiling(preset, rng
     g = canonicalize((int(rng.integers(1, 3)), c, hi, hi + 1), (k, c, 3, 3), s, 1, 1, 1)
     for strategy in STRATEGIES:
         cands = candidate_tilings(g, strategy, hw)
-        for t in cands:
-            p = ConvPlan(g, strategy, t, hw, "fp16", "fp16")
-            assert _floor(p, h) <= _bounds(p)[0], (g.describe(), strategy, t)
+        plans = [ConvPlan(g, strategy, t, hw, "fp16", "fp16") for t in cands]
+        bounds = bounds_many(plans, layer_of(g))  # all at once (padded, masked) = one by one
+        for k in rng.choice(len(plans), size=min(12, len(plans)), replace=False):
+            assert bounds[k] == (lower_bound(plans[k]), lower_bound(plans[k], serial=True))
+        for p, b in zip(plans, bounds):
+            assert _floor(p, h) <= b[0], (g.describe(), strategy, p.t)
+        some = [plans[k] for k in rng.choice(len(plans), size=min(10, len(plans)), replace=False)]
+        for p, s in zip(some, schedule_many(some, layer_of(g))):  # stacked = alone
+            q = predict(p)
+            assert (s["cycles"], s["gm_l1"] + s["gm_ub"] + s["gm_out"]) == (q.cycles, q.gm_bytes)
         exact = max(2, len(cands) // 16)  # small enough that the pruned path runs
         pruned = predict_many(g, strategy, cands, hw, exact=exact)
         full = predict_many(g, strategy, cands, hw, exact=exact, prune=False)

@@ -13,10 +13,9 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from npu_jax.cost.many import bounds_many
-from npu_jax.cost.schedule import Layer, Program, Tile, arrays, derived, schedule
+from npu_jax.cost.many import bounds_many, schedule_many
+from npu_jax.cost.schedule import Layer, Program, Tile, derived, schedule
 from npu_jax.errors import TilingError
 from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
@@ -86,41 +85,16 @@ def cycles(
     return traced_cycles(pr, L, t, hw.c0(itemsize(operand)), HwNumbers.arrays(hw), hw.num_cores)
 
 
-def _inputs(p: ConvPlan):
-    """(Program, Layer, Tile, loop counts, HwNumbers) of a plan: its properties, bound included."""
-    t, sp = p.t, p.spec
-    pr = Program(p.cores, p.hw.coupled, sp.reuse_input, sp.nc1hwc0_source, p.epi, p.operand, p.output)
-    tile = Tile(
-        t.ho, t.wo, t.n, t.cin1, t.k_l0, int(t.weights_resident), t.l1_stages, t.l0_stages, t.cout_split
-    )
-    d = dict(
-        c1=p.c1,
-        k_total=p.k_total,
-        k_l1=p.k_l1,
-        ncb=p.n_cb,
-        n_th=p.n_th,
-        n_tw=p.n_tw,
-        n_tiles=p.n_tiles,
-        cores_sp=p.cores_sp,
-        cb_per=p.cb_per,
-        cores=p.cores,
-        tiles_per_core=p.tiles_per_core,
-        n_parts=p.n_parts,
-        cin1_eff=p.cin1_eff,
-        k_l1_cap=p.k_l1_cap,
-        cb_per_cap=p.cb_per_cap,
-    )
-    return pr, layer_of(p.g), tile, d, HwNumbers.of(p.hw)
-
-
 def predict(p: ConvPlan) -> Prediction:
     """Cycles and bytes of a ConvPlan, in closed form (numpy; the search runs the same schedule in
     jax through :mod:`npu_jax.search.exact`)."""
-    pr, L, t, d, h = _inputs(p)
-    s = schedule(pr, L, t, d, h, np)
+    return _prediction(p, schedule_many([p], layer_of(p.g))[0])
+
+
+def _prediction(p: ConvPlan, s: dict) -> Prediction:
     path_out = "UB->GM" if p.hw.coupled else "L0C->GM"
     return Prediction(
-        cycles=int(s["cycles"]),
+        cycles=s["cycles"],
         gm_bytes=s["gm_l1"] + s["gm_ub"] + s["gm_out"],
         bytes={"GM->L1": s["gm_l1"], "GM->UB": s["gm_ub"], path_out: s["gm_out"]},
         flops=p.g.flops if isinstance(p.g.n, int) else None,
@@ -131,27 +105,8 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     """A cheap lower bound on ``predict(p).cycles``: the launch, then the later of the busiest pipe of
     the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True``
     instead sums every pipe's work (an upper bound for the single-buffered chain). Used to rank the
-    chooser's candidates."""
-    return _bounds(p)[int(serial)]
-
-
-def _bounds(p: ConvPlan) -> tuple[int, int]:
-    """(:func:`lower_bound`, its ``serial=True`` sum) from one pass over the plan's arrays."""
-    c, q, pro = arrays(*_inputs(p))
-    live = c["live"][..., None]
-    n_s = q["steps"]
-
-    def steps(first, full, last):
-        return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
-
-    mte1 = (steps(q["l_first"], c["lf"][..., None], q["l_last"]) * live).sum((1, 2))
-    cube = (steps(q["mm_first"], c["mmf"][..., None], q["mm_last"]) * live).sum((1, 2))
-    mte2 = c["cx"].sum(1) + (q["cw"] * live).sum((1, 2)) + pro["cw_res"] + c["cr"].sum(1) + pro["cbias"]
-    epi = (c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]).sum(1)
-    h = HwNumbers.of(p.hw)
-    hbm = int(c["hbm"].sum() + (q["hbm"] * live).sum() + pro["hbm"].sum())
-    par = int(kernel_cycles(h, np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max(), hbm))
-    return par, int(kernel_cycles(h, (mte1 + cube + mte2 + epi).max(), hbm))
+    chooser's candidates (:func:`npu_jax.cost.many.bounds_many`, many at once)."""
+    return bounds_many([p], layer_of(p.g))[0][int(serial)]
 
 
 _BATCH = 256  # tilings bounded per numpy pass of the chooser
@@ -200,8 +155,9 @@ def predict_many(
     found; no tiling left has a bound that could rank, so the k are the same as bounding all.
     Bounds are computed :data:`_BATCH` tilings at a time (``cost.many``: one numpy pass each)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
+    L = layer_of(g)
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
-        preds = [predict(p) for p in plans]
+        preds = [_prediction(p, s) for p, s in zip(plans, schedule_many(plans, L))]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
     h = HwNumbers.of(hw)
     serial = any(p.t.l1_stages == 1 for p in plans)
@@ -216,7 +172,7 @@ def predict_many(
             if floors[by_floor[start]] > max(par, ser):
                 break  # every tiling left: bound >= floor > the k-th best of both rankings
         batch = by_floor[start : start + _BATCH]
-        bounds.update(zip(batch, bounds_many([plans[i] for i in batch], layer_of(g))))
+        bounds.update(zip(batch, bounds_many([plans[i] for i in batch], L)))
     seen = sorted(bounds)
     order = sorted(seen, key=lambda i: bounds[i][0])
     pick = order[:exact]
@@ -224,8 +180,8 @@ def predict_many(
         # single-buffered work is mostly serial: also take the best by the serial sum
         pick = list(dict.fromkeys(order[:k] + sorted(seen, key=lambda i: bounds[i][1])[:k]))
     cyc, gmb = [None] * len(plans), [None] * len(plans)
-    for i in pick:
-        q = predict(plans[i])
+    for i, s in zip(pick, schedule_many([plans[i] for i in pick], L)):
+        q = _prediction(plans[i], s)
         cyc[i], gmb[i] = q.cycles, q.gm_bytes
     # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
     worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1

@@ -1,18 +1,18 @@
-"""The chooser's lower bounds for many tilings of one layer at once (numpy, one pass per chunk).
+"""The closed-form model over many tilings of one layer at once (numpy): item and part costs, the
+chooser's lower bounds and the exact schedule.
 
-:func:`npu_jax.cost.conv.lower_bound` evaluates the schedule's item and part costs for one plan:
-about a millisecond of numpy calls on small arrays, so a grid of 6,000 tilings took ten seconds.
-Here the tilings are a leading axis: the same cost functions of :mod:`npu_jax.cost.schedule` run on
-arrays shaped (tilings, cores, items, parts), each tiling padded to the chunk's largest core, item
-and part counts, and every padded entry masked out, so each tiling's bound equals
-``lower_bound(plan)`` exactly (tested).
+The tilings are a leading axis: the cost functions of :mod:`npu_jax.cost.schedule` run on arrays
+shaped (tilings, cores, items, parts), each tiling padded to its chunk's item and part counts and to
+the chip's cores, every padded entry zero (and, in the recurrence, no step), so each tiling's figures
+equal those of the tiling alone (tested). One tiling is a chunk of one: :func:`npu_jax.cost.conv.predict`
+runs through here too. Costing 6,000 tilings one by one took seconds of numpy calls on small arrays.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from npu_jax.cost.schedule import Layer, Program, Tile, _item, _part, _prologue, _with_l2
+from npu_jax.cost.schedule import Layer, Program, Tile, _item, _part, _prologue, _with_l2, schedule
 from npu_jax.hw.costs import HwNumbers, kernel_cycles
 from npu_jax.mapping.conv import ConvPlan
 
@@ -37,97 +37,126 @@ _D_FIELDS = {  # the schedule's loop counts (``cost.conv._inputs``) -> the ConvP
 }
 
 
-def bounds_many(plans: list[ConvPlan], layer: Layer) -> list[tuple[int, int]]:
-    """``(lower_bound(p), lower_bound(p, serial=True))`` of every plan; the plans share a layer,
-    strategy, hardware, formats and epilogue (the chooser's candidates)."""
-    if not plans:
-        return []
-    p0 = plans[0]
-    hw, sp = p0.hw, p0.spec
-    pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, p0.epi, p0.operand, p0.output)
-    h = HwNumbers.of(hw)
+def _chunks(plans: list[ConvPlan]) -> list[list[int]]:
+    """Indices of ``plans`` in chunks of similar sizes, each under ``_CHUNK`` entries once padded."""
+    n_cores = plans[0].hw.num_cores
     size = [(p.tiles_per_core * p.cb_per, p.n_parts) for p in plans]
-    order = sorted(range(len(plans)), key=lambda i: size[i][0] * size[i][1])
-    out: list = [None] * len(plans)
     chunks, cur, i_max, p_max = [], [], 0, 0
-    for i in order:  # chunks of similar sizes, each under _CHUNK entries once padded
+    for i in sorted(range(len(plans)), key=lambda i: size[i][0] * size[i][1]):
         ni, np_ = max(i_max, size[i][0]), max(p_max, size[i][1])
-        if cur and (len(cur) + 1) * hw.num_cores * ni * np_ > _CHUNK:
+        if cur and (len(cur) + 1) * n_cores * ni * np_ > _CHUNK:
             chunks.append(cur)
             cur, ni, np_ = [], size[i][0], size[i][1]
         cur.append(i)
         i_max, p_max = ni, np_
     chunks.append(cur)
-    for chunk in chunks:
-        for i, b in zip(chunk, _chunk([plans[i] for i in chunk], pr, layer, h)):
-            out[i] = b
-    return out
+    return chunks
 
 
-def _chunk(plans, pr: Program, L: Layer, h: HwNumbers) -> list[tuple[int, int]]:
-    """The bounds of a chunk of plans: arrays (tilings, cores, items, parts)."""
+def _program(p: ConvPlan) -> Program:
+    sp = p.spec
+    return Program(
+        p.hw.num_cores, p.hw.coupled, sp.reuse_input, sp.nc1hwc0_source, p.epi, p.operand, p.output
+    )
+
+
+def _stack(plans: list[ConvPlan], ndim: int):
+    """(Tile, loop counts) of the plans, each field a (tilings, 1, ...) array of ``ndim`` axes."""
 
     def col(values):
-        return np.asarray(values).reshape(-1, 1, 1, 1)
+        return np.asarray(values).reshape((-1,) + (1,) * (ndim - 1))
 
-    t = Tile(
-        *(
-            col([getattr(p.t, f) for p in plans])
-            for f in (
-                "ho",
-                "wo",
-                "n",
-                "cin1",
-                "k_l0",
-                "weights_resident",
-                "l1_stages",
-                "l0_stages",
-                "cout_split",
-            )
-        )
-    )
+    fields = ("ho", "wo", "n", "cin1", "k_l0", "weights_resident", "l1_stages", "l0_stages", "cout_split")
+    t = Tile(*(col([getattr(p.t, f) for p in plans]) for f in fields))
     t = t._replace(resident=t.resident.astype(np.int64))
-    d = {k: col([getattr(p, attr) for p in plans]) for k, attr in _D_FIELDS.items()}
+    return t, {k: col([getattr(p, attr) for p in plans]) for k, attr in _D_FIELDS.items()}
+
+
+def stacked_arrays(plans: list[ConvPlan], L: Layer, h: HwNumbers):
+    """(item costs (C, B, I, 1), part costs (C, B, I, P), prologue (C, B, 1, 1)) of C plans that share
+    a layer, strategy, hardware, formats and epilogue: B the chip's cores, I and P the plans' most
+    items and parts; zero outside each plan's cores, items and parts (``live``, ``fetch`` and
+    ``release`` False, no K steps)."""
+    pr = _program(plans[0])
+    t, d = _stack(plans, 4)
     d = _with_l2(pr, L, t, d, h, np)
     items = d["tiles_per_core"] * d["cb_per"]
     n_i, n_p = int(items.max()), int(d["n_parts"].max())
     b = np.arange(pr.num_cores).reshape(1, -1, 1, 1)
     j = np.arange(n_i).reshape(1, 1, -1, 1)
     pi = np.arange(n_p).reshape(1, 1, 1, -1)
-    shape_i = (len(plans), pr.num_cores, n_i, 1)
     item_ok = (j < items) & (b < d["cores"])
     part_ok = item_ok & (pi < d["n_parts"])
-    c = {k: np.broadcast_to(np.asarray(v), shape_i) for k, v in _item(pr, L, t, d, h, j, b, np).items()}
-    q = _part(pr, L, t, d, h, c, pi, np)
+    shape_i, shape_p = (len(plans), pr.num_cores, n_i, 1), (len(plans), pr.num_cores, n_i, n_p)
+    c = {
+        k: np.where(item_ok, v, False if k in _FLAGS else 0)
+        for k, v in _item(pr, L, t, d, h, j, b, np).items()
+    }
+    c = {k: np.broadcast_to(v, shape_i) for k, v in c.items()}
+    q = {
+        k: np.broadcast_to(np.where(part_ok, v, 0), shape_p)
+        for k, v in _part(pr, L, t, d, h, c, pi, np).items()
+    }
     pro = _prologue(pr, L, t, d, h, b, np)
+    shape_b = (len(plans), pr.num_cores, 1, 1)
+    pro = {k: np.broadcast_to(np.where(b < d["cores"], v, 0), shape_b) for k, v in pro.items()}
+    return c, q, pro
 
-    def per_core(v, ok):  # (tilings, cores): summed over items and parts, padding masked out
-        return np.where(ok, v, 0).sum((2, 3))
 
-    live = c["live"] & item_ok
-    n_s = np.where(part_ok, q["steps"], 0)
+_FLAGS = ("live", "fetch", "release", "first_round")
+
+
+def bounds_many(plans: list[ConvPlan], layer: Layer) -> list[tuple[int, int]]:
+    """``(lower_bound(p), lower_bound(p, serial=True))`` of every plan (see :func:`stacked_arrays`
+    for what they share): the later of the busiest pipe of the busiest core (each pipe's work
+    summed, no schedule) and the chip's HBM time, after the launch; or every pipe's work summed."""
+    if not plans:
+        return []
+    h = HwNumbers.of(plans[0].hw)
+    out: list = [None] * len(plans)
+    for chunk in _chunks(plans):
+        c, q, pro = stacked_arrays([plans[i] for i in chunk], layer, h)
+        for i, b in zip(chunk, _bounds(c, q, pro, h)):
+            out[i] = b
+    return out
+
+
+def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers) -> list[tuple[int, int]]:
+    live, n_s = c["live"], q["steps"]
+
+    def per_core(v):  # (tilings, cores): summed over items and parts
+        return v.sum((2, 3))
 
     def steps(first, full, last):
         return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
 
-    mte1 = per_core(steps(q["l_first"], c["lf"], q["l_last"]), live)
-    cube = per_core(steps(q["mm_first"], c["mmf"], q["mm_last"]), live)
-    pro_ok = b < d["cores"]
-    cw_res = np.where(pro_ok, pro["cw_res"], 0)[:, :, 0, 0]
-    cbias = np.where(pro_ok, pro["cbias"], 0)[:, :, 0, 0]
-    mte2 = (
-        per_core(c["cx"], item_ok) + per_core(q["cw"], live & part_ok) + cw_res + per_core(c["cr"], item_ok)
-    )
-    mte2 = mte2 + cbias
-    epi = per_core(c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"], item_ok)
-    hbm = (
-        per_core(c["hbm"], item_ok).sum(1)
-        + per_core(q["hbm"], live & part_ok).sum(1)
-        + np.where(pro_ok, pro["hbm"], 0).sum((1, 2, 3))
-    )
+    mte1 = per_core(steps(q["l_first"], c["lf"], q["l_last"]) * live)
+    cube = per_core(steps(q["mm_first"], c["mmf"], q["mm_last"]) * live)
+    mte2 = per_core(c["cx"]) + per_core(q["cw"] * live) + per_core(c["cr"])
+    mte2 = mte2 + pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
+    epi = per_core(c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"])
+    hbm = per_core(c["hbm"]).sum(1) + per_core(q["hbm"] * live).sum(1) + pro["hbm"].sum((1, 2, 3))
     par = kernel_cycles(h, np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max(1), hbm)
     ser = kernel_cycles(h, (mte1 + cube + mte2 + epi).max(1), hbm)
     return [(int(a), int(s)) for a, s in zip(par, ser)]
 
 
-__all__ = ["bounds_many"]
+def schedule_many(plans: list[ConvPlan], layer: Layer) -> list[dict]:
+    """The exact schedule of every plan (see :func:`stacked_arrays` for what they share): dicts of
+    ``cycles``, ``gm_l1``, ``gm_ub``, ``gm_out`` (ints)."""
+    if not plans:
+        return []
+    h = HwNumbers.of(plans[0].hw)
+    pr = _program(plans[0])
+    out: list = [None] * len(plans)
+    for chunk in _chunks(plans):
+        ps = [plans[i] for i in chunk]
+        arrs = stacked_arrays(ps, layer, h)
+        t, d = _stack(ps, 2)
+        s = schedule(pr, layer, t, d, h, np, stacked=arrs)
+        for k, i in enumerate(chunk):
+            out[i] = {f: int(np.asarray(s[f]).reshape(-1)[k]) for f in ("cycles", "gm_l1", "gm_ub", "gm_out")}
+    return out
+
+
+__all__ = ["bounds_many", "schedule_many", "stacked_arrays"]

@@ -332,31 +332,17 @@ def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> d
     )
 
 
-def _full(v, shape):
-    v = np.asarray(v)
-    return v if v.shape == shape else np.broadcast_to(v, shape)
-
-
-def arrays(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers):
-    """numpy: (item costs (cores, items), part costs (cores, items, parts), per-core prologue)."""
-    d = _with_l2(pr, L, t, d, h, np)
-    b = np.arange(pr.num_cores)
-    items, nparts = d["tiles_per_core"] * d["cb_per"], d["n_parts"]
-    every = _item(pr, L, t, d, h, np.arange(items)[None, :], b[:, None], np)
-    wide = {k: np.asarray(v)[..., None] for k, v in every.items()}
-    parts = _part(pr, L, t, d, h, wide, np.arange(nparts)[None, None, :], np)
-    shape = every["live"].shape + (nparts,)
-    parts = {k: _full(v, shape) for k, v in parts.items()}
-    every = {k: _full(v, every["live"].shape) for k, v in every.items()}
-    return every, parts, _prologue(pr, L, t, d, h, b, np)
-
-
 # ---- the recurrence ------------------------------------------------------------------------------
 def _pick(xp, cond, a, b):
     """``where(cond, a, b)``; a Python condition (numpy plans: the tiling is static) picks once."""
     if isinstance(cond, (bool, np.bool_)):
         return a if cond else b
     return xp.where(cond, a, b)
+
+
+def _cores_sum(xp, v):
+    """A per-core figure summed over the cores (the last axis; a scalar stays itself)."""
+    return xp.sum(v, axis=-1) if xp.ndim(v) else v
 
 
 def _fori(xp, n, body, init):
@@ -381,26 +367,33 @@ def _step(xp, t):
     return step
 
 
-def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> dict:
-    """Cycles of the kernel (``cycles``, a scalar) and, with numpy, its GM bytes per path.
+def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, stacked=None) -> dict:
+    """Cycles of the kernel (``cycles``) and, with numpy, its GM bytes per path.
 
-    ``d``: the plan's loop counts (:func:`derived`, or a ``ConvPlan``'s properties). With numpy the
-    item and part costs are evaluated for all items at once and the recurrence loops in Python;
-    with jax they are evaluated inside ``lax.fori_loop`` bodies (trip counts may be traced).
-    ``cycles`` is the kernel's (``costs.kernel_cycles``: launch, and the chip's HBM bound)."""
-    d = _with_l2(pr, L, t, d, h, xp)
-    b = xp.arange(pr.num_cores)
-    items = d["tiles_per_core"] * d["cb_per"]
-    nparts = d["n_parts"]
+    ``d``: the plan's loop counts (:func:`derived`, or a ``ConvPlan``'s properties). With jax the
+    item and part costs are evaluated inside ``lax.fori_loop`` bodies (trip counts may be traced;
+    ``cycles`` a scalar). With numpy, ``stacked`` holds them for many tilings at once
+    (:func:`npu_jax.cost.many.stacked_arrays`: item costs (tilings, cores, items, 1), part costs
+    (tilings, cores, items, parts), prologue (tilings, cores, 1, 1), zero outside each tiling's
+    items and parts), ``t`` and ``d`` hold (tilings, 1) arrays, and the recurrence loops in Python
+    over the longest tiling's items, every figure one per tiling. ``cycles`` is the kernel's
+    (``costs.kernel_cycles``: launch, and the chip's HBM bound)."""
     if xp is np:
-        every, parts, pro = arrays(pr, L, t, d, h)
+        every, parts, pro = stacked
+        b = np.arange(pr.num_cores)[None, :]
+        items, nparts = every["live"].shape[2], parts["steps"].shape[3]
+        pro = {k: np.asarray(v)[:, :, 0, 0] for k, v in pro.items()}
 
         def item_at(j):
-            return {k: v[:, j] for k, v in every.items()}
+            return {k: v[:, :, j, 0] for k, v in every.items()}
 
         def part_at(j, it, q):
-            return {k: v[:, j, q] for k, v in parts.items()}
+            return {k: v[:, :, j, q] for k, v in parts.items()}
     else:
+        d = _with_l2(pr, L, t, d, h, xp)
+        b = xp.arange(pr.num_cores)
+        items = d["tiles_per_core"] * d["cb_per"]
+        nparts = d["n_parts"]
         pro = _prologue(pr, L, t, d, h, b, xp)
 
         def item_at(j):
@@ -426,13 +419,13 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         z,
         (z, z),
         (z, z),
-        xp.sum(pro["hbm"]),
+        _cores_sum(xp, pro["hbm"]),
     )
 
     def item(j, s):
         mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm = s
         it = item_at(j)
-        hbm = hbm + xp.sum(it["hbm"])
+        hbm = hbm + _cores_sum(xp, it["hbm"])
         lv = it["live"]
         xe = xp.maximum(mte2, _pick(xp, l1_two, relx[1], relx[0])) + it["cx"]
         mte2 = xp.where(it["fetch"], xe, mte2)
@@ -442,13 +435,14 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         def part(q, ps):
             mte2, l_, m1_, m2_, rw, hbm = ps
             pc = part_at(j, it, q)
-            hbm = hbm + xp.sum(pc["hbm"])
+            hbm = hbm + _cores_sum(xp, pc["hbm"])
             first = q == 0
+            n_s = pc["steps"]
+            lvp = lv & (n_s > 0)  # a real part has a step; a padded one (numpy, stacked) none
             we = xp.maximum(mte2, _pick(xp, l1_two, rw[1], rw[0])) + pc["cw"]
             ready = _pick(xp, res, _pick(xp, first, xready, 0), _pick(xp, first, xp.maximum(we, xready), we))
-            mte2 = _pick(xp, res, mte2, xp.where(lv, we, mte2))
+            mte2 = _pick(xp, res, mte2, xp.where(lvp, we, mte2))
             mf = _pick(xp, first, mfree, 0)
-            n_s = pc["steps"]
             l_, m1_, m2_ = step(l_, m1_, m2_, pc["l_first"], pc["mm_first"], ready, mf, lv & (n_s >= 1))
             nmid = xp.maximum(n_s - 2, 0)
             for k in range(2):
@@ -456,7 +450,7 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
             jump = xp.maximum(nmid - 2, 0) * period
             l_, m1_, m2_ = l_ + jump, m1_ + jump, m2_ + jump
             l_, m1_, m2_ = step(l_, m1_, m2_, pc["l_last"], pc["mm_last"], 0, 0, lv & (n_s >= 2))
-            return mte2, l_, m1_, m2_, (xp.where(lv, l_, rw[0]), xp.where(lv, rw[0], rw[1])), hbm
+            return mte2, l_, m1_, m2_, (xp.where(lvp, l_, rw[0]), xp.where(lvp, rw[0], rw[1])), hbm
 
         mte2, l_, m1_, m2_, relw, hbm = _fori(xp, nparts, part, (mte2, le, me1, me2, relw, hbm))
         rel = it["release"]
@@ -475,15 +469,16 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np) -> di
         return mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm
 
     s = _fori(xp, items, item, state0)
-    core_end = xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1]))
+    core_end = xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1]), axis=-1)
     out = dict(cycles=costs.kernel_cycles(h, core_end, s[9]), core_end=core_end, hbm=s[9])
     if xp is np:
         e = pr.epi
-        gm_l1 = every["x_bytes"].sum() + parts["w_bytes"].sum() + pro["wr_bytes"].sum()
-        gm_ub = every["res_bytes"].sum()
+        tot = {k: np.asarray(v).reshape(len(v), -1).sum(1) for k, v in (*every.items(), *parts.items())}
+        gm_l1 = tot["x_bytes"] + tot["w_bytes"] + pro["wr_bytes"].sum(1)
+        gm_ub = tot["res_bytes"]
         if e is not None and e.where == "fixpipe":
-            gm_l1 = gm_l1 + pro["bias_bytes"].sum()
+            gm_l1 = gm_l1 + pro["bias_bytes"].sum(1)
         else:
-            gm_ub = gm_ub + pro["bias_bytes"].sum()
-        out.update(gm_l1=int(gm_l1), gm_ub=int(gm_ub), gm_out=int(every["out_bytes"].sum()))
+            gm_ub = gm_ub + pro["bias_bytes"].sum(1)
+        out.update(gm_l1=gm_l1, gm_ub=gm_ub, gm_out=tot["out_bytes"])
     return out
