@@ -3,6 +3,7 @@ new data through a kept program gives the right answer, findings are still raise
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -182,3 +183,14 @@ def test_bad_environment_size_is_refused_by_name(monkeypatch):
     monkeypatch.setenv("NPU_JAX_PROGRAM_CACHE", "lots")
     with pytest.raises(npu_jax.errors.ConfigError, match="NPU_JAX_PROGRAM_CACHE"):
         programs._size_from_env()
+
+
+def test_dropping_as_many_programs_as_are_kept_purges_and_the_cache_still_serves():
+    cache = programs._Cache(maxsize=2)
+    fns = [functools.partial(lambda i, x: x * i + 1, i) for i in range(11)]
+    for i, f in enumerate(fns):
+        assert int(cache.get(("k", i), f)(np.int32(3))) == 3 * i + 1
+    # the 8th program dropped (max(maxsize, 8)) purged the cache: only the last one is kept since
+    assert cache.evictions == 8 and cache.purges == 1 and len(cache.entries) == 1
+    hits = cache.hits
+    assert int(cache.get(("k", 10), fns[10])(np.int32(2))) == 21 and cache.hits == hits + 1

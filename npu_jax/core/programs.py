@@ -10,15 +10,19 @@ decode findings (the site table) is built at trace time and travels in the Repor
 it is stored with the program.
 
 The cache holds at most :func:`set_program_cache_size` programs (default 64, or the environment
-variable ``NPU_JAX_PROGRAM_CACHE``); the least recently used is dropped first, and with it (once
-Python collects the ``jax.jit`` object) its executable, so a long sweep or a notebook run many times
-stays flat in memory. :func:`program_cache_info` reports hits, misses and evictions.
+variable ``NPU_JAX_PROGRAM_CACHE``); the least recently used is dropped first. Once as many have
+been dropped as are kept, the cache and JAX's own caches are cleared and freed memory is returned to
+the OS (``_Cache.purge``: a dropped program alone does not give its memory back), so a long sweep or
+a notebook run many times stays bounded in memory. :func:`program_cache_info` reports hits, misses,
+evictions and purges.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
+import gc
 import os
 from collections.abc import Callable, Hashable
 
@@ -52,6 +56,8 @@ class _Cache:
     hits: int = 0
     misses: int = 0
     evictions: int = 0
+    since_purge: int = 0
+    purges: int = 0
 
     def get(self, key: Hashable, fn: Callable) -> Callable:
         jitted = self.entries.get(key)
@@ -70,6 +76,32 @@ class _Cache:
         while len(self.entries) > self.maxsize:
             self.entries.popitem(last=False)
             self.evictions += 1
+            self.since_purge += 1
+        if self.since_purge and self.since_purge >= max(self.maxsize, 8):
+            self.purge()
+
+    def purge(self) -> None:
+        """Drop every kept program and JAX's own caches, and hand freed memory back to the OS.
+
+        A program dropped from this cache is not all freed: JAX's global caches (traced jaxprs,
+        lowerings) keep entries of it, and glibc keeps the freed pages. Measured on the tiny preset's
+        GEMMs with 2 programs kept: RSS grew 11 MB a compile; with ``malloc_trim`` 3 MB; with
+        ``jax.clear_caches`` too, 0.3 MB. So once as many programs were dropped as are kept, all go
+        (each is compiled again on its next use; other jitted code in the process too)."""
+        self.entries.clear()
+        self.since_purge = 0
+        self.purges += 1
+        jax.clear_caches()
+        gc.collect()
+        _malloc_trim()
+
+
+def _malloc_trim() -> None:
+    """glibc's ``malloc_trim(0)``: return freed heap pages to the OS (nothing elsewhere)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 _CACHE = _Cache(maxsize=_size_from_env())
@@ -99,7 +131,7 @@ def clear_program_cache() -> None:
 
 
 def program_cache_info() -> dict:
-    """{"size", "maxsize", "hits", "misses", "evictions"} of the compiled-program cache."""
+    """{"size", "maxsize", "hits", "misses", "evictions", "purges"} of the compiled-program cache."""
     c = _CACHE
     return {
         "size": len(c.entries),
@@ -107,6 +139,7 @@ def program_cache_info() -> dict:
         "hits": c.hits,
         "misses": c.misses,
         "evictions": c.evictions,
+        "purges": c.purges,
     }
 
 
