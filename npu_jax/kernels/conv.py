@@ -39,8 +39,12 @@ from npu_jax.workload.conv import ConvGeometry
 
 # ---- the kernel ---------------------------------------------------------------------------------
 def build_kernel(p: ConvPlan):
-    """Return (plan, kernel) for a ConvPlan; ``p.epi`` (fusion) replaces the plain output step."""
-    g, t, hw, sp = p.g, p.t, p.hw, p.spec
+    """Return (plan, kernel) for a ConvPlan; ``p.epi`` (fusion) replaces the plain output step.
+
+    Shapes and structure come from ``p.T`` (the tiling bound, or the tiling); sizes, stages and loop
+    counts from ``p.t``, which may then be traced: a window sized for the bound moves (and charges)
+    only the tiling's part of it, and a ping-pong slot the tiling does not use is never flagged."""
+    g, t, T, hw, sp = p.g, p.t, p.T, p.hw, p.spec
     plan, a = p.allocate()
     x_l1, w_l1, a_l0, b_l0, c_l0 = a["x"], a["w"], a["a"], a["b"], a["c"]
     sh, sw = g.stride
@@ -55,7 +59,7 @@ def build_kernel(p: ConvPlan):
     k_total, k_l1 = p.k_total, p.k_l1
     B = p.B
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
-    w_cols = p.cb_per_cap * t.n if t.weights_resident else t.n
+    w_cols = p.cb_per_cap * T.n if T.weights_resident else T.n
     res_rows = p.k_total_cap  # rows of one Cout block of resident weights in L1
 
     def input_window(core, n, r0, c0_, rows, cols):
@@ -75,44 +79,53 @@ def build_kernel(p: ConvPlan):
         block ``cb``) into L1, rows in Load3D's K order: from the K-major copy (contiguous) or
         straight from OIHW."""
         if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
-            if t.weights_resident:  # the group's own blocks (a bounded plan's window may be wider)
+            if T.weights_resident:  # the group's own blocks (a bounded plan's window may be wider)
                 win = core.gm_window(
-                    "wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n), limit=(cb_per, None, None)
+                    "wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, T.n), limit=(cb_per, None, None)
                 )
             else:
                 nv = jnp.minimum(t.n, g.k - cb * t.n)
                 rows = jnp.minimum(k_l1, k_total - part * k_l1)  # this part's rows, not the next's
                 win = core.gm_window(
-                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n), limit=(None, rows, nv)
+                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, T.n), limit=(None, rows, nv)
                 )
             return core.data_copy(dst=dst, src=win, when=when)
-        cin = p.c1_cap if t.weights_resident else p.cin1_eff
+        res = T.weights_resident
         win = core.gm_window(
             "w",
-            (cb * t.n, part * p.cin1_eff * p.c0, 0, 0),
-            (w_cols, cin * p.c0, B.kh, B.kw),
-            limit=(cb_per * t.n if t.weights_resident else None, None, None, None),
+            (cb * t.n, part * p.cin1_step * p.c0, 0, 0),
+            (w_cols, (p.c1_cap if res else p.cin1_eff) * p.c0, B.kh, B.kw),
+            limit=(cb_per * t.n if res else t.n, None if res else p.cin1_step * p.c0, None, None),
         )
         return core.data_copy(
             dst=dst,
             src=win,
             layout="oihw_to_kn",
             kernel=(g.kh, g.kw),
-            block_n=t.n if t.weights_resident else None,
+            block_n=t.n if res else None,
             when=when,
         )
 
-    l1_ids = [IN + s for s in range(t.l1_stages)]
-    if not t.weights_resident:
-        l1_ids += [WT + s for s in range(t.l1_stages)]
-    slots = slot_flags(hw, l1_ids, t.l0_stages) + epilogue_slot_flags(p.epi)
+    l1_ids = [IN + s for s in range(T.l1_stages)]
+    if not T.weights_resident:
+        l1_ids += [WT + s for s in range(T.l1_stages)]
+
+    def in_use(event, i):
+        """Whether the tiling uses a slot of the bound's: one with fewer (traced) stages never
+        flags the others. A Python True when the stages are ints."""
+        if event == "MTE1_MTE2":
+            return i - (WT if i >= WT else IN) < t.l1_stages
+        return i < t.l0_stages if event == "M_MTE1" else True
+
+    slots = slot_flags(hw, l1_ids, T.l0_stages) + epilogue_slot_flags(p.epi)
+    whens = [in_use(e, i) for e, i in slots]
 
     def kernel(core, b):
-        core = set_all(core, slots)
-        sgrp, cgrp = b // t.cout_split, b % t.cout_split
+        core = set_all(core, slots, whens)
+        sgrp, cgrp = b // T.cout_split, b % T.cout_split
         cb0 = cgrp * cb_per  # this core's first Cout block
         nb_live = jnp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
-        if t.weights_resident:  # the group's weights, once per core
+        if T.weights_resident:  # the group's weights, once per core
             core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
             core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
         if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
@@ -158,12 +171,12 @@ def build_kernel(p: ConvPlan):
                 gp = live_idx * nparts + pi
                 ws = gp % t.l1_stages
                 kbase = pi * k_l1
-                if not t.weights_resident:
+                if not T.weights_resident:
                     core = core.wait_flag("MTE1_MTE2", WT + ws, live)
                     core = copy_weights(core, w_l1[ws], pi, cb, live)
                     core = core.set_flag("MTE2_MTE1", WT + ws, live)
                     core = core.wait_flag("MTE2_MTE1", WT + ws, live)
-                wstage = 0 if t.weights_resident else ws
+                wstage = 0 if T.weights_resident else ws
 
                 def step(q, core):
                     u = (live_idx * steps_item + pi * spp + q) % t.l0_stages
@@ -183,9 +196,10 @@ def build_kernel(p: ConvPlan):
                         h_valid=rows,
                         w_valid=cols,
                         m_valid=m_eff,
+                        k_valid=t.k_l0,
                         when=go,
                     )
-                    wrow = cbl * res_rows + ks if t.weights_resident else q * t.k_l0
+                    wrow = cbl * res_rows + ks if T.weights_resident else q * t.k_l0
                     core = core.load2d(
                         dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0), valid=(kv, nv), when=go
                     )
@@ -203,7 +217,7 @@ def build_kernel(p: ConvPlan):
                     return core.set_flag("M_MTE1", u, go)
 
                 core = lax.fori_loop(0, spp, step, core)
-                if not t.weights_resident:
+                if not T.weights_resident:
                     core = core.set_flag("MTE1_MTE2", WT + ws, live)
                 return core
 
@@ -213,7 +227,9 @@ def build_kernel(p: ConvPlan):
             core = core.set_flag("MTE1_MTE2", IN + xs, release)
             core = core.at_tile(item=j, tile=tile, cout_block=cb)
             # ---- epilogue: L0C -> GM (NHWC) ----
-            y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+            y_win = core.gm_window(
+                "y", (n, oh0, ow0, cb * t.n), (1, T.ho, T.wo, T.n), limit=(None, ho_v, wo_v, nv)
+            )
             if p.epi is not None:
                 res_win = (
                     core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
@@ -224,7 +240,7 @@ def build_kernel(p: ConvPlan):
             return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
 
         core = lax.fori_loop(0, items, item, core)
-        return wait_all(core, slots)
+        return wait_all(core, slots, whens)
 
     return plan, kernel
 

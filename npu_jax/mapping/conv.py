@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.core.buffers import Plan
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
-from npu_jax.hw.costs import round_up
+from npu_jax.hw.costs import cdiv, round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
 from npu_jax.mapping.pytree import check_ints, register
+from npu_jax.mapping.tiling_bound import bound_of, check_l2, check_within
 from npu_jax.workload.conv import ConvGeometry
 
 STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
@@ -102,6 +105,15 @@ class ConvTiling:
                 "ConvTiling", "cores", self.cores, lambda a: a >= 1, "None or an int >= 1", TilingError
             )
 
+    @staticmethod
+    def bound(tilings) -> ConvTiling:
+        """The smallest tiling bound covering ``tilings`` (a list of ConvTilings, or one stacked
+        ConvTiling whose fields carry a leading axis): the largest of each size field (``ho wo n
+        cin1 k_l0``) and stage count, and the batch's shared ``weights_resident``, ``cores`` and
+        ``cout_split`` (a batch that mixes one raises, naming it). Pass it as ``tiling_bound=`` to
+        run the batch under ``jax.vmap`` in one compiled timing-only program (``npu_jax.conv2d``)."""
+        return bound_of(ConvTiling, tilings)
+
 
 register(ConvTiling)
 
@@ -124,6 +136,13 @@ class ConvPlan:
     The kernel and the closed-form cost model both read this, so they cannot disagree on shapes.
     ``epi`` is the fused epilogue (None: plain conversion on the way out); ``output`` is then the
     format the kernel writes.
+
+    ``tiling_bound`` (default ``t``) does for the tiling what ``bound`` does for the layer: a
+    concrete :class:`ConvTiling` that fixes the buffers and windows, so ``t``'s size fields (``ho
+    wo n cin1 k_l0``, each at most the bound's) and stages (at most the bound's) may be traced:
+    ``jax.vmap`` over stacked tilings through one compiled timing-only program. The kernel's
+    structure (``weights_resident``, ``cores``, ``cout_split``) is the bound's (``ConvTiling.bound``
+    checks a batch shares it). Static properties read :attr:`T` (the bound); loop counts read ``t``.
     """
 
     g: ConvGeometry
@@ -134,10 +153,23 @@ class ConvPlan:
     output: str = "fp16"
     bound: ConvGeometry | None = None
     epi: EpiloguePlan | None = None
+    tiling_bound: ConvTiling | None = None
 
     @property
     def B(self) -> ConvGeometry:
         return self.g if self.bound is None else self.bound
+
+    @property
+    def T(self) -> ConvTiling:
+        """The tiling that fixes shapes and structure: ``tiling_bound``, or ``t`` itself."""
+        return self.t if self.tiling_bound is None else self.tiling_bound
+
+    def _over_n(self, f) -> int:
+        """The largest ``f(n)`` over the Cout blocks ``n`` the plan may run: ``t.n``, or under a
+        tiling bound every whole-fractal ``n`` up to the bound's (counts of blocks grow as n shrinks)."""
+        if self.tiling_bound is None:
+            return f(self.t.n)
+        return max(f(n) for n in range(FRACTAL_ROWS, self.T.n + 1, FRACTAL_ROWS))
 
     @property
     def spec(self) -> StrategySpec:
@@ -159,7 +191,7 @@ class ConvPlan:
     @property
     def cin1_eff(self) -> int:
         """Channel blocks per weight part, as allocated: min(cin1, C1)."""
-        return min(self.t.cin1, self.c1_cap)
+        return min(self.T.cin1, self.c1_cap)
 
     @property
     def k_l1_cap(self) -> int:
@@ -167,15 +199,15 @@ class ConvPlan:
 
     @property
     def h_in(self) -> int:
-        return self.B.in_extent(self.t.ho, 0)
+        return self.B.in_extent(self.T.ho, 0)
 
     @property
     def w_in(self) -> int:
-        return self.B.in_extent(self.t.wo, 1)
+        return self.B.in_extent(self.T.wo, 1)
 
     @property
     def m_t(self) -> int:
-        return round_up(self.t.ho * self.t.wo, FRACTAL_ROWS)
+        return round_up(self.T.ho * self.T.wo, FRACTAL_ROWS)
 
     @property
     def k_pad(self) -> int:
@@ -183,7 +215,7 @@ class ConvPlan:
 
     @property
     def n_cb_cap(self) -> int:
-        return -(-self.B.k // self.t.n)
+        return self._over_n(lambda n: -(-self.B.k // n))
 
     @property
     def ho_cap(self) -> int:
@@ -199,18 +231,54 @@ class ConvPlan:
     @property
     def cb_per_cap(self) -> int:
         """Cout blocks per core group (static; the last group may own fewer)."""
-        return -(-self.n_cb_cap // self.t.cout_split)
+        return -(-self.n_cb_cap // self.T.cout_split)
 
     @property
     def cores_sp(self) -> int:
         """Cores per Cout group, each taking spatial tiles round-robin."""
-        want = self.hw.num_cores if self.t.cores is None else self.t.cores
-        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
-        return max(1, min(want // self.t.cout_split, n_tiles))
+        T = self.T
+        want = self.hw.num_cores if T.cores is None else T.cores
+        n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
+        return max(1, min(want // T.cout_split, n_tiles))
 
     @property
     def cores(self) -> int:
-        return self.cores_sp * self.t.cout_split
+        return self.cores_sp * self.T.cout_split
+
+    # ---- static: GM tensors (windows at the edges stay inside the padding) ----
+    @property
+    def c_pad(self) -> int:
+        """Channels of x and w as stored: every weight part's window inside."""
+        if self.tiling_bound is None:
+            return round_up(self.c1_cap, self.cin1_eff) * self.c0
+        return (self.c1_cap + self.cin1_eff) * self.c0  # a part of a smaller cin1 + the bound's window
+
+    @property
+    def cout_pad(self) -> int:
+        """Output channels (and weight rows) as stored: whole Cout groups of whole blocks."""
+        cs = self.T.cout_split
+        whole = self._over_n(lambda n: cs * cdiv(cdiv(self.B.k, n), cs) * n)
+        return whole if self.tiling_bound is None else whole + self.T.n
+
+    @property
+    def y_pad(self) -> tuple[int, int, int, int]:
+        """y (N, Ho, Wo, K) as stored: whole tiles (the bound's windows from any tile start)."""
+        B, T = self.B, self.T
+        if self.tiling_bound is None:
+            hw_ = (-(-self.ho_cap // T.ho) * T.ho, -(-self.wo_cap // T.wo) * T.wo)
+        else:
+            hw_ = (self.ho_cap + T.ho, self.wo_cap + T.wo)
+        return (B.n, *hw_, self.cout_pad)
+
+    @property
+    def wkn_shape(self) -> tuple[int, int, int]:
+        """The K-major weights (n_cb, K_total, n) as laid out for the bound's n (its bytes decide
+        the L2's keep; :meth:`check_l2` holds every n of a tiling bound to the same decision)."""
+        return (-(-self.B.k // self.T.n), self.k_total_cap, self.T.n)
+
+    @property
+    def wkn_pad(self) -> tuple[int, int, int]:
+        return (self.T.cout_split * self.cb_per_cap, self.k_total_cap + self.k_l1_cap, self.T.n)
 
     # ---- dynamic: loop counts of the actual layer ----
     @property
@@ -220,6 +288,11 @@ class ConvPlan:
     @property
     def k_total(self):
         return self.c1 * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def cin1_step(self):
+        """Channel blocks per weight part, as stepped: min(cin1, C1) (traced under a tiling bound)."""
+        return _min(self.t.cin1, self.c1_cap)
 
     @property
     def k_l1(self):
@@ -256,20 +329,23 @@ class ConvPlan:
     @property
     def cb_per(self):
         """Cout blocks per core group for the actual layer."""
-        return -(-self.n_cb // self.t.cout_split)
+        return -(-self.n_cb // self.T.cout_split)
 
     def validate(self) -> None:
-        t, sp, c0 = self.t, self.spec, self.c0
+        if self.tiling_bound is not None:
+            self._validate_bound()
+        t, sp, c0 = self.T, self.spec, self.c0
         if t.cores is not None and t.cores > self.hw.num_cores:
             raise TilingError(
                 f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
                 f"cores; use cores <= {self.hw.num_cores} or None."
             )
         want = self.hw.num_cores if t.cores is None else t.cores
-        if t.cout_split > want or t.cout_split > self.n_cb_cap:
+        n_cb = -(-self.B.k // t.n)
+        if t.cout_split > want or t.cout_split > n_cb:
             raise TilingError(
                 f"ConvTiling.cout_split={t.cout_split} needs at least that many cores "
-                f"({want}) and Cout blocks ({self.n_cb_cap} of n={t.n}); lower it."
+                f"({want}) and Cout blocks ({n_cb} of n={t.n}); lower it."
             )
         if t.k_l0 % c0:
             raise TilingError(
@@ -311,10 +387,53 @@ class ConvPlan:
                 t,
             ) from None
 
+    def _validate_bound(self) -> None:
+        """A tiling bound's own rules: Python ints, a plain conv, one core count for every tiling it
+        covers, and a concrete ``t`` inside it and legal on its own (a traced ``t`` cannot be checked:
+        :meth:`ConvTiling.bound` checked its batch)."""
+        T, t = self.tiling_bound, self.t
+        if not isinstance(T, ConvTiling) or not all(isinstance(v, int) for v in jax.tree.leaves(T)):
+            raise TypeError(
+                f"tiling_bound must be a ConvTiling of Python ints (ConvTiling.bound(tilings) makes one "
+                f"from a batch), got {T!r}."
+            )
+        if self.epi is not None:
+            raise ValueError("tiling_bound runs the plain Conv2D; a fused epilogue needs a concrete tiling.")
+        if T.weights_resident:
+            raise TilingError(
+                "tiling_bound: weights_resident=True is not supported (resident weights are laid out "
+                "per Cout block of n); run resident tilings with a concrete tiling each."
+            )
+        want = self.hw.num_cores if T.cores is None else T.cores
+        n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
+        if n_tiles < want // T.cout_split:
+            raise TilingError(
+                f"tiling_bound (ho={T.ho}, wo={T.wo}) leaves {n_tiles} output tile(s) for "
+                f"{want // T.cout_split} core(s) per Cout group, so a smaller tile of the batch would run "
+                f"on more cores than the bound's program launches; split the batch by tile size or "
+                f"lower the bound's ho / wo."
+            )
+        leaves = jax.tree.leaves(t)
+        if any(np.ndim(v) for v in leaves):
+            raise TilingError(
+                "under a tiling_bound the tiling is one tiling (scalar fields); run a stacked one with "
+                "jax.vmap over its leading axis."
+            )
+        if all(isinstance(v, (int, np.integer)) for v in leaves):  # concrete: check it, and it alone
+            check_within(T, [t])
+            make_plan(self.g, self.strategy, t, self.hw, self.operand, self.output, self.bound)
+
+    def check_l2(self, gm) -> None:
+        """Under a tiling bound, refuse one whose n changes what the L2 keeps (``gm``: the launch's
+        GmSpecs; see :func:`~npu_jax.mapping.tiling_bound.check_l2`)."""
+        if self.tiling_bound is not None and self.spec.nc1hwc0_source:
+            check_l2(self, gm)
+
     def allocate(self) -> tuple[Plan, dict]:
         """Allocate every buffer; raises CapacityError naming the buffer that overflows."""
-        hw, t, op = self.hw, self.t, self.operand
-        plan = Plan(hw)
+        hw, t, op = self.hw, self.T, self.operand
+        # under a tiling bound the buffers are the batch's container: each tiling fits on its own
+        plan = Plan(hw, capacity=self.tiling_bound is None)
         a = {}
         a["x"] = plan.alloc(
             "L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op, stages=t.l1_stages, fmt="NC1HWC0"
@@ -324,10 +443,11 @@ class ConvPlan:
             a["w"] = plan.alloc(
                 "L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op, fmt="ND"
             )
-        else:
-            a["w"] = plan.alloc(
-                "L1", "w_l1", (round_up(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages, fmt="ND"
-            )
+        else:  # under a tiling bound, a smaller k_l0's last window too (it starts below k_l1_cap)
+            rows = round_up(self.k_l1_cap, t.k_l0)
+            if self.tiling_bound is not None:
+                rows = max(rows, self.k_l1_cap - self.c0 + t.k_l0)
+            a["w"] = plan.alloc("L1", "w_l1", (rows, t.n), op, stages=t.l1_stages, fmt="ND")
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
         a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
@@ -347,6 +467,7 @@ def make_plan(
     output: str = "fp16",
     bound: ConvGeometry | None = None,
     epi: EpiloguePlan | None = None,
+    tiling_bound: ConvTiling | None = None,
 ) -> ConvPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -354,6 +475,6 @@ def make_plan(
         raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
     if epi is not None and epi.where == "fixpipe" and hw.coupled:
         raise ValueError(f"{hw.name} has no Fixpipe: its fused epilogue runs in UB (where='ub').")
-    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi)
+    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi, tiling_bound)
     p.validate()
     return p
