@@ -123,21 +123,25 @@ def build_kernel(p: ConvPlan):
     def kernel(core, b):
         core = set_all(core, slots, whens)
         sgrp, cgrp = b // T.cout_split, b % T.cout_split
+        cores_run = p.cores_sp_run
+        runs = sgrp < cores_run  # false on a core of a bound's launch that this tiling leaves idle
+        if p.tiling_bound is not None:  # each running core's share of the GM rate, as in its own run
+            core = core.replace(active=cores_run * T.cout_split)
         cb0 = cgrp * cb_per  # this core's first Cout block
         nb_live = jnp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
         if T.weights_resident:  # the group's weights, once per core
-            core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
+            core = copy_weights(core, w_l1[0], 0, cb0, (cb0 < ncb) & runs)
             core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
         if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
             end = jnp.minimum(g.k, (cb0 + cb_per) * t.n)  # the group's own columns
-            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, cb0 < ncb)
+            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, (cb0 < ncb) & runs)
 
         def item(j, core):
-            tile = sgrp + (j // cb_per) * p.cores_sp
+            tile = sgrp + (j // cb_per) * cores_run
             cbl = j % cb_per
             live_idx = (j // cb_per) * nb_live + cbl  # this item's rank among the core's live items
             cb = cb0 + cbl
-            live = (tile < p.n_tiles) & (cb < ncb)
+            live = (tile < p.n_tiles) & (cb < ncb) & runs
             n = tile // (p.n_th * p.n_tw)
             th = (tile // p.n_tw) % p.n_th
             tw = tile % p.n_tw

@@ -235,9 +235,12 @@ class ConvPlan:
 
     @property
     def cores_sp(self) -> int:
-        """Cores per Cout group, each taking spatial tiles round-robin."""
+        """Cores per Cout group, each taking spatial tiles round-robin, as launched: under a tiling
+        bound every core a tiling of it may use (those it does not, :attr:`cores_sp_run`, stay idle)."""
         T = self.T
         want = self.hw.num_cores if T.cores is None else T.cores
+        if self.tiling_bound is not None:
+            return max(1, want // T.cout_split)
         n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
         return max(1, min(want // T.cout_split, n_tiles))
 
@@ -323,8 +326,17 @@ class ConvPlan:
         return -(-self.g.k // self.t.n)
 
     @property
+    def cores_sp_run(self):
+        """Cores per Cout group that run: :attr:`cores_sp`, or the (traced) tiling's own count,
+        capped by its tiles, under a tiling bound."""
+        if self.tiling_bound is None:
+            return self.cores_sp
+        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
+        return jnp.maximum(1, jnp.minimum(self.cores_sp, n_tiles))
+
+    @property
     def tiles_per_core(self):
-        return -(-self.n_tiles // self.cores_sp)
+        return -(-self.n_tiles // self.cores_sp_run)
 
     @property
     def cb_per(self):
@@ -388,8 +400,8 @@ class ConvPlan:
             ) from None
 
     def _validate_bound(self) -> None:
-        """A tiling bound's own rules: Python ints, a plain conv, one core count for every tiling it
-        covers, and a concrete ``t`` inside it and legal on its own (a traced ``t`` cannot be checked:
+        """A tiling bound's own rules: Python ints, a plain conv, and a concrete ``t`` inside it and
+        legal on its own (a traced ``t`` cannot be checked:
         :meth:`ConvTiling.bound` checked its batch)."""
         T, t = self.tiling_bound, self.t
         if not isinstance(T, ConvTiling) or not all(isinstance(v, int) for v in jax.tree.leaves(T)):
@@ -403,15 +415,6 @@ class ConvPlan:
             raise TilingError(
                 "tiling_bound: weights_resident=True is not supported (resident weights are laid out "
                 "per Cout block of n); run resident tilings with a concrete tiling each."
-            )
-        want = self.hw.num_cores if T.cores is None else T.cores
-        n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
-        if n_tiles < want // T.cout_split:
-            raise TilingError(
-                f"tiling_bound (ho={T.ho}, wo={T.wo}) leaves {n_tiles} output tile(s) for "
-                f"{want // T.cout_split} core(s) per Cout group, so a smaller tile of the batch would run "
-                f"on more cores than the bound's program launches; split the batch by tile size or "
-                f"lower the bound's ho / wo."
             )
         leaves = jax.tree.leaves(t)
         if any(np.ndim(v) for v in leaves):

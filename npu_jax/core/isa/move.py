@@ -71,7 +71,7 @@ def data_copy_in(core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, k
         raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
     tile = squeeze_to(tile, len(dst.alloc.shape))
     nbytes, bursts = gm_bursts(core, src, valid)
-    rate = costs.gm_rate(h, core.ctx.n_cores)
+    rate = costs.gm_rate(h, core.active_cores)
     core, hit = l2.read(core, src, valid, when, nbytes)
     core = write_ref(core, dst, tile, when)
     return Effect(
@@ -106,7 +106,7 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     core, written = write_gm(core, dst, block, valid, when)
     return Effect(
         core,
-        cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.ctx.n_cores)),
+        cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),
         counts=(("UB->GM", nbytes), ("L2->HBM", nbytes)),
         reads=(src,),
         oob=oob,
