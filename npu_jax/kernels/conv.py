@@ -102,7 +102,7 @@ def build_kernel(p: ConvPlan):
             src=win,
             layout="oihw_to_kn",
             kernel=(g.kh, g.kw),
-            block_n=t.n if res else None,
+            block_n=T.n if res else None,
             when=when,
         )
 

@@ -261,7 +261,9 @@ class ConvPlan:
         """Output channels (and weight rows) as stored: whole Cout groups of whole blocks."""
         cs = self.T.cout_split
         whole = self._over_n(lambda n: cs * cdiv(cdiv(self.B.k, n), cs) * n)
-        return whole if self.tiling_bound is None else whole + self.T.n
+        if self.tiling_bound is None:
+            return whole
+        return whole + (self.cb_per_cap if self.T.weights_resident else 1) * self.T.n  # one more window
 
     @property
     def y_pad(self) -> tuple[int, int, int, int]:
@@ -411,11 +413,6 @@ class ConvPlan:
             )
         if self.epi is not None:
             raise ValueError("tiling_bound runs the plain Conv2D; a fused epilogue needs a concrete tiling.")
-        if T.weights_resident:
-            raise TilingError(
-                "tiling_bound: weights_resident=True is not supported (resident weights are laid out "
-                "per Cout block of n); run resident tilings with a concrete tiling each."
-            )
         leaves = jax.tree.leaves(t)
         if any(np.ndim(v) for v in leaves):
             raise TilingError(
