@@ -164,12 +164,13 @@ class ConvPlan:
         """The tiling that fixes shapes and structure: ``tiling_bound``, or ``t`` itself."""
         return self.t if self.tiling_bound is None else self.tiling_bound
 
-    def _over_n(self, f) -> int:
-        """The largest ``f(n)`` over the Cout blocks ``n`` the plan may run: ``t.n``, or under a
-        tiling bound every whole-fractal ``n`` up to the bound's (counts of blocks grow as n shrinks)."""
+    def _over(self, f) -> int:
+        """The largest ``f(n, cout_split)`` the plan may run: ``t``'s, or under a tiling bound over
+        every whole-fractal ``n`` and every split up to the bound's (block counts grow as n shrinks)."""
         if self.tiling_bound is None:
-            return f(self.t.n)
-        return max(f(n) for n in range(FRACTAL_ROWS, self.T.n + 1, FRACTAL_ROWS))
+            return f(self.t.n, self.t.cout_split)
+        ns = range(FRACTAL_ROWS, self.T.n + 1, FRACTAL_ROWS)
+        return max(f(n, cs) for n in ns for cs in range(1, self.T.cout_split + 1))
 
     @property
     def spec(self) -> StrategySpec:
@@ -215,7 +216,7 @@ class ConvPlan:
 
     @property
     def n_cb_cap(self) -> int:
-        return self._over_n(lambda n: -(-self.B.k // n))
+        return self._over(lambda n, cs: cdiv(self.B.k, n))
 
     @property
     def ho_cap(self) -> int:
@@ -231,7 +232,7 @@ class ConvPlan:
     @property
     def cb_per_cap(self) -> int:
         """Cout blocks per core group (static; the last group may own fewer)."""
-        return -(-self.n_cb_cap // self.T.cout_split)
+        return self._over(lambda n, cs: cdiv(cdiv(self.B.k, n), cs))
 
     @property
     def cores_sp(self) -> int:
@@ -240,13 +241,14 @@ class ConvPlan:
         T = self.T
         want = self.hw.num_cores if T.cores is None else T.cores
         if self.tiling_bound is not None:
-            return max(1, want // T.cout_split)
+            return want
         n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
         return max(1, min(want // T.cout_split, n_tiles))
 
     @property
     def cores(self) -> int:
-        return self.cores_sp * self.T.cout_split
+        """Cores launched (under a tiling bound: every core, grouped by each tiling's own split)."""
+        return self.cores_sp if self.tiling_bound is not None else self.cores_sp * self.T.cout_split
 
     # ---- static: GM tensors (windows at the edges stay inside the padding) ----
     @property
@@ -259,8 +261,7 @@ class ConvPlan:
     @property
     def cout_pad(self) -> int:
         """Output channels (and weight rows) as stored: whole Cout groups of whole blocks."""
-        cs = self.T.cout_split
-        whole = self._over_n(lambda n: cs * cdiv(cdiv(self.B.k, n), cs) * n)
+        whole = self._over(lambda n, cs: cs * cdiv(cdiv(self.B.k, n), cs) * n)
         if self.tiling_bound is None:
             return whole
         return whole + (self.cb_per_cap if self.T.weights_resident else 1) * self.T.n  # one more window
@@ -283,7 +284,10 @@ class ConvPlan:
 
     @property
     def wkn_pad(self) -> tuple[int, int, int]:
-        return (self.T.cout_split * self.cb_per_cap, self.k_total_cap + self.k_l1_cap, self.T.n)
+        blocks = self._over(lambda n, cs: cs * cdiv(cdiv(self.B.k, n), cs))  # whole groups
+        if self.tiling_bound is not None:
+            blocks += self.cb_per_cap  # and a group's window from any group's start
+        return (blocks, self.k_total_cap + self.k_l1_cap, self.T.n)
 
     # ---- dynamic: loop counts of the actual layer ----
     @property
@@ -334,7 +338,7 @@ class ConvPlan:
         if self.tiling_bound is None:
             return self.cores_sp
         n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
-        return jnp.maximum(1, jnp.minimum(self.cores_sp, n_tiles))
+        return jnp.maximum(1, jnp.minimum(self.cores_sp // self.t.cout_split, n_tiles))
 
     @property
     def tiles_per_core(self):
@@ -343,7 +347,7 @@ class ConvPlan:
     @property
     def cb_per(self):
         """Cout blocks per core group for the actual layer."""
-        return -(-self.n_cb // self.T.cout_split)
+        return -(-self.n_cb // self.t.cout_split)
 
     def validate(self) -> None:
         if self.tiling_bound is not None:
@@ -355,11 +359,10 @@ class ConvPlan:
                 f"cores; use cores <= {self.hw.num_cores} or None."
             )
         want = self.hw.num_cores if t.cores is None else t.cores
-        n_cb = -(-self.B.k // t.n)
-        if t.cout_split > want or t.cout_split > n_cb:
+        if t.cout_split > want or t.cout_split > self.n_cb_cap:
             raise TilingError(
                 f"ConvTiling.cout_split={t.cout_split} needs at least that many cores "
-                f"({want}) and Cout blocks ({n_cb} of n={t.n}); lower it."
+                f"({want}) and Cout blocks ({self.n_cb_cap} of n={t.n}); lower it."
             )
         if t.k_l0 % c0:
             raise TilingError(
@@ -438,15 +441,17 @@ class ConvPlan:
         a["x"] = plan.alloc(
             "L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op, stages=t.l1_stages, fmt="NC1HWC0"
         )
-        # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
-        if t.weights_resident:  # the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
-            a["w"] = plan.alloc(
-                "L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op, fmt="ND"
-            )
-        else:  # under a tiling bound, a smaller k_l0's last window too (it starts below k_l1_cap)
-            rows = round_up(self.k_l1_cap, t.k_l0)
-            if self.tiling_bound is not None:
-                rows = max(rows, self.k_l1_cap - self.c0 + t.k_l0)
+        # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside;
+        # resident: the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
+        res_rows = self.cb_per_cap * self.k_total_cap + t.k_l0
+        rows = round_up(self.k_l1_cap, t.k_l0)
+        if self.tiling_bound is not None:  # a smaller k_l0's last window too (it starts below k_l1_cap)
+            rows = max(rows, self.k_l1_cap - self.c0 + t.k_l0)
+        if t.weights_resident and self.tiling_bound is not None:  # room for either kind of tiling
+            a["w"] = plan.alloc("L1", "w_l1", (max(res_rows, rows), t.n), op, stages=t.l1_stages, fmt="ND")
+        elif t.weights_resident:
+            a["w"] = plan.alloc("L1", "w_l1", (res_rows, t.n), op, fmt="ND")
+        else:
             a["w"] = plan.alloc("L1", "w_l1", (rows, t.n), op, stages=t.l1_stages, fmt="ND")
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")

@@ -17,9 +17,9 @@ from npu_jax.core import l2
 from npu_jax.errors import TilingError
 from npu_jax.hw.config import FRACTAL_ROWS
 
-SIZE_FIELDS = ("ho", "wo", "n", "cin1", "k_l0")  # traced, at most the bound's: sizes
-STAGE_FIELDS = ("l1_stages", "l0_stages")  # traced, at most the bound's: ping-pong slots in use
-STRUCTURE_FIELDS = ("weights_resident", "cores", "cout_split")  # the bound's, for the whole batch
+# traced, at most the bound's: sizes, ping-pong stages, Cout groups, resident weights (True: may be)
+BOUNDED_FIELDS = ("ho", "wo", "n", "cin1", "k_l0", "l1_stages", "l0_stages", "cout_split", "weights_resident")
+STRUCTURE_FIELDS = ("cores",)  # the bound's, for the whole batch
 
 
 def rows(tilings) -> list:
@@ -37,7 +37,8 @@ def bound_of(cls, tilings):
         raise TypeError(
             f"{cls.__name__}.bound takes {cls.__name__}s (a list or one stacked), got {tilings!r}."
         )
-    out = {f: max(int(getattr(t, f)) for t in ts) for f in SIZE_FIELDS + STAGE_FIELDS}
+    out = {f: max(int(getattr(t, f)) for t in ts) for f in BOUNDED_FIELDS}
+    out["weights_resident"] = bool(out["weights_resident"])
     for f in STRUCTURE_FIELDS:
         seen = sorted({None if getattr(t, f) is None else int(getattr(t, f)) for t in ts}, key=str)
         if len(seen) > 1:
@@ -45,7 +46,7 @@ def bound_of(cls, tilings):
                 f"{cls.__name__}.bound: the batch mixes {f}={seen}; one program runs one structure, "
                 f"split the batch by {f}."
             )
-        out[f] = bool(seen[0]) if f == "weights_resident" else seen[0]
+        out[f] = seen[0]
     return cls(**out)
 
 
@@ -53,7 +54,7 @@ def check_within(bound, tilings) -> None:
     """Raise TilingError unless every concrete tiling of ``tilings`` (scalar fields) fits ``bound``:
     sizes and stages at most the bound's, structure equal to it."""
     for i, t in enumerate(tilings):
-        for f in SIZE_FIELDS + STAGE_FIELDS:
+        for f in BOUNDED_FIELDS:
             if int(getattr(t, f)) > getattr(bound, f):
                 raise TilingError(
                     f"tiling {i} has {f}={int(getattr(t, f))}, above the tiling_bound's {f}="
@@ -83,4 +84,4 @@ def check_l2(p, gm) -> None:
             )
 
 
-__all__ = ["SIZE_FIELDS", "STAGE_FIELDS", "STRUCTURE_FIELDS", "bound_of", "check_l2", "check_within", "rows"]
+__all__ = ["BOUNDED_FIELDS", "STRUCTURE_FIELDS", "bound_of", "check_l2", "check_within", "rows"]
