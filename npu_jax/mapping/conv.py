@@ -55,8 +55,10 @@ class ConvTiling:
     A pytree: every field is a leaf, so tilings stack (``jax.tree.map(lambda *a: jnp.stack(a),
     *tilings)``) and pass through ``jax.vmap`` / ``jax.jit``; :func:`npu_jax.cost.cycles` prices a
     stacked or traced one (the search's batches are this type). The checks below run on concrete
-    values (ints, or arrays entry by entry) and skip traced ones. A kernel (``make_plan``) needs
-    Python ints: its buffers' shapes come from the tiling.
+    values (ints, or arrays entry by entry) and skip traced ones. A kernel (``make_plan``) takes
+    its buffers' shapes from the tiling, so it needs Python ints, unless a concrete tiling bound
+    (:meth:`ConvTiling.bound`, ``tiling_bound=``) fixes them: the emulator's timing-only run then
+    takes a traced tiling too (``npu_jax.conv2d``).
 
     Attributes:
         ho, wo: output tile rows and cols [hoL1, woL1]; L0C holds round16(ho*wo) x n fp32.
