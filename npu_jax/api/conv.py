@@ -79,14 +79,19 @@ def conv2d(
         >>> y.shape, rep.flops
         ((1, 32, 8, 8), 589824)
 
-        Many tilings of one layer, timing-only, in one compiled program:
+        Many tilings of one layer, timing-only, in one compiled program (entry ``i`` of the
+        batched report is tiling ``i``'s report):
 
         >>> import jax, jax.numpy as jnp
         >>> ts = [npu_jax.ConvTiling(ho=h, wo=8, n=16, cin1=1, k_l0=16 * k) for h in (2, 4) for k in (1, 3)]
         >>> stacked = jax.tree.map(lambda *a: jnp.asarray(a), *ts)
         >>> run = lambda t: npu_jax.conv2d(x, w, padding=1, hw=npu_jax.presets.tiny(), tiling=t,
-        ...     tiling_bound=npu_jax.ConvTiling.bound(ts), timing_only=True)[1].cycles
-        >>> cycles = jax.vmap(run)(stacked)  # == [run(t) for t in ts]
+        ...     tiling_bound=npu_jax.ConvTiling.bound(ts), timing_only=True)[1]
+        >>> reps = jax.vmap(run)(stacked)
+        >>> cycles = [jax.tree.map(lambda a: a[i], reps).cycles for i in range(len(ts))]
+        >>> cycles == [npu_jax.conv2d(x, w, padding=1, hw=npu_jax.presets.tiny(), tiling=t,
+        ...     timing_only=True)[1].cycles for t in ts]
+        True
     """
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
     x, w = check_arrays(x, w)
