@@ -44,8 +44,10 @@ def data(rng, x_shape=X_SHAPE, w_shape=W_SHAPE):
 def test_vmap_64_tilings_timing_only_equals_single_calls(rng):
     """The acceptance: 64 stacked img2col tilings of one layer (mixed tile sizes, Cout blocks, depths,
     stages, Cout splits and resident weights) through the emulator's timing-only run in one vmapped
-    program: the cycles of 64 single calls (the closed form, vmapped and per plan) and, on three of
-    them, the cycles, per-pipe busy and bytes of the emulator's own single runs."""
+    program: the cycles of 64 single calls (the closed form, vmapped and per plan) and, on two of
+    them, the cycles, per-pipe busy and bytes of the emulator's own single runs. Sanitizers off here
+    (they observe and change no figure; on, they quadruple this test's time): the next test runs
+    the bounded kernel with them on."""
     ts = candidate_tilings(G, "img2col", HW)
     ts = [ts[i] for i in rng.choice(len(ts), 64, replace=False)]
     assert len({(t.weights_resident, t.cout_split, t.l1_stages) for t in ts}) > 1  # a mixed batch
@@ -53,26 +55,28 @@ def test_vmap_64_tilings_timing_only_equals_single_calls(rng):
     x, w = data(rng)
 
     def run(t):
-        return npu_jax.conv2d(x, w, padding=1, hw=HW, tiling=t, tiling_bound=bound, timing_only=True)[1]
+        kw = dict(padding=1, hw=HW, tiling=t, tiling_bound=bound, timing_only=True, checks="none")
+        return npu_jax.conv2d(x, w, **kw)[1]
 
     reps = jax.jit(jax.vmap(run))(stack(ts))
     got = [entry(reps, i).cycles for i in range(64)]
     model = np.asarray(jax.jit(jax.vmap(lambda t: cycles(G, t, HW)))(stack(ts))).tolist()
     assert got == model == [predict(make_plan(G, "img2col", t, HW)).cycles for t in ts]
-    for i in rng.choice(64, 3, replace=False):
+    for i in rng.choice(64, 2, replace=False):
         one = entry(reps, i)
-        one.check()  # the sanitizers (all on in the suite) found nothing in this tiling's run
-        _, rep = npu_jax.conv2d(x, w, padding=1, hw=HW, tiling=ts[i], timing_only=True)
+        _, rep = npu_jax.conv2d(x, w, padding=1, hw=HW, tiling=ts[i], timing_only=True, checks="none")
         assert (one.cycles, one.pipe_busy, one.bytes) == (rep.cycles, rep.pipe_busy, rep.bytes), ts[i]
 
 
 def test_vmap_coupled_chip_output_tiled(rng):
     """The UB output path (a coupled chip), a strategy reading NCHW, and a layer that leaves some
-    tilings fewer tiles than cores (the bound's launch idles the cores a tiling does not use)."""
+    tilings fewer tiles than cores (the bound's launch idles the cores a tiling does not use), with
+    the sanitizers on (as everywhere in the suite): each tiling's run is clean."""
     hw = npu_jax.presets.tiny(coupled=True)
     g = canonicalize((1, 16, 9, 7), (40, 16, 3, 3), (2, 1), 1)
-    ts = candidate_tilings(g, "output_tiled", hw)
-    ts = [ts[i] for i in rng.choice(len(ts), min(8, len(ts)), replace=False)]
+    cands = candidate_tilings(g, "output_tiled", hw)
+    ts = [cands[i] for i in rng.choice(len(cands), 7, replace=False)]
+    ts.append(next(t for t in cands if t.ho >= g.ho and t.wo >= g.wo))  # one tile: one core runs
     x, w = data(rng, (1, 16, 9, 7), (40, 16, 3, 3))
 
     def run(t):
@@ -84,6 +88,8 @@ def test_vmap_coupled_chip_output_tiled(rng):
     reps = jax.vmap(run)(stack(ts))
     got = [entry(reps, i).cycles for i in range(len(ts))]
     assert got == [predict(make_plan(g, "output_tiled", t, hw)).cycles for t in ts]
+    for i in range(len(ts)):
+        entry(reps, i).check()  # raises the sanitizers' findings, if any
 
 
 def test_bound_of_a_batch(rng):
