@@ -61,11 +61,13 @@ def conv2d(
         checks: sanitizers (``"all"``, ``"none"``, names, or a ``Checks``; None = the process
             default, see ``npu_jax.default_checks``). Findings raise a SanitizerError.
         tiling_bound: a concrete :class:`~npu_jax.ConvTiling` at least as large as ``tiling`` in
-            ``ho wo n cin1 k_l0`` and its stages, sharing its ``weights_resident`` (False),
-            ``cores`` and ``cout_split`` (``ConvTiling.bound(tilings)`` makes one from a batch).
-            Buffers and windows are then sized for the bound, so ``tiling``'s fields may be traced:
-            ``jax.vmap`` over stacked tilings runs them all in one compiled timing-only program
-            (needs ``timing_only=True``), each with exactly its own run's cycles and report.
+            every field (``weights_resident`` True if it may be) with the same ``cores``
+            (``ConvTiling.bound(tilings)`` makes one from a batch). Buffers, windows and the launch
+            are then sized for the bound, so ``tiling``'s fields may be traced: ``jax.vmap`` over
+            stacked tilings runs them all in one compiled timing-only program (needs
+            ``timing_only=True``), each with its own run's cycles, per-pipe busy and bytes (the
+            report's ``n_cores`` counts the launched cores). Each tiling must be legal on its own:
+            a traced one cannot be checked. See docs/search.md.
 
     Returns:
         y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and

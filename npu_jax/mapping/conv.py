@@ -110,10 +110,10 @@ class ConvTiling:
     @staticmethod
     def bound(tilings) -> ConvTiling:
         """The smallest tiling bound covering ``tilings`` (a list of ConvTilings, or one stacked
-        ConvTiling whose fields carry a leading axis): the largest of each size field (``ho wo n
-        cin1 k_l0``) and stage count, and the batch's shared ``weights_resident``, ``cores`` and
-        ``cout_split`` (a batch that mixes one raises, naming it). Pass it as ``tiling_bound=`` to
-        run the batch under ``jax.vmap`` in one compiled timing-only program (``npu_jax.conv2d``)."""
+        ConvTiling whose fields carry a leading axis): the largest of each field (``ho wo n cin1
+        k_l0``, the stages, ``cout_split``; ``weights_resident`` if any is) and the batch's shared
+        ``cores`` (a batch that mixes it raises). Pass it as ``tiling_bound=`` to run the batch
+        under ``jax.vmap`` in one compiled timing-only program (``npu_jax.conv2d``)."""
         return bound_of(ConvTiling, tilings)
 
 
@@ -140,11 +140,11 @@ class ConvPlan:
     format the kernel writes.
 
     ``tiling_bound`` (default ``t``) does for the tiling what ``bound`` does for the layer: a
-    concrete :class:`ConvTiling` that fixes the buffers and windows, so ``t``'s size fields (``ho
-    wo n cin1 k_l0``, each at most the bound's) and stages (at most the bound's) may be traced:
-    ``jax.vmap`` over stacked tilings through one compiled timing-only program. The kernel's
-    structure (``weights_resident``, ``cores``, ``cout_split``) is the bound's (``ConvTiling.bound``
-    checks a batch shares it). Static properties read :attr:`T` (the bound); loop counts read ``t``.
+    concrete :class:`ConvTiling` that fixes the buffers, windows and launched cores, so ``t``'s
+    fields (``ho wo n cin1 k_l0``, the stages, ``cout_split``, each at most the bound's, and
+    ``weights_resident`` where the bound's is True) may be traced: ``jax.vmap`` over stacked
+    tilings through one compiled timing-only program. ``cores`` is the bound's. Static properties
+    read :attr:`T` (the bound); loop counts, and the cores that run, read ``t``.
     """
 
     g: ConvGeometry
@@ -408,8 +408,7 @@ class ConvPlan:
 
     def _validate_bound(self) -> None:
         """A tiling bound's own rules: Python ints, a plain conv, and a concrete ``t`` inside it and
-        legal on its own (a traced ``t`` cannot be checked:
-        :meth:`ConvTiling.bound` checked its batch)."""
+        legal on its own (a traced ``t`` cannot be checked: run only tilings make_plan accepts)."""
         T, t = self.tiling_bound, self.t
         if not isinstance(T, ConvTiling) or not all(isinstance(v, int) for v in jax.tree.leaves(T)):
             raise TypeError(
