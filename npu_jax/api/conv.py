@@ -32,6 +32,7 @@ def conv2d(
     trace: bool | int = False,
     timing_only: bool = False,
     checks=None,
+    tiling_bound: ConvTiling | None = None,
 ):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
@@ -59,6 +60,14 @@ def conv2d(
             and byte of the report is unchanged, in a fraction of the time.
         checks: sanitizers (``"all"``, ``"none"``, names, or a ``Checks``; None = the process
             default, see ``npu_jax.default_checks``). Findings raise a SanitizerError.
+        tiling_bound: a concrete :class:`~npu_jax.ConvTiling` at least as large as ``tiling`` in
+            every field (``weights_resident`` True if it may be) with the same ``cores``
+            (``ConvTiling.bound(tilings)`` makes one from a batch). Buffers, windows and the launch
+            are then sized for the bound, so ``tiling``'s fields may be traced: ``jax.vmap`` over
+            stacked tilings runs them all in one compiled timing-only program (needs
+            ``timing_only=True``), each with its own run's cycles, per-pipe busy and bytes (the
+            report's ``n_cores`` counts the launched cores). Each tiling must be legal on its own:
+            a traced one cannot be checked. See docs/search.md.
 
     Returns:
         y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and
@@ -71,6 +80,20 @@ def conv2d(
         >>> y, rep = npu_jax.conv2d(x, w, padding=1, hw=npu_jax.presets.tiny())
         >>> y.shape, rep.flops
         ((1, 32, 8, 8), 589824)
+
+        Many tilings of one layer, timing-only, in one compiled program (entry ``i`` of the
+        batched report is tiling ``i``'s report):
+
+        >>> import jax, jax.numpy as jnp
+        >>> ts = [npu_jax.ConvTiling(ho=h, wo=8, n=16, cin1=1, k_l0=16 * k) for h in (2, 4) for k in (1, 3)]
+        >>> stacked = jax.tree.map(lambda *a: jnp.asarray(a), *ts)
+        >>> run = lambda t: npu_jax.conv2d(x, w, padding=1, hw=npu_jax.presets.tiny(), tiling=t,
+        ...     tiling_bound=npu_jax.ConvTiling.bound(ts), timing_only=True)[1]
+        >>> reps = jax.vmap(run)(stacked)
+        >>> cycles = [jax.tree.map(lambda a: a[i], reps).cycles for i in range(len(ts))]
+        >>> cycles == [npu_jax.conv2d(x, w, padding=1, hw=npu_jax.presets.tiny(), tiling=t,
+        ...     timing_only=True)[1].cycles for t in ts]
+        True
     """
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
     x, w = check_arrays(x, w)
@@ -78,12 +101,13 @@ def conv2d(
     check_choice("conv2d", "strategy", strategy, STRATEGIES)
     timing_only = check_flag("timing_only", timing_only)
     _check_tiling(tiling)
+    _check_tiling_bound("conv2d", tiling, tiling_bound, timing_only)
     state_bytes("conv2d", hw, hw.num_cores, _gm_bytes(g), cap, checks)
     x, w = no_grad("conv2d", x, w)
     op = policy.operand
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
-    p = make_plan(g, strategy, tiling, hw, op, policy.output)
+    p = make_plan(g, strategy, tiling, hw, op, policy.output, tiling_bound=tiling_bound)
     y, report = run_plan(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, move_data=not timing_only, checks=checks
     )
@@ -103,6 +127,7 @@ def conv2d_bounded(
     policy: Policy | None = None,
     timing_only: bool = False,
     checks=None,
+    tiling_bound: ConvTiling | None = None,
 ):
     """Conv2D of layer ``g`` (fields may be traced) inside arrays shaped for ``bound`` (static).
 
@@ -110,7 +135,8 @@ def conv2d_bounded(
     (B.k, B.c, B.kh, B.kw). One compiled program serves every layer that fits the bound: the
     property tests draw hundreds of layers through four compiles. Returns y (B.n, B.k, Ho_max,
     Wo_max) with the layer's output in the leading corner (zeros elsewhere) and the report. Dtypes
-    as :func:`conv2d`: with no ``policy`` the inputs become fp16 and so does y.
+    as :func:`conv2d`: with no ``policy`` the inputs become fp16 and so does y. ``tiling_bound``
+    as :func:`conv2d`: the tiling may then be traced too (timing-only).
     """
     hw, policy, checks, _ = check_common(hw, policy, checks, False, "conv2d_bounded")
     timing_only = check_flag("timing_only", timing_only, "conv2d_bounded")
@@ -119,10 +145,11 @@ def conv2d_bounded(
     check_bound("conv2d_bounded", g, bound, x, w)
     if not isinstance(tiling, ConvTiling):
         raise InputTypeError(f"conv2d_bounded: tiling must be a ConvTiling, got {type(tiling).__name__}.")
+    _check_tiling_bound("conv2d_bounded", tiling, tiling_bound, timing_only)
     state_bytes("conv2d_bounded", hw, hw.num_cores, _gm_bytes(bound), 0, checks)
     x, w = no_grad("conv2d_bounded", x, w)
     op = policy.operand
-    p = make_plan(g, strategy, tiling, hw, op, policy.output, bound)
+    p = make_plan(g, strategy, tiling, hw, op, policy.output, bound, tiling_bound=tiling_bound)
     y, report = run_plan(
         p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, move_data=not timing_only, checks=checks
     )
@@ -132,6 +159,22 @@ def conv2d_bounded(
 def _check_tiling(tiling) -> None:
     if tiling is not None and not isinstance(tiling, ConvTiling):
         raise InputTypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__} {tiling!r}.")
+
+
+def _check_tiling_bound(fn: str, tiling, tiling_bound, timing_only: bool) -> None:
+    if tiling_bound is None:
+        return
+    if not isinstance(tiling_bound, ConvTiling):
+        raise InputTypeError(
+            f"{fn}: tiling_bound must be a ConvTiling or None, got {type(tiling_bound).__name__}."
+        )
+    if tiling is None:
+        raise ValueError(f"{fn}: tiling_bound bounds a given tiling; pass tiling= too.")
+    if not timing_only:
+        raise ValueError(
+            f"{fn}: tiling_bound runs the timing-only program (the data of a traced tiling is not "
+            f"laid out); pass timing_only=True."
+        )
 
 
 def _gm_bytes(g: ConvGeometry) -> int:

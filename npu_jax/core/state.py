@@ -102,6 +102,7 @@ _DATA_FIELDS = (
     "san",
     "l2",
     "block",
+    "active",
 )
 
 
@@ -130,6 +131,9 @@ class Core:
     ctx: Context
     # sanitizer log rows traced since the last flatten (trace-time only; see _flatten_core)
     pending: tuple = ()
+    # () int32 or None: cores moving data at once, when fewer than launched (a kernel under a tiling
+    # bound, its core count traced); None = ctx.n_cores. GM rates are each core's share of these.
+    active: jax.Array | None = None
 
     def replace(self, **kw) -> Core:
         return dataclasses.replace(self, **kw)
@@ -137,6 +141,11 @@ class Core:
     @property
     def hw(self) -> HardwareConfig:
         return self.ctx.hw
+
+    @property
+    def active_cores(self):
+        """Cores moving data at once (the GM rates' share): ``active``, or every launched core."""
+        return self.ctx.n_cores if self.active is None else self.active
 
     def read(self, alloc: Alloc, stage=0) -> jax.Array:
         """The contents of one stage of an allocation (for kernels' own checks and tests)."""

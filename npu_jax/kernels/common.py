@@ -14,15 +14,16 @@ def slot_flags(hw, l1_events, l0_stages: int) -> list[tuple[str, int]]:
     return flags
 
 
-def set_all(core, flags):
-    for event, i in flags:
-        core = core.set_flag(event, i)
+def set_all(core, flags, when=None):
+    """SetFlag every (event, id) of ``flags``; ``when``: one bool (possibly traced) per flag."""
+    for (event, i), w in zip(flags, when or [True] * len(flags)):
+        core = core.set_flag(event, i, w)
     return core
 
 
-def wait_all(core, flags):
-    for event, i in flags:
-        core = core.wait_flag(event, i)
+def wait_all(core, flags, when=None):
+    for (event, i), w in zip(flags, when or [True] * len(flags)):
+        core = core.wait_flag(event, i, w)
     return core
 
 

@@ -39,8 +39,12 @@ from npu_jax.workload.conv import ConvGeometry
 
 # ---- the kernel ---------------------------------------------------------------------------------
 def build_kernel(p: ConvPlan):
-    """Return (plan, kernel) for a ConvPlan; ``p.epi`` (fusion) replaces the plain output step."""
-    g, t, hw, sp = p.g, p.t, p.hw, p.spec
+    """Return (plan, kernel) for a ConvPlan; ``p.epi`` (fusion) replaces the plain output step.
+
+    Shapes and structure come from ``p.T`` (the tiling bound, or the tiling); sizes, stages and loop
+    counts from ``p.t``, which may then be traced: a window sized for the bound moves (and charges)
+    only the tiling's part of it, and a ping-pong slot the tiling does not use is never flagged."""
+    g, t, T, hw, sp = p.g, p.t, p.T, p.hw, p.spec
     plan, a = p.allocate()
     x_l1, w_l1, a_l0, b_l0, c_l0 = a["x"], a["w"], a["a"], a["b"], a["c"]
     sh, sw = g.stride
@@ -55,7 +59,12 @@ def build_kernel(p: ConvPlan):
     k_total, k_l1 = p.k_total, p.k_l1
     B = p.B
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
-    w_cols = p.cb_per_cap * t.n if t.weights_resident else t.n
+    # resident weights or weights per part: under a tiling bound both are built and ``wr`` (traced)
+    # picks the one that runs; otherwise only the tiling's own
+    wr = t.weights_resident
+    may_res = T.weights_resident
+    may_part = not T.weights_resident or p.tiling_bound is not None
+    by_part = _not(wr)
     res_rows = p.k_total_cap  # rows of one Cout block of resident weights in L1
 
     def input_window(core, n, r0, c0_, rows, cols):
@@ -70,61 +79,75 @@ def build_kernel(p: ConvPlan):
             "x", (n, 0, r0, c0_), (1, p.c1_cap * p.c0, p.h_in, p.w_in), limit=(None, None, rows, cols)
         )
 
-    def copy_weights(core, dst, part, cb, when):
-        """Weights for part ``part`` of Cout block ``cb`` (resident: all of the group starting at
-        block ``cb``) into L1, rows in Load3D's K order: from the K-major copy (contiguous) or
-        straight from OIHW."""
+    def copy_weights(core, dst, part, cb, when, res: bool):
+        """Weights for part ``part`` of Cout block ``cb`` (``res``, resident: all of the group
+        starting at block ``cb``) into L1, rows in Load3D's K order: from the K-major copy
+        (contiguous) or straight from OIHW."""
         if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
-            if t.weights_resident:  # the group's own blocks (a bounded plan's window may be wider)
+            if res:  # the group's own blocks (a bounded plan's window may be wider)
                 win = core.gm_window(
-                    "wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, t.n), limit=(cb_per, None, None)
+                    "wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, T.n), limit=(cb_per, None, None)
                 )
             else:
                 nv = jnp.minimum(t.n, g.k - cb * t.n)
                 rows = jnp.minimum(k_l1, k_total - part * k_l1)  # this part's rows, not the next's
                 win = core.gm_window(
-                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, t.n), limit=(None, rows, nv)
+                    "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, T.n), limit=(None, rows, nv)
                 )
             return core.data_copy(dst=dst, src=win, when=when)
-        cin = p.c1_cap if t.weights_resident else p.cin1_eff
         win = core.gm_window(
             "w",
-            (cb * t.n, part * p.cin1_eff * p.c0, 0, 0),
-            (w_cols, cin * p.c0, B.kh, B.kw),
-            limit=(cb_per * t.n if t.weights_resident else None, None, None, None),
+            (cb * t.n, part * p.cin1_step * p.c0, 0, 0),
+            (p.cb_per_cap * T.n if res else T.n, (p.c1_cap if res else p.cin1_eff) * p.c0, B.kh, B.kw),
+            limit=(cb_per * t.n if res else t.n, None if res else p.cin1_step * p.c0, None, None),
         )
         return core.data_copy(
             dst=dst,
             src=win,
             layout="oihw_to_kn",
             kernel=(g.kh, g.kw),
-            block_n=t.n if t.weights_resident else None,
+            block_n=T.n if res else None,
             when=when,
         )
 
-    l1_ids = [IN + s for s in range(t.l1_stages)]
-    if not t.weights_resident:
-        l1_ids += [WT + s for s in range(t.l1_stages)]
-    slots = slot_flags(hw, l1_ids, t.l0_stages) + epilogue_slot_flags(p.epi)
+    l1_ids = [IN + s for s in range(T.l1_stages)]
+    if may_part:
+        l1_ids += [WT + s for s in range(T.l1_stages)]
+
+    def in_use(event, i):
+        """Whether the tiling uses a slot of the bound's: one with fewer (traced) stages, or with
+        resident weights, never flags the others. A Python bool when the tiling's fields are."""
+        if event == "MTE1_MTE2":
+            weights = i >= WT
+            stage_used = i - (WT if weights else IN) < t.l1_stages
+            return _and(stage_used, by_part) if weights else stage_used
+        return i < t.l0_stages if event == "M_MTE1" else True
+
+    slots = slot_flags(hw, l1_ids, T.l0_stages) + epilogue_slot_flags(p.epi)
+    whens = [in_use(e, i) for e, i in slots]
 
     def kernel(core, b):
-        core = set_all(core, slots)
+        core = set_all(core, slots, whens)
         sgrp, cgrp = b // t.cout_split, b % t.cout_split
+        cores_run = p.cores_sp_run
+        runs = sgrp < cores_run  # false on a core of a bound's launch that this tiling leaves idle
+        if p.tiling_bound is not None:  # each running core's share of the GM rate, as in its own run
+            core = core.replace(active=cores_run * t.cout_split)
         cb0 = cgrp * cb_per  # this core's first Cout block
         nb_live = jnp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
-        if t.weights_resident:  # the group's weights, once per core
-            core = copy_weights(core, w_l1[0], 0, cb0, cb0 < ncb)
-            core = core.set_flag("MTE2_MTE1", WT).wait_flag("MTE2_MTE1", WT)
+        if may_res:  # the group's weights, once per core
+            core = copy_weights(core, w_l1[0], 0, cb0, _and((cb0 < ncb) & runs, wr), res=True)
+            core = core.set_flag("MTE2_MTE1", WT, wr).wait_flag("MTE2_MTE1", WT, wr)
         if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
             end = jnp.minimum(g.k, (cb0 + cb_per) * t.n)  # the group's own columns
-            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, cb0 < ncb)
+            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, (cb0 < ncb) & runs)
 
         def item(j, core):
-            tile = sgrp + (j // cb_per) * p.cores_sp
+            tile = sgrp + (j // cb_per) * cores_run
             cbl = j % cb_per
             live_idx = (j // cb_per) * nb_live + cbl  # this item's rank among the core's live items
             cb = cb0 + cbl
-            live = (tile < p.n_tiles) & (cb < ncb)
+            live = (tile < p.n_tiles) & (cb < ncb) & runs
             n = tile // (p.n_th * p.n_tw)
             th = (tile // p.n_tw) % p.n_th
             tw = tile % p.n_tw
@@ -158,12 +181,13 @@ def build_kernel(p: ConvPlan):
                 gp = live_idx * nparts + pi
                 ws = gp % t.l1_stages
                 kbase = pi * k_l1
-                if not t.weights_resident:
-                    core = core.wait_flag("MTE1_MTE2", WT + ws, live)
-                    core = copy_weights(core, w_l1[ws], pi, cb, live)
-                    core = core.set_flag("MTE2_MTE1", WT + ws, live)
-                    core = core.wait_flag("MTE2_MTE1", WT + ws, live)
-                wstage = 0 if t.weights_resident else ws
+                go_w = _and(live, by_part)
+                if may_part:
+                    core = core.wait_flag("MTE1_MTE2", WT + ws, go_w)
+                    core = copy_weights(core, w_l1[ws], pi, cb, go_w, res=False)
+                    core = core.set_flag("MTE2_MTE1", WT + ws, go_w)
+                    core = core.wait_flag("MTE2_MTE1", WT + ws, go_w)
+                wstage = _pick(wr, 0, ws)
 
                 def step(q, core):
                     u = (live_idx * steps_item + pi * spp + q) % t.l0_stages
@@ -183,9 +207,10 @@ def build_kernel(p: ConvPlan):
                         h_valid=rows,
                         w_valid=cols,
                         m_valid=m_eff,
+                        k_valid=t.k_l0,
                         when=go,
                     )
-                    wrow = cbl * res_rows + ks if t.weights_resident else q * t.k_l0
+                    wrow = _pick(wr, cbl * res_rows + ks, q * t.k_l0)
                     core = core.load2d(
                         dst=b_l0[u], src=w_l1[wstage], start=(wrow, 0), valid=(kv, nv), when=go
                     )
@@ -203,8 +228,8 @@ def build_kernel(p: ConvPlan):
                     return core.set_flag("M_MTE1", u, go)
 
                 core = lax.fori_loop(0, spp, step, core)
-                if not t.weights_resident:
-                    core = core.set_flag("MTE1_MTE2", WT + ws, live)
+                if may_part:
+                    core = core.set_flag("MTE1_MTE2", WT + ws, go_w)
                 return core
 
             core = lax.fori_loop(0, nparts, part, core)
@@ -213,7 +238,9 @@ def build_kernel(p: ConvPlan):
             core = core.set_flag("MTE1_MTE2", IN + xs, release)
             core = core.at_tile(item=j, tile=tile, cout_block=cb)
             # ---- epilogue: L0C -> GM (NHWC) ----
-            y_win = core.gm_window("y", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
+            y_win = core.gm_window(
+                "y", (n, oh0, ow0, cb * t.n), (1, T.ho, T.wo, T.n), limit=(None, ho_v, wo_v, nv)
+            )
             if p.epi is not None:
                 res_win = (
                     core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))
@@ -224,9 +251,28 @@ def build_kernel(p: ConvPlan):
             return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
 
         core = lax.fori_loop(0, items, item, core)
-        return wait_all(core, slots)
+        return wait_all(core, slots, whens)
 
     return plan, kernel
+
+
+def _not(v):
+    """``not v`` for a Python bool, elementwise for a (traced) array."""
+    return (not v) if isinstance(v, bool) else ~jnp.asarray(v, jnp.bool_)
+
+
+def _and(a, b):
+    """``a and b`` for Python bools, elementwise once either is an array (possibly traced)."""
+    if isinstance(a, bool) and isinstance(b, bool):
+        return a and b
+    return jnp.logical_and(a, b)
+
+
+def _pick(c, a, b):
+    """``a if c else b``: in Python for a Python bool ``c``, ``jnp.where`` for a traced one."""
+    if isinstance(c, bool):
+        return a if c else b
+    return jnp.where(c, a, b)
 
 
 # ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------

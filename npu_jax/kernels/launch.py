@@ -14,7 +14,6 @@ from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
-from npu_jax.hw.costs import round_up
 from npu_jax.kernels.conv import build_kernel, relayout_kernel
 from npu_jax.mapping.conv import ConvPlan
 from npu_jax.workload.conv import ConvGeometry
@@ -39,8 +38,12 @@ def run_plan(
     ``checks``: the sanitizers (None = the process default); findings raise after a concrete run.
 
     A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
-    (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them."""
+    (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them.
+
+    A plan under a tiling bound (``p.tiling_bound``, ``p.t`` possibly traced) runs timing-only."""
     g, B, t, hw, op = p.g, p.B, p.t, p.hw, p.operand
+    if p.tiling_bound is not None and move_data:
+        raise ValueError("a plan under a tiling_bound runs timing-only: pass move_data=False.")
     cap = trace_capacity
     extras = {}
     resident: tuple[str, ...] = ()  # GM tensors an earlier kernel of this sequence left in L2
@@ -71,29 +74,28 @@ def run_plan(
         resident = l2.kept(hw, rgm)
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
         # block's K rows are one contiguous run: (n_cb, K_total, n)
-        wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
-        wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
-        wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
+        if p.tiling_bound is None:
+            wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
+            wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
+            wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
+        else:  # timing-only with a traced n: the layout's values are never read
+            wk = jnp.zeros(p.wkn_shape, DTYPES[op])
         gm_in = {"x5": routs["x5"], "wkn": wk}
-        nb_pad = t.cout_split * p.cb_per_cap  # whole groups, so every window stays inside
         gm = (
             GmSpec(
                 "x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op
             ),
-            GmSpec("wkn", (p.n_cb_cap, p.k_total_cap, t.n), (nb_pad, p.k_total_cap + p.k_l1_cap, t.n), op),
+            GmSpec("wkn", p.wkn_shape, p.wkn_pad, op),  # whole groups, so every window stays inside
         )
         extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.n_cb, p.k_total, t.n)}
     else:
         gm_in = {"x": x, "w": w}
-        cpad = round_up(p.c1_cap, p.cin1_eff) * p.c0
-        kpad = t.cout_split * p.cb_per_cap * t.n
         gm = (
-            GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, cpad, B.h + p.h_in, B.w + p.w_in), op),
-            GmSpec("w", (B.k, B.c, B.kh, B.kw), (kpad, cpad, B.kh, B.kw), op),
+            GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, p.c_pad, B.h + p.h_in, B.w + p.w_in), op),
+            GmSpec("w", (B.k, B.c, B.kh, B.kw), (p.cout_pad, p.c_pad, B.kh, B.kw), op),
         )
         extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
-    n_th_cap, n_tw_cap = -(-p.ho_cap // t.ho), -(-p.wo_cap // t.wo)
-    y_pad = (B.n, n_th_cap * t.ho, n_tw_cap * t.wo, t.cout_split * p.cb_per_cap * t.n)
+    y_pad = p.y_pad
     y_shape = (B.n, p.ho_cap, p.wo_cap, B.k)
     e = p.epi
     if e is not None and e.has("bias"):
@@ -106,6 +108,7 @@ def run_plan(
         extents["res"] = (g.n, g.ho, g.wo, g.k)
     gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
     extents["y"] = (g.n, g.ho, g.wo, g.k)
+    p.check_l2(gm)
     plan, kern = build_kernel(p)
     ctx = Context(
         hw=hw,

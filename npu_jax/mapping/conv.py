@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.core.buffers import Plan
 from npu_jax.errors import AlignmentError, CapacityError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
-from npu_jax.hw.costs import round_up
+from npu_jax.hw.costs import cdiv, round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
 from npu_jax.mapping.pytree import check_ints, register
+from npu_jax.mapping.tiling_bound import bound_of, check_l2, check_within
 from npu_jax.workload.conv import ConvGeometry
 
 STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
@@ -52,8 +55,10 @@ class ConvTiling:
     A pytree: every field is a leaf, so tilings stack (``jax.tree.map(lambda *a: jnp.stack(a),
     *tilings)``) and pass through ``jax.vmap`` / ``jax.jit``; :func:`npu_jax.cost.cycles` prices a
     stacked or traced one (the search's batches are this type). The checks below run on concrete
-    values (ints, or arrays entry by entry) and skip traced ones. A kernel (``make_plan``) needs
-    Python ints: its buffers' shapes come from the tiling.
+    values (ints, or arrays entry by entry) and skip traced ones. A kernel (``make_plan``) takes
+    its buffers' shapes from the tiling, so it needs Python ints, unless a concrete tiling bound
+    (:meth:`ConvTiling.bound`, ``tiling_bound=``) fixes them: the emulator's timing-only run then
+    takes a traced tiling too (``npu_jax.conv2d``).
 
     Attributes:
         ho, wo: output tile rows and cols [hoL1, woL1]; L0C holds round16(ho*wo) x n fp32.
@@ -102,6 +107,15 @@ class ConvTiling:
                 "ConvTiling", "cores", self.cores, lambda a: a >= 1, "None or an int >= 1", TilingError
             )
 
+    @staticmethod
+    def bound(tilings) -> ConvTiling:
+        """The smallest tiling bound covering ``tilings`` (a list of ConvTilings, or one stacked
+        ConvTiling whose fields carry a leading axis): the largest of each field (``ho wo n cin1
+        k_l0``, the stages, ``cout_split``; ``weights_resident`` if any is) and the batch's shared
+        ``cores`` (a batch that mixes it raises). Pass it as ``tiling_bound=`` to run the batch
+        under ``jax.vmap`` in one compiled timing-only program (``npu_jax.conv2d``)."""
+        return bound_of(ConvTiling, tilings)
+
 
 register(ConvTiling)
 
@@ -124,6 +138,13 @@ class ConvPlan:
     The kernel and the closed-form cost model both read this, so they cannot disagree on shapes.
     ``epi`` is the fused epilogue (None: plain conversion on the way out); ``output`` is then the
     format the kernel writes.
+
+    ``tiling_bound`` (default ``t``) does for the tiling what ``bound`` does for the layer: a
+    concrete :class:`ConvTiling` that fixes the buffers, windows and launched cores, so ``t``'s
+    fields (``ho wo n cin1 k_l0``, the stages, ``cout_split``, each at most the bound's, and
+    ``weights_resident`` where the bound's is True) may be traced: ``jax.vmap`` over stacked
+    tilings through one compiled timing-only program. ``cores`` is the bound's. Static properties
+    read :attr:`T` (the bound); loop counts, and the cores that run, read ``t``.
     """
 
     g: ConvGeometry
@@ -134,10 +155,24 @@ class ConvPlan:
     output: str = "fp16"
     bound: ConvGeometry | None = None
     epi: EpiloguePlan | None = None
+    tiling_bound: ConvTiling | None = None
 
     @property
     def B(self) -> ConvGeometry:
         return self.g if self.bound is None else self.bound
+
+    @property
+    def T(self) -> ConvTiling:
+        """The tiling that fixes shapes and structure: ``tiling_bound``, or ``t`` itself."""
+        return self.t if self.tiling_bound is None else self.tiling_bound
+
+    def _over(self, f) -> int:
+        """The largest ``f(n, cout_split)`` the plan may run: ``t``'s, or under a tiling bound over
+        every whole-fractal ``n`` and every split up to the bound's (block counts grow as n shrinks)."""
+        if self.tiling_bound is None:
+            return f(self.t.n, self.t.cout_split)
+        ns = range(FRACTAL_ROWS, self.T.n + 1, FRACTAL_ROWS)
+        return max(f(n, cs) for n in ns for cs in range(1, self.T.cout_split + 1))
 
     @property
     def spec(self) -> StrategySpec:
@@ -159,7 +194,7 @@ class ConvPlan:
     @property
     def cin1_eff(self) -> int:
         """Channel blocks per weight part, as allocated: min(cin1, C1)."""
-        return min(self.t.cin1, self.c1_cap)
+        return min(self.T.cin1, self.c1_cap)
 
     @property
     def k_l1_cap(self) -> int:
@@ -167,15 +202,15 @@ class ConvPlan:
 
     @property
     def h_in(self) -> int:
-        return self.B.in_extent(self.t.ho, 0)
+        return self.B.in_extent(self.T.ho, 0)
 
     @property
     def w_in(self) -> int:
-        return self.B.in_extent(self.t.wo, 1)
+        return self.B.in_extent(self.T.wo, 1)
 
     @property
     def m_t(self) -> int:
-        return round_up(self.t.ho * self.t.wo, FRACTAL_ROWS)
+        return round_up(self.T.ho * self.T.wo, FRACTAL_ROWS)
 
     @property
     def k_pad(self) -> int:
@@ -183,7 +218,7 @@ class ConvPlan:
 
     @property
     def n_cb_cap(self) -> int:
-        return -(-self.B.k // self.t.n)
+        return self._over(lambda n, cs: cdiv(self.B.k, n))
 
     @property
     def ho_cap(self) -> int:
@@ -199,18 +234,62 @@ class ConvPlan:
     @property
     def cb_per_cap(self) -> int:
         """Cout blocks per core group (static; the last group may own fewer)."""
-        return -(-self.n_cb_cap // self.t.cout_split)
+        return self._over(lambda n, cs: cdiv(cdiv(self.B.k, n), cs))
 
     @property
     def cores_sp(self) -> int:
-        """Cores per Cout group, each taking spatial tiles round-robin."""
-        want = self.hw.num_cores if self.t.cores is None else self.t.cores
-        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
-        return max(1, min(want // self.t.cout_split, n_tiles))
+        """Cores per Cout group, each taking spatial tiles round-robin, as launched: under a tiling
+        bound every core a tiling of it may use (those it does not, :attr:`cores_sp_run`, stay idle)."""
+        T = self.T
+        want = self.hw.num_cores if T.cores is None else T.cores
+        if self.tiling_bound is not None:
+            return want
+        n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
+        return max(1, min(want // T.cout_split, n_tiles))
 
     @property
     def cores(self) -> int:
-        return self.cores_sp * self.t.cout_split
+        """Cores launched (under a tiling bound: every core, grouped by each tiling's own split)."""
+        return self.cores_sp if self.tiling_bound is not None else self.cores_sp * self.T.cout_split
+
+    # ---- static: GM tensors (windows at the edges stay inside the padding) ----
+    @property
+    def c_pad(self) -> int:
+        """Channels of x and w as stored: every weight part's window inside."""
+        if self.tiling_bound is None:
+            return round_up(self.c1_cap, self.cin1_eff) * self.c0
+        return (self.c1_cap + self.cin1_eff) * self.c0  # a part of a smaller cin1 + the bound's window
+
+    @property
+    def cout_pad(self) -> int:
+        """Output channels (and weight rows) as stored: whole Cout groups of whole blocks."""
+        whole = self._over(lambda n, cs: cs * cdiv(cdiv(self.B.k, n), cs) * n)
+        if self.tiling_bound is None:
+            return whole
+        return whole + (self.cb_per_cap if self.T.weights_resident else 1) * self.T.n  # one more window
+
+    @property
+    def y_pad(self) -> tuple[int, int, int, int]:
+        """y (N, Ho, Wo, K) as stored: whole tiles (the bound's windows from any tile start)."""
+        B, T = self.B, self.T
+        if self.tiling_bound is None:
+            hw_ = (-(-self.ho_cap // T.ho) * T.ho, -(-self.wo_cap // T.wo) * T.wo)
+        else:
+            hw_ = (self.ho_cap + T.ho, self.wo_cap + T.wo)
+        return (B.n, *hw_, self.cout_pad)
+
+    @property
+    def wkn_shape(self) -> tuple[int, int, int]:
+        """The K-major weights (n_cb, K_total, n) as laid out for the bound's n (its bytes decide
+        the L2's keep; :meth:`check_l2` holds every n of a tiling bound to the same decision)."""
+        return (-(-self.B.k // self.T.n), self.k_total_cap, self.T.n)
+
+    @property
+    def wkn_pad(self) -> tuple[int, int, int]:
+        blocks = self._over(lambda n, cs: cs * cdiv(cdiv(self.B.k, n), cs))  # whole groups
+        if self.tiling_bound is not None:
+            blocks += self.cb_per_cap  # and a group's window from any group's start
+        return (blocks, self.k_total_cap + self.k_l1_cap, self.T.n)
 
     # ---- dynamic: loop counts of the actual layer ----
     @property
@@ -220,6 +299,11 @@ class ConvPlan:
     @property
     def k_total(self):
         return self.c1 * self.g.kh * self.g.kw * self.c0
+
+    @property
+    def cin1_step(self):
+        """Channel blocks per weight part, as stepped: min(cin1, C1) (traced under a tiling bound)."""
+        return _min(self.t.cin1, self.c1_cap)
 
     @property
     def k_l1(self):
@@ -250,8 +334,17 @@ class ConvPlan:
         return -(-self.g.k // self.t.n)
 
     @property
+    def cores_sp_run(self):
+        """Cores per Cout group that run: :attr:`cores_sp`, or the (traced) tiling's own count,
+        capped by its tiles, under a tiling bound."""
+        if self.tiling_bound is None:
+            return self.cores_sp
+        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
+        return jnp.maximum(1, jnp.minimum(self.cores_sp // self.t.cout_split, n_tiles))
+
+    @property
     def tiles_per_core(self):
-        return -(-self.n_tiles // self.cores_sp)
+        return -(-self.n_tiles // self.cores_sp_run)
 
     @property
     def cb_per(self):
@@ -259,7 +352,9 @@ class ConvPlan:
         return -(-self.n_cb // self.t.cout_split)
 
     def validate(self) -> None:
-        t, sp, c0 = self.t, self.spec, self.c0
+        if self.tiling_bound is not None:
+            self._validate_bound()
+        t, sp, c0 = self.T, self.spec, self.c0
         if t.cores is not None and t.cores > self.hw.num_cores:
             raise TilingError(
                 f"ConvTiling.cores={t.cores} exceeds {self.hw.name}'s {self.hw.num_cores} "
@@ -311,23 +406,54 @@ class ConvPlan:
                 t,
             ) from None
 
+    def _validate_bound(self) -> None:
+        """A tiling bound's own rules: Python ints, a plain conv, and a concrete ``t`` inside it and
+        legal on its own (a traced ``t`` cannot be checked: run only tilings make_plan accepts)."""
+        T, t = self.tiling_bound, self.t
+        if not isinstance(T, ConvTiling) or not all(isinstance(v, int) for v in jax.tree.leaves(T)):
+            raise TypeError(
+                f"tiling_bound must be a ConvTiling of Python ints (ConvTiling.bound(tilings) makes one "
+                f"from a batch), got {T!r}."
+            )
+        if self.epi is not None:
+            raise ValueError("tiling_bound runs the plain Conv2D; a fused epilogue needs a concrete tiling.")
+        leaves = jax.tree.leaves(t)
+        if any(np.ndim(v) for v in leaves):
+            raise TilingError(
+                "under a tiling_bound the tiling is one tiling (scalar fields); run a stacked one with "
+                "jax.vmap over its leading axis."
+            )
+        if all(isinstance(v, (int, np.integer)) for v in leaves):  # concrete: check it, and it alone
+            check_within(T, [t])
+            make_plan(self.g, self.strategy, t, self.hw, self.operand, self.output, self.bound)
+
+    def check_l2(self, gm) -> None:
+        """Under a tiling bound, refuse one whose n changes what the L2 keeps (``gm``: the launch's
+        GmSpecs; see :func:`~npu_jax.mapping.tiling_bound.check_l2`)."""
+        if self.tiling_bound is not None and self.spec.nc1hwc0_source:
+            check_l2(self, gm)
+
     def allocate(self) -> tuple[Plan, dict]:
         """Allocate every buffer; raises CapacityError naming the buffer that overflows."""
-        hw, t, op = self.hw, self.t, self.operand
-        plan = Plan(hw)
+        hw, t, op = self.hw, self.T, self.operand
+        # under a tiling bound the buffers are the batch's container: each tiling fits on its own
+        plan = Plan(hw, capacity=self.tiling_bound is None)
         a = {}
         a["x"] = plan.alloc(
             "L1", "x_l1", (self.c1_cap, self.h_in, self.w_in, self.c0), op, stages=t.l1_stages, fmt="NC1HWC0"
         )
-        # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside
-        if t.weights_resident:  # the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
-            a["w"] = plan.alloc(
-                "L1", "w_l1", (self.cb_per_cap * self.k_total_cap + t.k_l0, t.n), op, fmt="ND"
-            )
+        # weight rows rounded up to whole k_l0 steps so every LoadData window stays inside;
+        # resident: the group's Cout blocks, block-major: block j is rows [j K, (j+1) K)
+        res_rows = self.cb_per_cap * self.k_total_cap + t.k_l0
+        rows = round_up(self.k_l1_cap, t.k_l0)
+        if self.tiling_bound is not None:  # a smaller k_l0's last window too (it starts below k_l1_cap)
+            rows = max(rows, self.k_l1_cap - self.c0 + t.k_l0)
+        if t.weights_resident and self.tiling_bound is not None:  # room for either kind of tiling
+            a["w"] = plan.alloc("L1", "w_l1", (max(res_rows, rows), t.n), op, stages=t.l1_stages, fmt="ND")
+        elif t.weights_resident:
+            a["w"] = plan.alloc("L1", "w_l1", (res_rows, t.n), op, fmt="ND")
         else:
-            a["w"] = plan.alloc(
-                "L1", "w_l1", (round_up(self.k_l1_cap, t.k_l0), t.n), op, stages=t.l1_stages, fmt="ND"
-            )
+            a["w"] = plan.alloc("L1", "w_l1", (rows, t.n), op, stages=t.l1_stages, fmt="ND")
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
         a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
@@ -347,6 +473,7 @@ def make_plan(
     output: str = "fp16",
     bound: ConvGeometry | None = None,
     epi: EpiloguePlan | None = None,
+    tiling_bound: ConvTiling | None = None,
 ) -> ConvPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -354,6 +481,6 @@ def make_plan(
         raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
     if epi is not None and epi.where == "fixpipe" and hw.coupled:
         raise ValueError(f"{hw.name} has no Fixpipe: its fused epilogue runs in UB (where='ub').")
-    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi)
+    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi, tiling_bound)
     p.validate()
     return p

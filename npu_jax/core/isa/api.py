@@ -66,6 +66,7 @@ def load3d(
     h_valid=None,
     w_valid=None,
     m_valid=None,
+    k_valid=None,
     when=True,
 ) -> Core:
     """Load3D: img2col of an NC1HWC0 feature-map tile in L1 straight into L0A fractals (ZZ).
@@ -74,8 +75,9 @@ def load3d(
     (``m_start``, ``k_start``) of the tile's img2col matrix (``geom``);
     ``k_start`` is a multiple of C0. ``pad_top``/``pad_left`` place output position 0's window
     (negative padding = a tile starting inside the map); rows >= ``h_valid`` or cols >= ``w_valid``
-    read as bottom/right padding; ``m_valid`` bounds the meaningful rows. Costs whole fractals at
-    the L1->L0A rate.
+    read as bottom/right padding; ``m_valid`` bounds the meaningful rows; ``k_valid`` (traced
+    allowed; None = the tile's K) the columns that move, for a kernel whose tile is sized for a
+    larger tiling (a tiling bound). Costs whole fractals at the L1->L0A rate.
     """
     return issue(
         core,
@@ -91,6 +93,7 @@ def load3d(
         h_valid=h_valid,
         w_valid=w_valid,
         m_valid=m_valid,
+        k_valid=k_valid,
     )
 
 

@@ -151,7 +151,7 @@ def fixpipe_gm(
     core, written = write_gm(core, dst, block, valid, when)
     return Effect(
         core,
-        cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.ctx.n_cores)),
+        cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),
         counts=(("L0C->GM", nbytes), ("L2->HBM", nbytes)),
         reads=(src,),
         oob=oob,

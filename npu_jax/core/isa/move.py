@@ -71,7 +71,7 @@ def data_copy_in(core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, k
         raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
     tile = squeeze_to(tile, len(dst.alloc.shape))
     nbytes, bursts = gm_bursts(core, src, valid)
-    rate = costs.gm_rate(h, core.ctx.n_cores)
+    rate = costs.gm_rate(h, core.active_cores)
     core, hit = l2.read(core, src, valid, when, nbytes)
     core = write_ref(core, dst, tile, when)
     return Effect(
@@ -106,7 +106,7 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     core, written = write_gm(core, dst, block, valid, when)
     return Effect(
         core,
-        cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.ctx.n_cores)),
+        cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),
         counts=(("UB->GM", nbytes), ("L2->HBM", nbytes)),
         reads=(src,),
         oob=oob,
@@ -173,7 +173,7 @@ def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None)
 @dataclasses.dataclass(frozen=True)
 class Load3DGeometry:
     """Geometry of an img2col: kernel, stride, dilation (ints, or traced in a bounded kernel) and
-    output positions per row of the tile (static)."""
+    output positions per row of the tile (an int, or traced under a tiling bound)."""
 
     kh: int
     kw: int
@@ -191,7 +191,7 @@ class Load3DGeometry:
             raise ValueError(f"Load3D stride must be in 1..63, got {self.stride}.")
         if not all(1 <= d <= 255 for d in self.dilation):
             raise ValueError(f"Load3D dilation must be in 1..255, got {self.dilation}.")
-        if self.out_w < 1:
+        if isinstance(self.out_w, int) and self.out_w < 1:
             raise ValueError(f"Load3D out_w must be >= 1, got {self.out_w}.")
 
 
@@ -252,6 +252,7 @@ def load3d(
     h_valid=None,
     w_valid=None,
     m_valid=None,
+    k_valid=None,
 ):
     """Load3D: img2col of an NC1HWC0 feature-map tile in L1 straight into L0A fractals (ZZ)."""
     a = src.alloc
@@ -284,7 +285,8 @@ def load3d(
     )
     # whole fractals of the valid rows move (k_ext is whole K0 blocks: L0A tiles are whole fractals)
     rows = jnp.minimum(jnp.asarray(m_valid, _i32), m_ext)
-    nbytes = costs.load_l0a_bytes(h, rows, k_ext, itemsize(a.dtype))
+    cols = k_ext if k_valid is None else jnp.minimum(jnp.asarray(k_valid, _i32), k_ext)
+    nbytes = costs.load_l0a_bytes(h, rows, cols, itemsize(a.dtype))
     core = write_ref(core, dst, nd, when)
     k_tile = c1n * geom.kh * geom.kw * c0  # K of the tile's img2col matrix (traced in bounded kernels)
     if isinstance(k_tile, int):
