@@ -24,8 +24,9 @@ order fixed by the emulator, so it gives the same bits on every host:
 The error of this chain is below the classical bound of a sequential fp32 sum of K terms:
 ``gamma_{log2 K0 + ceil(K / K0)} <= gamma_K`` (``precision.budgets`` bounds with ``gamma_K``).
 
-Limits: products below fp32's normal range (|a * b| < 2^-126, or an fp32 product below ~2^-102, whose
-low partial product is subnormal) are rounded or flushed by the host's arithmetic, so their bits are not
+Limits: products outside fp32's normal range (|a * b| < 2^-126, an fp32 product below ~2^-102 whose
+low partial product is subnormal, or past fp32's max: bf16 operands reach both) are rounded, flushed or
+overflowed by the host's arithmetic, where an FMA may keep what a multiply loses: their bits are not
 promised. NaN and inf follow IEEE: a non-finite operand's product is the plain ``a * b``.
 
 The fp16 what-ifs of the policy hook in after each fractal (``fp16_step``: ``K0``-deep fractals) or
@@ -102,7 +103,7 @@ def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = 
         after_fractal: applied to the L0C value after each fractal's sum is added (the fp16
             what-ifs round there); None for the hardware's fp32 L0C.
     """
-    M, K = a.shape
+    K = a.shape[1]
     if K % k0:
         raise ValueError(f"Mmad K={K} is not a multiple of the fractal depth K0={k0}.")
     xs = (_operand_rows(a.T, k0, split), _operand_rows(b, k0, split))
