@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -81,6 +82,29 @@ def _products(a_rows, b_rows, split: bool) -> list:
     return out
 
 
+def _tree_stacked(p):
+    """:func:`_tree` over the leading axis of one array: the same adds in the same order."""
+    while p.shape[0] > 1:
+        n = p.shape[0] - p.shape[0] % 2
+        pairs = p[0:n:2] + p[1:n:2]
+        p = jnp.concatenate([pairs, p[n:]]) if n < p.shape[0] else pairs
+    return p[0]
+
+
+def _products_stacked(a_rows, b_rows, split: bool):
+    """:func:`_products` as one (K0, M, N) array: the same values, in a few large operations."""
+
+    def outer(x, y):
+        return x[:, :, None] * y[:, None, :]
+
+    if not split:
+        return outer(a_rows, b_rows)
+    a, ah, al, af = a_rows
+    b, bh, bl, bf = b_rows
+    exact = outer(ah, bh) + ((outer(ah, bl) + outer(al, bh)) + outer(al, bl))
+    return jnp.where(af[:, :, None] & bf[:, None, :], exact, outer(a, b))
+
+
 def _operand_rows(x, k0: int, split: bool):
     """(K, X) k-major operand rows, grouped (F, K0, X) by fractal; fp32 carries its split."""
     rows = x.reshape(x.shape[0] // k0, k0, x.shape[1])
@@ -108,8 +132,14 @@ def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = 
         raise ValueError(f"Mmad K={K} is not a multiple of the fractal depth K0={k0}.")
     xs = (_operand_rows(a.T, k0, split), _operand_rows(b, k0, split))
 
+    # Traced (the kernels run under jit): one fused loop per fractal, which XLA compiles best from
+    # per-k products. Run eagerly (``jax.disable_jit``), every operation is a dispatch, so the same
+    # products and adds go as a few (K0, M, N) operations instead.
+    traced = isinstance(c, jax.core.Tracer)
+
     def fractal(acc, ab):
-        acc = acc + _tree(_products(*ab, split))
+        s = _tree(_products(*ab, split)) if traced else _tree_stacked(_products_stacked(*ab, split))
+        acc = acc + s
         return (acc if after_fractal is None else after_fractal(acc)), None
 
     out, _ = lax.scan(fractal, c, xs)
