@@ -109,7 +109,7 @@ def _model(a, b, k0: int, split: bool):
             x, y = a[:, k][:, None], b[k][None, :]
             if split:
                 (xh, xl), (yh, yl) = _split(x), _split(y)
-                terms.append(xh * yh + ((xh * yl + xl * yh) + xl * yl))
+                terms.append((xh * yh + xh * yl) + (xl * yh + xl * yl))
             else:
                 terms.append(x * y)
         while len(terms) > 1:

@@ -11,7 +11,7 @@ order fixed by the emulator, so it gives the same bits on every host:
    have 11- and 8-bit significands, so their products (22 and 16 bits) are exact in fp32's 24. An fp32
    operand is split into a high part (its top 12 significant bits) and a low part (the other 12), the
    Cube's four partial products ``hi*hi, hi*lo, lo*hi, lo*lo`` are each exact, and the product is
-   ``hh + ((hl + lh) + ll)``, every add rounded to fp32 (within 1.5 units in the last place of the
+   ``(hh + hl) + (lh + ll)``, every add rounded to fp32 (within 1.5 units in the last place of the
    rounded product). Exactness is what makes an FMA harmless: ``fma(a, b, c)`` equals
    ``fl(fl(a * b) + c)`` when ``a * b`` is exact, so XLA may contract or not.
 2. **A fractal.** K is taken one fractal of ``K0 = hw.k0(itemsize)`` elements at a time (16 for
@@ -77,7 +77,7 @@ def _products(a_rows, b_rows, split: bool) -> list:
     b, bh, bl, bf = b_rows
     out = []
     for i in range(a.shape[0]):
-        exact = _outer(ah[i], bh[i]) + ((_outer(ah[i], bl[i]) + _outer(al[i], bh[i])) + _outer(al[i], bl[i]))
+        exact = (_outer(ah[i], bh[i]) + _outer(ah[i], bl[i])) + (_outer(al[i], bh[i]) + _outer(al[i], bl[i]))
         out.append(jnp.where(af[i][:, None] & bf[i][None, :], exact, _outer(a[i], b[i])))
     return out
 
@@ -101,7 +101,7 @@ def _products_stacked(a_rows, b_rows, split: bool):
         return outer(a_rows, b_rows)
     a, ah, al, af = a_rows
     b, bh, bl, bf = b_rows
-    exact = outer(ah, bh) + ((outer(ah, bl) + outer(al, bh)) + outer(al, bl))
+    exact = (outer(ah, bh) + outer(ah, bl)) + (outer(al, bh) + outer(al, bl))
     return jnp.where(af[:, :, None] & bf[:, None, :], exact, outer(a, b))
 
 
@@ -130,8 +130,28 @@ def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = 
     K = a.shape[1]
     if K % k0:
         raise ValueError(f"Mmad K={K} is not a multiple of the fractal depth K0={k0}.")
-    xs = (_operand_rows(a.T, k0, split), _operand_rows(b, k0, split))
+    if not split or k0 & (k0 - 1):
+        return _ordered(c, a, b, k0, split, after_fractal)
 
+    def interleaved(c, a, b):
+        # finite fp32 operands: the partial products as terms of their own, hh hl lh ll adjacent per k,
+        # so the pairwise tree over 4 K0 terms is (hh + hl) + (lh + ll) per product, then the tree over
+        # the K0 products (K0 a power of two): the same adds as below, on the fast fp16 path
+        (ah, al), (bh, bl) = split_fp32(a), split_fp32(b)
+        a4 = jnp.stack([ah, ah, al, al], axis=2).reshape(a.shape[0], 4 * K)
+        b4 = jnp.stack([bh, bl, bh, bl], axis=1).reshape(4 * K, b.shape[1])
+        return _ordered(c, a4, b4, 4 * k0, False, after_fractal)
+
+    def with_specials(c, a, b):
+        return _ordered(c, a, b, k0, True, after_fractal)
+
+    finite = jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b))
+    return lax.cond(finite, interleaved, with_specials, c, a, b)
+
+
+def _ordered(c, a, b, k0: int, split: bool, after_fractal):
+    """The scan over fractals (see :func:`mmad_sum`)."""
+    xs = (_operand_rows(a.T, k0, split), _operand_rows(b, k0, split))
     # Traced (the kernels run under jit): one fused loop per fractal, which XLA compiles best from
     # per-k products. Run eagerly (``jax.disable_jit``), every operation is a dispatch, so the same
     # products and adds go as a few (K0, M, N) operations instead.
