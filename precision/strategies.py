@@ -160,14 +160,19 @@ class StackSpec:
 
 
 def conv3x3_ref(x, w) -> np.ndarray:
-    """float64 cross-correlation, stride 1, padding 1, NCHW x OIHW."""
+    """float64 cross-correlation, stride 1, padding 1, NCHW x OIHW.
+
+    Summed term by term in a fixed order (tap (i, j), then input channel c) with elementwise
+    numpy multiplies and adds, which are IEEE and the same on every host; a BLAS or einsum
+    reduction would pick its order, and so its last bits, by the CPU it runs on."""
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     H, W = x.shape[2], x.shape[3]
     out = np.zeros((x.shape[0], w.shape[0], H, W))
     for i in range(3):
         for j in range(3):
-            out += np.einsum("nchw,kc->nkhw", xp[:, :, i : i + H, j : j + W], w[:, :, i, j])
+            for c in range(x.shape[1]):
+                out += xp[:, None, c, i : i + H, j : j + W] * w[None, :, c, i, j, None, None]
     return out
 
 

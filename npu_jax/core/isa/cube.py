@@ -1,14 +1,13 @@
 """The data semantics of the Cube and of leaving L0C: Mmad (M), Fixpipe (FIX), L0C -> UB (V).
 
 Each function here is the ``semantics`` of one declaration in ``isa/table.py``: it checks its
-operands, computes and writes the data, and returns an :class:`Effect`. The Cube is one ``dot``
-on logical (M, K) x (K, N) tiles at HIGHEST precision.
+operands, computes and writes the data, and returns an :class:`Effect`. The Cube works on logical
+(M, K) x (K, N) tiles, in the order of products and sums that ``isa/mac.py`` promises.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jax import lax
 
 from npu_jax.core import sanitize
 from npu_jax.core.buffers import Ref
@@ -23,6 +22,7 @@ from npu_jax.core.isa.data import (
     write_ref,
 )
 from npu_jax.core.isa.decl import Effect
+from npu_jax.core.isa.mac import mmad_sum
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
 from npu_jax.hw import costs
@@ -57,29 +57,20 @@ def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
     C = core.read(dst.alloc, dst.stage)
     C0 = jnp.where(jnp.asarray(init), 0.0, C)
     acc = core.ctx.policy.accumulate
-    hp = lax.Precision.HIGHEST
     isz = itemsize(a.alloc.dtype)
-    k0 = core.hw.k0(isz)
-    if acc == "fp16_step":
-        # The running sum is rounded to fp16 after every K0-deep fractal step.
-        def step(c, ab):
-            a_k, b_k = ab  # (M, K0), (K0, N)
-            return round_to(c + jnp.dot(a_k, b_k, precision=hp), "fp16").astype(jnp.float32), None
+    # the order of the products and sums is the emulator's promise (isa/mac.py), not XLA's choice
+    split = a.alloc.dtype == "fp32"
 
-        a_steps = A32.reshape(M, K // k0, k0).transpose(1, 0, 2)
-        b_steps = B32.reshape(K // k0, k0, N)
-        Cn, _ = lax.scan(step, C0, (a_steps, b_steps))
-    elif acc == "fp16_mac":
-        # A true fp16 running sum: rounded after every multiply-add (rank-1 update per k).
-        def mac(c, ab):
-            a_k, b_k = ab  # (M,), (N,)
-            return round_to(c + a_k[:, None] * b_k[None, :], "fp16").astype(jnp.float32), None
+    def to_fp16(x):
+        return round_to(x, "fp16").astype(jnp.float32)
 
-        Cn, _ = lax.scan(mac, C0, (A32.T, B32))
-    else:
-        Cn = C0 + jnp.dot(A32, B32, precision=hp, preferred_element_type=jnp.float32)
+    if acc == "fp16_mac":  # a true fp16 running sum: fractals one product deep, rounded after each
+        Cn = mmad_sum(C0, A32, B32, k0=1, split=split, after_fractal=to_fp16)
+    else:  # fp16_step rounds the running sum after every K0-deep fractal step
+        after = to_fp16 if acc == "fp16_step" else None
+        Cn = mmad_sum(C0, A32, B32, k0=core.hw.k0(isz), split=split, after_fractal=after)
         if acc == "fp16_tile":
-            Cn = round_to(Cn, "fp16").astype(jnp.float32)
+            Cn = to_fp16(Cn)
     Cn = jnp.where(rows[:, None] & cols[None, :], Cn, C)
     core = write_ref(core, dst, Cn, when)
     counts = (("flops", 2 * m_ * n_ * k_), ("flops_issued", costs.mmad_flops_issued(h, m_, n_, k_, isz)))
