@@ -131,10 +131,18 @@ def launch(
     # one program instead of thousands of op-by-op dispatches (each a small compile of its own),
     # reused by every later launch with the same key; never under the mutation test's transforms,
     # which change what is traced without changing the key
-    if key is None or TRACE.flag_transforms:
+    full = (
+        None
+        if key is None or TRACE.flag_transforms
+        else (key, ctx, name, workload, operand, _frozen(extents))
+    )
+    try:
+        hash(full)
+    except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
+        full = None
+    if full is None:
         outs, report = jax.jit(run)(gm)
     else:
-        full = (key, ctx, name, workload, operand, _frozen(extents))
         outs, report = programs.call(full, run, gm)
     sanitize.raise_or_warn(report)
     return outs, report

@@ -129,7 +129,8 @@ def run_plan(
         operand=op,
         extents=extents,
         l2_resident=resident,
-        key=("conv", p),
+        # a plan under a tiling bound may hold the caller's tracers: never kept
+        key=("conv", p) if p.tiling_bound is None else None,
     )
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))
