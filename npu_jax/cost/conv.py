@@ -115,21 +115,22 @@ _BATCH = 256  # tilings bounded per numpy pass of the chooser
 def _floor(p: ConvPlan, h: HwNumbers) -> int:
     """A lower bound on :func:`lower_bound` from a few integers: the launch, then the later of core 0's
     Mmads and the HBM bytes no schedule avoids. Core 0 is the busiest (the most tiles, every Cout block
-    of its group); each of its items is costed at the layer's smallest tile and Cout block. An Mmad
-    of a K step costs its start-up plus its blocks, and the K steps of an item cover ``k_total`` in
-    whole fractals, so an item's Mmads cost at least ``steps * su + m_blocks * n_blocks * k_total /
-    k0``. HBM: the output is written and every weight is read once from HBM (the first core of a Cout
-    group misses)."""
+    of its group); each of its items is costed at the layer's smallest tile and Cout block, its K
+    steps as the kernel takes them (``costs.mmad`` of each part's full steps and last one). HBM: the
+    output is written and every weight is read once from HBM (the first core of a Cout group
+    misses)."""
     g, t = p.g, p.t
     isz, osz = itemsize(p.operand), itemsize(p.output)
-    k0 = costs.k0(h, isz)
     items = p.tiles_per_core * min(p.cb_per, p.n_cb)
     m_min = (g.ho - (p.n_th - 1) * t.ho - 1) * t.wo + g.wo - (p.n_tw - 1) * t.wo
     n_min = g.k - (p.n_cb - 1) * t.n
-    last_k = p.k_total - (p.n_parts - 1) * p.k_l1
-    steps = (p.n_parts - 1) * cdiv(p.k_l1, t.k_l0) + cdiv(last_k, t.k_l0)
-    blocks = cdiv(m_min, h.cube_m) * cdiv(n_min, h.cube_n) * (p.k_total // k0)
-    cube = items * (steps * h.mmad_su + blocks)
+
+    def part(k):  # the Mmads of one weight part of depth k: full k_l0 steps, then the rest
+        steps = cdiv(k, t.k_l0)
+        full = costs.mmad(h, m_min, n_min, t.k_l0, isz)
+        return (steps - 1) * full + costs.mmad(h, m_min, n_min, k - (steps - 1) * t.k_l0, isz)
+
+    cube = items * ((p.n_parts - 1) * part(p.k_l1) + part(p.k_total - (p.n_parts - 1) * p.k_l1))
     w_bytes = (p.k_total * g.k if p.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz
     return int(kernel_cycles(h, cube, g.n * g.ho * g.wo * g.k * osz + w_bytes))
 
