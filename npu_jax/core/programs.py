@@ -128,6 +128,7 @@ def set_program_cache_size(n: int) -> None:
 def clear_program_cache() -> None:
     """Drop every kept compiled program (counters stay)."""
     _CACHE.entries.clear()
+    _CACHE.since_purge = 0
 
 
 def program_cache_info() -> dict:
