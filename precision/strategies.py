@@ -43,6 +43,7 @@ import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
+from npu_jax.errors import check_size
 from npu_jax.hw import costs
 from precision.formats import FORMATS
 from precision.metrics import Metrics, compare
@@ -132,6 +133,16 @@ class StackSpec:
             v = getattr(self, k)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"StackSpec.{k} must be a positive int, got {v!r}.")
+        # the stack's weights (fp32) and the activations every strategy keeps per layer (float64 for
+        # the references), estimated before any is drawn: a depth of 10**8 is refused, not run out of memory
+        c, act = self.channels, self.batch * self.channels * self.height * self.width
+        check_size(
+            "StackSpec",
+            {
+                f"weights of {self.depth} layers": self.depth * c * c * 9 * 4,
+                "activations": self.depth * act * 8 * 4,
+            },
+        )
         if not (self.gain > 0 and self.input_scale > 0):
             raise ValueError(
                 f"StackSpec gain and input_scale must be > 0, got {self.gain}, {self.input_scale}."
