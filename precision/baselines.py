@@ -181,7 +181,11 @@ def load(name: str, directory=None) -> dict:
         raise InputError(f"precision baseline {name!r}: {p} is not a file.")
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (
+        UnicodeDecodeError,
+        ValueError,
+        RecursionError,
+    ) as e:  # ValueError: JSONDecodeError, 5000-digit ints
         raise InputError(
             f"precision baseline {name!r}: {p} is not a JSON baseline ({type(e).__name__}: {e}); rewrite it "
             f"with `npu-jax precision --update-baselines`."
@@ -199,8 +203,8 @@ def load(name: str, directory=None) -> dict:
             raise InputError(f"precision baseline {name!r}: {p}: metric {k!r} must be a number, got {v!r}.")
         if k in known and isinstance(v, int) and not -(2**63) <= v < 2**63:
             raise InputError(
-                f"precision baseline {name!r}: {p}: metric {k!r} = {v} is past any count or float64; "
-                f"rewrite it with `npu-jax precision --update-baselines`."
+                f"precision baseline {name!r}: {p}: metric {k!r} is an integer of {v.bit_length()} bits, past "
+                f"any count; rewrite it with `npu-jax precision --update-baselines`."
             )
     if not known & set(metrics):
         raise InputError(

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import npu_jax
-from npu_jax.errors import InputTypeError, check_int
+from npu_jax.errors import InputTypeError, check_choice, check_int
 from precision.budgets import budget_for
 from precision.metrics import Metrics
 from precision.strategies import STRATEGIES, StackRun, StackSpec, reference, run_strategy
@@ -253,7 +253,8 @@ def run_experiments(
         raise InputTypeError(f"run_experiments: depths must be a non-empty sequence of ints, got {depths!r}.")
     depths = tuple(sorted(check_int("run_experiments", "depths", d, 1) for d in seq))
     D = depths[-1]
-    strategies = tuple(strategies)
+    strategies = tuple(check_choice("run_experiments", "strategies", st, STRATEGIES) for st in strategies)
+    scenarios = tuple(check_choice("run_experiments", "scenarios", sc, SCENARIOS) for sc in scenarios)
     cells, floors = {}, {}
     for sc in scenarios:
         spec = scenario_spec(sc, D, channels, size, seed)
