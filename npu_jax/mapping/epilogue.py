@@ -45,12 +45,12 @@ class Step:
         if self.op == "leaky_relu":
             if self.arg is None:
                 object.__setattr__(self, "arg", 0.01)
-            object.__setattr__(self, "arg", check_number("leaky_relu", "slope", self.arg))
+            object.__setattr__(self, "arg", check_number("step", "leaky_relu slope", self.arg))
         elif self.op == "clipped_relu":
             if self.arg is None:
                 object.__setattr__(self, "arg", 6.0)
             object.__setattr__(
-                self, "arg", check_number("clipped_relu", "ceiling", self.arg, 0.0, open_lo=True)
+                self, "arg", check_number("step", "clipped_relu ceiling", self.arg, 0.0, open_lo=True)
             )
         elif self.op == "cast":
             if self.arg not in FORMATS:
