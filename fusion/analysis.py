@@ -14,12 +14,14 @@ import functools
 import jax
 import numpy as np
 
-from fusion.api import conv2d_fused
+from fusion.api import _steps, conv2d_fused
+from npu_jax.api.validate import check_common, check_hw, conv_gm_bytes, state_bytes
 from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
 from npu_jax.core.policy import Policy
-from npu_jax.hw import presets
+from npu_jax.errors import InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.mapping.epilogue import canonical_steps, split
+from npu_jax.mapping.conv import STRATEGIES
+from npu_jax.mapping.epilogue import split
 from npu_jax.report.names import LaneDict
 from npu_jax.report.sequence import SequenceReport
 from npu_jax.search.choose import choose_tiling
@@ -193,10 +195,15 @@ def analyze(
         True
     """
 
-    hw = presets.ascend910b() if hw is None else hw
-    policy = Policy() if policy is None else policy
-    steps = canonical_steps(epilogue)
+    fn = "analyze"
+    hw, policy, checks, cap = check_common(hw, policy, None, trace, fn)
+    check_choice(fn, "strategy", strategy, STRATEGIES)
+    if name is not None and not isinstance(name, str):
+        raise InputTypeError(f"{fn}: name must be a string or None, got {type(name).__name__} {name!r}.")
+    steps = _steps(epilogue, fn)
     g = canonicalize(x_shape, w_shape, stride, padding, dilation)
+    # the random inputs below (float64 on the host) and the runs' state, estimated before any allocation
+    state_bytes(fn, hw, hw.num_cores, conv_gm_bytes(g) + 2 * 8 * (g.n * g.c * g.h * g.w), cap, checks)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
@@ -239,6 +246,13 @@ def reference_table(
     progress=None,
 ) -> list[FusionAnalysis]:
     """:func:`analyze` on every (layer, chip): the fusion table of the README."""
+    if isinstance(hws, HardwareConfig) or not isinstance(hws, (tuple, list)):
+        raise InputTypeError(
+            f"reference_table: hws must be a tuple of HardwareConfig (e.g. (presets.ascend910b(),)), got "
+            f"{type(hws).__name__} {hws!r}."
+        )
+    for hw in hws:
+        check_hw(hw, "reference_table")
     out = []
     for hw in hws:
         for layer in layers:
@@ -263,6 +277,12 @@ def format_table(rows: list[FusionAnalysis]) -> str:
         f"{'layer':<24}{'chip':<12}{'interm. MB':>11}{'saved':>7}{'GM saved':>9}{'cycles unfused':>16}"
         f"{'fused':>11}{'speed-up':>9}{'faster':>8}"
     )
+    bad = [r for r in rows if not isinstance(r, FusionAnalysis)]
+    if bad:
+        raise InputTypeError(
+            f"format_table: rows must be FusionAnalysis values (from analyze / reference_table), got "
+            f"{type(bad[0]).__name__} {bad[0]!r}."
+        )
     out = [head, "-" * len(head)]
     for a in rows:
         out.append(

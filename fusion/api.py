@@ -266,17 +266,17 @@ def conv_relu(
     )
 
 
-def _steps(epilogue):
+def _steps(epilogue, fn: str = "conv2d_fused"):
     """The epilogue canonicalised (:func:`canonical_steps`), its errors the package's, naming it."""
     if epilogue is not None and not isinstance(epilogue, (str, Step, tuple, list)):
         raise InputTypeError(
-            f"conv2d_fused: epilogue must be a step name, a (name, arg) pair or a list of them, e.g. "
+            f"{fn}: epilogue must be a step name, a (name, arg) pair or a list of them, e.g. "
             f"['bias', 'relu']; got {type(epilogue).__name__} {epilogue!r}."
         )
     try:
         return canonical_steps(epilogue)
     except (TypeError, ValueError) as e:
-        raise InputError(f"conv2d_fused: epilogue: {e}") from None
+        raise InputError(f"{fn}: epilogue: {e}") from None
 
 
 def _operand(name: str, arr, wanted: bool, shape):

@@ -4,6 +4,9 @@ Also the primitive argument checks every layer shares (bools, ints, numbers, see
 is the lowest layer, so the search below the public API uses the same checks (docs/errors.md).
 """
 
+import contextlib
+import os
+
 import numpy as np
 
 
@@ -129,3 +132,64 @@ def check_choice(fn: str, name: str, v, allowed) -> str:
     if v not in allowed:
         raise InputError(f"{fn}: {name} must be one of {tuple(allowed)}, got {v!r}.")
     return v
+
+
+_MAX_BYTES_ENV = "NPU_JAX_MAX_BYTES"
+_DEFAULT_MAX_BYTES = 4 << 30
+_max_bytes: list[int | None] = [None]  # set_max_bytes's value (None: the environment or the default)
+
+
+# ---- the allocation limit (in the lowest layer: the search, below the API, refuses by it too) ------
+def max_bytes() -> int:
+    """Bytes one call may allocate for its emulated state: :func:`set_max_bytes`'s value, else
+    ``NPU_JAX_MAX_BYTES``, else 4 GiB."""
+    if _max_bytes[0] is not None:
+        return _max_bytes[0]
+    env = os.environ.get(_MAX_BYTES_ENV)
+    if env is None:
+        return _DEFAULT_MAX_BYTES
+    try:
+        v = int(float(env))
+    except (ValueError, OverflowError):
+        raise InputError(
+            f"{_MAX_BYTES_ENV}={env!r} must be a number of bytes (e.g. 8e9); unset it or fix it."
+        ) from None
+    if v <= 0:
+        raise InputError(f"{_MAX_BYTES_ENV}={env!r} must be > 0 bytes.")
+    return v
+
+
+def set_max_bytes(n: int | None) -> contextlib.AbstractContextManager:
+    """Set the per-call allocation limit (bytes; None = back to ``NPU_JAX_MAX_BYTES`` or 4 GiB).
+    Usable as a context manager too, which restores the previous limit:
+
+    Example:
+        >>> import npu_jax
+        >>> with npu_jax.set_max_bytes(16 << 30):
+        ...     pass
+    """
+    old = _max_bytes[0]
+    _max_bytes[0] = None if n is None else check_int("set_max_bytes", "n", n, 1)
+
+    @contextlib.contextmanager
+    def restore():
+        try:
+            yield
+        finally:
+            _max_bytes[0] = old
+
+    return restore()
+
+
+def check_size(fn: str, parts: dict) -> int:
+    """Refuse a call whose estimated allocation (``parts``: what -> bytes) exceeds :func:`max_bytes`."""
+    total = int(sum(parts.values()))
+    limit = max_bytes()
+    if total > limit:
+        big = ", ".join(f"{k} {v / 2**20:,.1f} MiB" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+        raise SizeError(
+            f"{fn}: this call would allocate about {total / 2**20:,.1f} MiB ({big}), over the limit of "
+            f"{limit / 2**20:,.1f} MiB. Shrink the call (smaller trace, tensors, checks capacity or "
+            f"fewer cores), or raise the limit with npu_jax.set_max_bytes(n) or {_MAX_BYTES_ENV}=n."
+        )
+    return total

@@ -181,7 +181,11 @@ def load(name: str, directory=None) -> dict:
         raise InputError(f"precision baseline {name!r}: {p} is not a file.")
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (
+        UnicodeDecodeError,
+        ValueError,
+        RecursionError,
+    ) as e:  # ValueError: JSONDecodeError, 5000-digit ints
         raise InputError(
             f"precision baseline {name!r}: {p} is not a JSON baseline ({type(e).__name__}: {e}); rewrite it "
             f"with `npu-jax precision --update-baselines`."
@@ -197,6 +201,11 @@ def load(name: str, directory=None) -> dict:
     for k, v in metrics.items():
         if k in known and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise InputError(f"precision baseline {name!r}: {p}: metric {k!r} must be a number, got {v!r}.")
+        if k in known and isinstance(v, int) and not -(2**63) <= v < 2**63:
+            raise InputError(
+                f"precision baseline {name!r}: {p}: metric {k!r} is an integer of {v.bit_length()} bits, past "
+                f"any count; rewrite it with `npu-jax precision --update-baselines`."
+            )
     if not known & set(metrics):
         raise InputError(
             f"precision baseline {name!r}: {p}: 'metrics' holds none of the known metrics "
@@ -221,7 +230,10 @@ def drift(metrics: Metrics, base: dict, rtol: float | None = None) -> list[tuple
         if b is None or v is None:
             rows.append((k, b, v, "present", False))
             continue
-        if k in COUNT_METRICS:
+        if not (math.isfinite(b) and math.isfinite(v)):
+            # a tolerance around inf or NaN would pass anything: non-finite values match only themselves
+            allowed, ok = "exact", v == b or (math.isnan(v) and math.isnan(b))
+        elif k in COUNT_METRICS:
             allowed, ok = 0, v == b
         elif k in ATOL:
             allowed = ATOL[k]

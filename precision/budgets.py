@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 from npu_jax.core.policy import Policy
-from npu_jax.errors import InputError, InputTypeError
+from npu_jax.errors import InputError, InputTypeError, check_choice, check_int, check_number
 from precision.formats import FORMATS, get_format
 from precision.metrics import Metrics
 
@@ -99,7 +99,14 @@ def layer_bounds(
         k0: K0 of one fractal step (16 for fp16/bf16 operands, 8 for fp32).
         lam: lambda of the probabilistic bound (6: failure probability <= 2K exp(-18)).
     """
+    K = check_int("layer_bounds", "K", K, 1, fix="K is the inner-product length (C kh kw)")
+    if k_tile is not None:
+        k_tile = check_int("layer_bounds", "k_tile", k_tile, 1)
+    k0 = check_int("layer_bounds", "k0", k0, 1)
+    lam = check_number("layer_bounds", "lam", lam, 0.0, open_lo=True)
     policy = Policy() if policy is None else policy
+    if not isinstance(policy, Policy):
+        raise InputTypeError(f"layer_bounds: policy must be a Policy or None, got {type(policy).__name__}.")
     acc = policy.accumulate
     prod_exact = policy.operand in ("fp16", "bf16")
     if acc == "fp32":
@@ -246,6 +253,12 @@ def assert_within_budget(metrics: Metrics, budget: Budget | str | tuple) -> None
 
 def layer_budget(name: str, bounds: LayerBounds, *, kind: str = "probabilistic") -> Budget:
     """A single layer's budget from theory: componentwise error within the bound, no NaN/inf."""
+    if not isinstance(bounds, LayerBounds):
+        raise InputTypeError(
+            f"layer_budget: bounds must be a LayerBounds (precision.layer_bounds(K)), got "
+            f"{type(bounds).__name__}."
+        )
+    check_choice("layer_budget", "kind", kind, ("deterministic", "probabilistic", "textbook"))
     lim = getattr(bounds, kind)
     return Budget(
         name, max_={"componentwise": lim, "n_nan": 0, "n_overflow": 0}, why=f"{kind} bound, {bounds.describe}"

@@ -17,7 +17,7 @@ import json
 
 from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
 from npu_jax.cli.progress import Progress
-from npu_jax.cli.types import add_preset_argument, choice_list, positive_int
+from npu_jax.cli.types import add_preset_argument, choice_list, folder, positive_int
 from npu_jax.hw import presets
 from precision import baselines, formats
 from precision.experiments import SCENARIOS, run_experiments
@@ -80,7 +80,9 @@ def register(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-measure and rewrite the golden baselines (deliberately), then exit",
     )
-    p.add_argument("--baselines-dir", metavar="DIR", help="where baselines live (default tests/baselines)")
+    p.add_argument(
+        "--baselines-dir", type=folder, metavar="DIR", help="where baselines live (default tests/baselines)"
+    )
 
 
 def run(args) -> int:

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 import npu_jax
+from npu_jax.errors import InputTypeError, check_choice, check_int
 from precision.budgets import budget_for
 from precision.metrics import Metrics
 from precision.strategies import STRATEGIES, StackRun, StackSpec, reference, run_strategy
@@ -247,11 +248,13 @@ def run_experiments(
     """
     t0 = time.perf_counter()
     hw = npu_jax.presets.tiny() if hw is None else hw
-    depths = tuple(sorted(int(d) for d in depths))
-    if depths[0] < 1:
-        raise ValueError(f"depths must be >= 1, got {depths}.")
+    seq = () if isinstance(depths, (str, bytes)) or not hasattr(depths, "__iter__") else tuple(depths)
+    if not seq:
+        raise InputTypeError(f"run_experiments: depths must be a non-empty sequence of ints, got {depths!r}.")
+    depths = tuple(sorted(check_int("run_experiments", "depths", d, 1) for d in seq))
     D = depths[-1]
-    strategies = tuple(strategies)
+    strategies = tuple(check_choice("run_experiments", "strategies", st, STRATEGIES) for st in strategies)
+    scenarios = tuple(check_choice("run_experiments", "scenarios", sc, SCENARIOS) for sc in scenarios)
     cells, floors = {}, {}
     for sc in scenarios:
         spec = scenario_spec(sc, D, channels, size, seed)

@@ -160,7 +160,14 @@ def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics
         any_bad = bool(np.any(bad))
         d = np.where(bad, 0.0, o - r)
         ad = np.where(bad, np.inf, np.abs(d))
-        nd, nr = np.linalg.norm(d), np.linalg.norm(np.where(bad, 0.0, r))
+        # norms of values scaled by the largest magnitude: a plain sum of squares overflows past 1e154
+        # (rel_l2 NaN for finite inputs) and underflows below 1e-162 (a 1% error reported as 0)
+        scale = max(
+            float(np.max(np.abs(np.where(bad, 0.0, o)))), float(np.max(np.abs(np.where(bad, 0.0, r))))
+        )
+        scale = scale if 0 < scale < np.inf else 1.0
+        os_, rs_ = np.where(bad, 0.0, o / scale), np.where(bad, 0.0, r / scale)
+        nd, nr = np.linalg.norm(os_ - rs_), np.linalg.norm(rs_)
         if any_bad:
             rel_l2 = np.inf
         elif nd == 0:
@@ -171,17 +178,23 @@ def compare(out, ref, *, abs_ref=None, fmt=None, floor: float = 1e-3) -> Metrics
         den = np.maximum(np.abs(r), floor * rmax) if rmax > 0 else np.ones_like(r)
         rel = np.where(ad == 0, 0.0, ad / den)
         ulps = np.where(ad == 0, 0.0, ad / _ulp(np.where(bad, 0.0, r), f))
-        no = np.linalg.norm(np.where(bad, 0.0, o))
+        no = np.linalg.norm(os_)
         if any_bad:
             cosine = np.nan
         else:
-            cosine = float(np.sum(o * r) / (no * nr)) if no > 0 and nr > 0 else float(no == nr)
+            cosine = float(np.sum(os_ * rs_) / (no * nr)) if no > 0 and nr > 0 else float(no == nr)
         comp = None
         if abs_ref is not None:
             s = _real_array("abs_ref", abs_ref).astype(np.float64)
             if s.shape != r.shape:
                 raise InputError(f"compare: abs_ref {s.shape} must have ref's shape {r.shape}.")
-            comp = float(np.max(np.where(ad == 0, 0.0, ad / s)))
+            if np.any(s < 0) or np.any(np.isnan(s)):
+                raise InputError(
+                    f"compare: abs_ref must be >= 0 everywhere (the computation on |x| and |w|), got "
+                    f"min {np.nanmin(s) if not np.all(np.isnan(s)) else np.nan!r} and "
+                    f"{int(np.sum(np.isnan(s)))} NaN; pass the reference computed on absolute values."
+                )
+            comp = float(np.max(np.where(ad == 0, 0.0, np.where(np.isinf(s), np.inf, ad / s))))
         return Metrics(
             rel_l2=float(rel_l2),
             max_abs=float(np.max(ad)),

@@ -46,10 +46,24 @@ def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overfl
     check_choice(fn, "mode", mode, MODES)
     check_choice(fn, "overflow", overflow, OVERFLOW)
     subnormals = check_bool(fn, "subnormals", subnormals)
+    if mode == "stochastic" and key is not None and not _is_key(key):
+        raise InputTypeError(
+            f"{fn}: key must be a jax PRNG key (jax.random.key(seed), or the legacy uint32 (2,) "
+            f"jax.random.PRNGKey(seed)), got {type(key).__name__} {key!r}."
+        )
     try:
         return _core.round_to(x, fmt, mode, subnormals, overflow, key)
     except ValueError as e:  # an unknown format or a missing key, named by the core's message
         raise InputError(f"{fn}: {e}") from None
+
+
+def _is_key(key) -> bool:
+    """One PRNG key: a typed key array of shape (), or a legacy raw key (uint32, shape (2,))."""
+    if not isinstance(key, jax.Array):
+        return False
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key.shape == ()
+    return key.dtype == np.uint32 and key.shape == (2,)
 
 
 __all__ = ["MODES", "OVERFLOW", "round_to"]

@@ -43,6 +43,7 @@ import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
+from npu_jax.errors import InputTypeError, check_choice, check_int, check_number, check_seed, check_size
 from npu_jax.hw import costs
 from precision.formats import FORMATS
 from precision.metrics import Metrics, compare
@@ -129,13 +130,20 @@ class StackSpec:
 
     def __post_init__(self):
         for k in ("depth", "channels", "height", "width", "batch"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"StackSpec.{k} must be a positive int, got {v!r}.")
-        if not (self.gain > 0 and self.input_scale > 0):
-            raise ValueError(
-                f"StackSpec gain and input_scale must be > 0, got {self.gain}, {self.input_scale}."
-            )
+            check_int("StackSpec", k, getattr(self, k), 1)
+        for k in ("gain", "input_scale"):
+            check_number("StackSpec", k, getattr(self, k), 0.0, open_lo=True)
+        check_seed("StackSpec", "seed", self.seed)
+        # the stack's weights (fp32) and the activations every strategy keeps per layer (float64 for
+        # the references), estimated before any is drawn: a depth of 10**8 is refused, not run out of memory
+        c, act = self.channels, self.batch * self.channels * self.height * self.width
+        check_size(
+            "StackSpec",
+            {
+                f"weights of {self.depth} layers": self.depth * c * c * 9 * 4,
+                "activations": self.depth * act * 8 * 4,
+            },
+        )
 
     @property
     def K(self) -> int:
@@ -240,8 +248,12 @@ def run_strategy(
             ...) and reports the last: the first has no history (scale 1).
         history: amax history length of ``scaling_delayed``.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    check_choice("run_strategy", "strategy", strategy, STRATEGIES)
+    if not isinstance(spec, StackSpec):
+        raise InputTypeError(f"run_strategy: spec must be a StackSpec, got {type(spec).__name__} {spec!r}.")
+    for name, v in (("period", period), ("iterations", iterations), ("history", history)):
+        check_int("run_strategy", name, v, 1)
+    check_int("run_strategy", "margin", margin, 0, 64)
     hw = npu_jax.presets.tiny() if hw is None else hw
     ws = spec.weights()
     if strategy == "scaling_delayed":

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 
+import jax
 import numpy as np
 import pytest
 
 import fusion
 import npu_jax
 import precision
-from npu_jax import Assumed, ConvTiling, HardwareConfig, MatmulTiling, Policy
+from npu_jax import Assumed, ConvTiling, HardwareConfig, MatmulTiling, Policy, cli
 from npu_jax.errors import (
     ConfigError,
     InputError,
@@ -529,6 +530,189 @@ CASES = [
         SizeError,
         "NPU_JAX_MAX_BYTES",
     ),
+    # ---- found by a second reader (issue 15's last criterion): one row per kind ----------------------
+    # sizes estimated before anything is materialised: a broadcast view of tens of GB is refused, not copied
+    (
+        "conv x a 25 GB view",
+        conv(x=np.broadcast_to(np.float32(1), (1, 16, 20000, 20000))),
+        SizeError,
+        "x (1, 16",
+    ),
+    ("matmul a 40 GB view", mm(a=np.broadcast_to(np.float32(1), (10**5, 10**5))), SizeError, "a (100000"),
+    (
+        "conv_fused bias 8 GB view",
+        fused(("bias",), bias=np.broadcast_to(np.float32(1), (2 * 10**9,))),
+        SizeError,
+        "bias",
+    ),
+    (
+        "analyze a 128 TiB layer",
+        lambda tmp: fusion.analyze((2**20, 16, 2**10, 2**10), (16, 16, 3, 3)),
+        SizeError,
+        "analyze",
+    ),
+    (
+        "tile_search a space of 1e10 tilings",
+        search(x_shape=(1, 2**14, 2**12, 2**12), w_shape=(2**14, 2**14, 3, 3)),
+        SizeError,
+        "candidate tilings",
+    ),
+    (
+        "run_experiments depth 1e8",
+        lambda tmp: precision.run_experiments(depths=(10**8,)),
+        SizeError,
+        "layers",
+    ),
+    # bools and numbers: a string or a bool where the other is asked
+    (
+        "ConvTiling weights_resident 'no'",
+        lambda tmp: ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=16, weights_resident="no"),
+        TilingError,
+        "weights_resident",
+    ),
+    (
+        "ConvTiling weights_resident 2",
+        lambda tmp: ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=16, weights_resident=2),
+        TilingError,
+        "weights_resident",
+    ),
+    ("epilogue leaky slope True", fused([("leaky_relu", True)]), InputError, "slope"),
+    ("epilogue clipped ceiling True", fused([("clipped_relu", True)]), InputError, "ceiling"),
+    ("epilogue leaky slope '0.1'", fused([("leaky_relu", "0.1")]), InputError, "slope"),
+    (
+        "run_experiments depths 2.5",
+        lambda tmp: precision.run_experiments(depths=(2.5,)),
+        InputTypeError,
+        "depths",
+    ),
+    (
+        "run_experiments depths True",
+        lambda tmp: precision.run_experiments(depths=(True,)),
+        InputTypeError,
+        "depths",
+    ),
+    (
+        "run_experiments depths '4'",
+        lambda tmp: precision.run_experiments(depths="4"),
+        InputTypeError,
+        "depths",
+    ),
+    # every public call checks its own arguments (no AttributeError / KeyError from inside)
+    (
+        "analyze hw string",
+        lambda tmp: fusion.analyze((1, 16, 8, 8), (16, 16, 3, 3), hw="tiny"),
+        InputTypeError,
+        "hw",
+    ),
+    (
+        "analyze policy string",
+        lambda tmp: fusion.analyze((1, 16, 8, 8), (16, 16, 3, 3), policy="fp16"),
+        InputTypeError,
+        "policy",
+    ),
+    (
+        "analyze unknown strategy",
+        lambda tmp: fusion.analyze((1, 16, 8, 8), (16, 16, 3, 3), strategy="x"),
+        InputError,
+        "strategy",
+    ),
+    (
+        "analyze unknown epilogue",
+        lambda tmp: fusion.analyze((1, 16, 8, 8), (16, 16, 3, 3), ["nope"]),
+        InputError,
+        "epilogue",
+    ),
+    (
+        "analyze name int",
+        lambda tmp: fusion.analyze((1, 16, 8, 8), (16, 16, 3, 3), name=5),
+        InputTypeError,
+        "name",
+    ),
+    (
+        "analyze trace string",
+        lambda tmp: fusion.analyze((1, 16, 8, 8), (16, 16, 3, 3), trace="x"),
+        InputTypeError,
+        "trace",
+    ),
+    ("reference_table hws string", lambda tmp: fusion.reference_table("tiny"), InputTypeError, "hws"),
+    ("reference_table hws of strings", lambda tmp: fusion.reference_table(("tiny",)), InputTypeError, "hw"),
+    ("format_table rows of ints", lambda tmp: fusion.format_table([1]), InputTypeError, "rows"),
+    ("cost.cycles g tuple", lambda tmp: npu_jax.cost.cycles((1, 2), T, HW), InputTypeError, "g"),
+    ("cost.cycles t tuple", lambda tmp: npu_jax.cost.cycles(G, (4, 4), HW), InputTypeError, "t must"),
+    ("cost.cycles hw string", lambda tmp: npu_jax.cost.cycles(G, T, "tiny"), InputTypeError, "hw"),
+    ("cost.cycles unknown strategy", lambda tmp: npu_jax.cost.cycles(G, T, HW, "x"), InputError, "strategy"),
+    (
+        "cost.cycles operand fp64",
+        lambda tmp: npu_jax.cost.cycles(G, T, HW, operand="fp64"),
+        InputError,
+        "operand",
+    ),
+    ("cost.predict a string", lambda tmp: npu_jax.cost.predict("plan"), InputTypeError, "p must"),
+    ("round_to key int", rnd(mode="stochastic", key=5), InputTypeError, "key"),
+    ("round_to key string", rnd(mode="stochastic", key="k"), InputTypeError, "key"),
+    ("round_to key float array", rnd(mode="stochastic", key=np.zeros(2, np.float32)), InputTypeError, "key"),
+    ("compare abs_ref negative", cmp(abs_ref=-np.ones((32, 32))), InputError, "abs_ref"),
+    ("compare abs_ref NaN", cmp(abs_ref=np.full((32, 32), np.nan)), InputError, "abs_ref"),
+    (
+        "baseline metric 1e400 int",
+        baseline_file('{"metrics": {"rel_l2": 1' + "0" * 400 + "}}"),
+        InputError,
+        "rel_l2",
+    ),
+    (
+        "baseline metric of 5000 digits",
+        baseline_file('{"metrics": {"rel_l2": 1' + "0" * 5000 + "}}"),
+        InputError,
+        "5001 digits",
+    ),
+    ("baseline nested 1e5 deep", baseline_file("[" * 100000 + "]" * 100000), InputError, "update-baselines"),
+    ("set_default_checks unknown name", lambda tmp: npu_jax.set_default_checks("bogus"), InputError, "bogus"),
+    ("set_default_checks an int", lambda tmp: npu_jax.set_default_checks(5), InputTypeError, "checks"),
+    ("StackSpec depth True", lambda tmp: precision.StackSpec(depth=True), InputTypeError, "depth"),
+    ("StackSpec channels 0", lambda tmp: precision.StackSpec(channels=0), InputError, "channels"),
+    ("StackSpec gain NaN", lambda tmp: precision.StackSpec(gain=math.nan), InputError, "gain"),
+    ("StackSpec seed past 63 bits", lambda tmp: precision.StackSpec(seed=2**70), InputError, "seed"),
+    (
+        "run_experiments unknown strategy",
+        lambda tmp: precision.run_experiments((2,), ("x",)),
+        InputError,
+        "strategies",
+    ),
+    (
+        "run_experiments unknown scenario",
+        lambda tmp: precision.run_experiments((2,), scenarios=("x",)),
+        InputError,
+        "scenarios",
+    ),
+    (
+        "run_strategy spec a string",
+        lambda tmp: precision.run_strategy("fp16", "spec"),
+        InputTypeError,
+        "spec",
+    ),
+    (
+        "run_strategy period 0",
+        lambda tmp: precision.run_strategy("fp16", precision.StackSpec(depth=2), period=0),
+        InputError,
+        "period",
+    ),
+    (
+        "run_strategy iterations True",
+        lambda tmp: precision.run_strategy("fp16", precision.StackSpec(depth=2), iterations=True),
+        InputTypeError,
+        "iterations",
+    ),
+    ("layer_bounds K negative", lambda tmp: precision.layer_bounds(-5), InputError, "K"),
+    ("layer_bounds K string", lambda tmp: precision.layer_bounds("576"), InputTypeError, "K"),
+    ("layer_bounds policy string", lambda tmp: precision.layer_bounds(576, "fp16"), InputTypeError, "policy"),
+    (
+        "layer_budget unknown kind",
+        lambda tmp: precision.layer_budget("x", precision.layer_bounds(576), kind="x"),
+        InputError,
+        "kind",
+    ),
+    ("layer_budget bounds a float", lambda tmp: precision.layer_budget("x", 0.1), InputTypeError, "bounds"),
+    ("NPU_JAX_MAX_BYTES inf", lambda tmp: _env_limit("inf", mm()), InputError, "NPU_JAX_MAX_BYTES"),
 ]
 
 
@@ -536,6 +720,13 @@ def _ok_ini(tmp):
     p = tmp / "ok.ini"
     p.write_text("[SoCInfo]\nai_core_cnt=2\n")
     return p
+
+
+def _env_limit(value, call):
+    """``call`` with NPU_JAX_MAX_BYTES set to ``value`` for that call only."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NPU_JAX_MAX_BYTES", value)
+        return call(None)
 
 
 def _under_limit(call, n):
@@ -624,3 +815,54 @@ def test_stop_gradient_inputs_still_differentiate_around_the_kernel(rng):
         return jnp.sum(c.astype(jnp.float32)) + jnp.sum(a * a)
 
     assert np.allclose(jax.grad(f)(a), 2 * a)
+
+
+# ---- silently wrong answers found by a second reader: now right -----------------------------------
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1e-310])
+def test_compare_norms_do_not_overflow_or_underflow(scale, rng):
+    """rel_l2 of a 1% error is 1% at any magnitude: a plain sum of squares overflowed past 1e154 (NaN
+    from finite inputs) and underflowed below 1e-162 (a 1% error reported as an exact match)."""
+    ref = (1.0 + rng.random(100)) * scale
+    m = precision.compare(ref * 1.01, ref)
+    assert m.rel_l2 == pytest.approx(0.01, rel=1e-3) and m.cosine == pytest.approx(1.0)
+    assert precision.compare(ref, ref).rel_l2 == 0.0
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])
+def test_a_nonfinite_baseline_metric_matches_only_itself(value, tmp_path):
+    """A tolerance around inf or NaN passed any result: now a finite result drifts from it."""
+    (tmp_path / "b.json").write_text('{"metrics": {"rel_l2": V, "max_abs": V}}'.replace("V", value))
+    m = precision.compare(A * (1 + 1e-3), A)
+    with pytest.raises(AssertionError, match="rel_l2"):
+        precision.assert_precision(m, baseline="b", directory=tmp_path)
+
+
+def test_stochastic_round_to_takes_typed_and_legacy_keys_under_vmap():
+    keys = jax.random.split(jax.random.key(0), 3)
+    r = jax.vmap(lambda k: precision.round_to(np.float32([1 + 2**-12]), "fp16", "stochastic", key=k))(keys)
+    assert r.shape == (3, 1)
+    assert precision.round_to(np.float32([1.0]), "fp16", "stochastic", key=jax.random.PRNGKey(1)).shape == (
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["search", "--finalists", "-1"], "--finalists"),
+        (["search", "--seed", "-1"], "--seed"),
+        (["search", "--seed", str(2**64)], "--seed"),
+        (["matmul", "--m", "16", "--n", "16", "--k", "16", "--json", "/proc/npu-jax-test.json"], "--json"),
+        (["precision", "--update-baselines", "--baselines-dir", "FILE"], "--baselines-dir"),
+    ],
+)
+def test_cli_refuses_before_any_work(argv, flag, tmp_path, capsys):
+    """Checked when parsed (exit 2, one line naming the flag): a negative --finalists used to be clamped
+    to 0 in silence, a bad --seed was found after the search started, and an unwritable output path
+    (as root, os.access says yes to /proc) after the run."""
+    f = tmp_path / "f.json"
+    f.write_text("keep")
+    assert cli.main([str(f) if a == "FILE" else a for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert flag in err[-1] and "Traceback" not in "".join(err)
+    assert f.read_text() == "keep"

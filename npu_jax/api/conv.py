@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from npu_jax.api.validate import check_arrays, check_bound, check_common, check_flag, no_grad, state_bytes
+from npu_jax.api.validate import conv_gm_bytes as _gm_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.errors import InputTypeError, check_choice
@@ -175,12 +176,6 @@ def _check_tiling_bound(fn: str, tiling, tiling_bound, timing_only: bool) -> Non
             f"{fn}: tiling_bound runs the timing-only program (the data of a traced tiling is not "
             f"laid out); pass timing_only=True."
         )
-
-
-def _gm_bytes(g: ConvGeometry) -> int:
-    """GM bytes of a conv (x, w, y at 4 B an element, the widest format, and y's written mask)."""
-    out = g.n * g.k * max(g.ho, 1) * max(g.wo, 1)
-    return 4 * (g.n * g.c * g.h * g.w + g.k * g.c * g.kh * g.kw) + 5 * out
 
 
 __all__ = ["conv2d", "conv2d_bounded", "run_plan"]

@@ -14,9 +14,7 @@ derivative is zero almost everywhere, so ``jax.grad`` through them would return 
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -29,10 +27,12 @@ from npu_jax.errors import (
     GradientError,
     InputError,
     InputTypeError,
-    SizeError,
     check_bool,
     check_int,
     check_seed,
+    check_size,
+    max_bytes,
+    set_max_bytes,
 )
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
@@ -40,65 +40,6 @@ from npu_jax.workload.conv import ConvGeometry
 
 TRACE_DEFAULT = 4096  # events per core that ``trace=True`` keeps
 TRACE_EVENT_BYTES = 24  # pipe, op (int32) and start, end (wide: two int32 each)
-_MAX_BYTES_ENV = "NPU_JAX_MAX_BYTES"
-_DEFAULT_MAX_BYTES = 4 << 30
-_max_bytes: list[int | None] = [None]  # set_max_bytes's value (None: the environment or the default)
-
-
-# ---- the allocation limit ---------------------------------------------------------------------------
-def max_bytes() -> int:
-    """Bytes one call may allocate for its emulated state: :func:`set_max_bytes`'s value, else
-    ``NPU_JAX_MAX_BYTES``, else 4 GiB."""
-    if _max_bytes[0] is not None:
-        return _max_bytes[0]
-    env = os.environ.get(_MAX_BYTES_ENV)
-    if env is None:
-        return _DEFAULT_MAX_BYTES
-    try:
-        v = int(float(env))
-    except ValueError:
-        raise InputError(
-            f"{_MAX_BYTES_ENV}={env!r} must be a number of bytes (e.g. 8e9); unset it or fix it."
-        ) from None
-    if v <= 0:
-        raise InputError(f"{_MAX_BYTES_ENV}={env!r} must be > 0 bytes.")
-    return v
-
-
-def set_max_bytes(n: int | None) -> contextlib.AbstractContextManager:
-    """Set the per-call allocation limit (bytes; None = back to ``NPU_JAX_MAX_BYTES`` or 4 GiB).
-    Usable as a context manager too, which restores the previous limit:
-
-    Example:
-        >>> import npu_jax
-        >>> with npu_jax.set_max_bytes(16 << 30):
-        ...     pass
-    """
-    old = _max_bytes[0]
-    _max_bytes[0] = None if n is None else check_int("set_max_bytes", "n", n, 1)
-
-    @contextlib.contextmanager
-    def restore():
-        try:
-            yield
-        finally:
-            _max_bytes[0] = old
-
-    return restore()
-
-
-def check_size(fn: str, parts: dict) -> int:
-    """Refuse a call whose estimated allocation (``parts``: what -> bytes) exceeds :func:`max_bytes`."""
-    total = int(sum(parts.values()))
-    limit = max_bytes()
-    if total > limit:
-        big = ", ".join(f"{k} {v / 2**20:,.1f} MiB" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
-        raise SizeError(
-            f"{fn}: this call would allocate about {total / 2**20:,.1f} MiB ({big}), over the limit of "
-            f"{limit / 2**20:,.1f} MiB. Shrink the call (smaller trace, tensors, checks capacity or "
-            f"fewer cores), or raise the limit with npu_jax.set_max_bytes(n) or {_MAX_BYTES_ENV}=n."
-        )
-    return total
 
 
 def state_bytes(fn: str, hw: HardwareConfig, cores: int, gm_bytes: int, cap: int, checks: Checks) -> int:
@@ -198,6 +139,13 @@ def as_array(fn: str, name: str, v, *, floating: bool = True):
         )
     if floating and not is_float:
         raise InputTypeError(f"{fn}: {name} must be a float array, got {dt}; cast it first.")
+    if not isinstance(v, jax.Array):
+        # the copy to the device is an allocation too: estimated from the shape before it is made (a
+        # broadcast view or a memory map of tens of GB would otherwise be materialised, then refused)
+        item = min(dt.itemsize, 4) if dt.kind in "fiu" and not jax.config.jax_enable_x64 else dt.itemsize
+        check_size(
+            fn, {f"{name} {tuple(v.shape)} {dt} on the device": int(np.prod(v.shape, dtype=object)) * item}
+        )
     return jnp.asarray(v)
 
 
@@ -209,6 +157,12 @@ def check_arrays(x, w, fn: str = "conv2d"):
 def nbytes(*arrays, itemsize: int | None = None) -> int:
     """Bytes of ``arrays`` (at ``itemsize`` per element when given)."""
     return sum(int(np.prod(a.shape, dtype=np.int64)) * (itemsize or a.dtype.itemsize) for a in arrays)
+
+
+def conv_gm_bytes(g: ConvGeometry) -> int:
+    """GM bytes of a conv (x, w, y at 4 B an element, the widest format, and y's written mask)."""
+    out = g.n * g.k * max(g.ho, 1) * max(g.wo, 1)
+    return 4 * (g.n * g.c * g.h * g.w + g.k * g.c * g.kh * g.kw) + 5 * out
 
 
 _BOUND_FIELDS = ("n", "c", "h", "w", "k", "kh", "kw")
@@ -285,6 +239,7 @@ __all__ = [
     "check_policy",
     "check_size",
     "check_trace",
+    "conv_gm_bytes",
     "max_bytes",
     "nbytes",
     "no_grad",

@@ -16,7 +16,7 @@ import argparse
 
 from npu_jax.cli.layers import LayerSpec, add_layer_arguments, layers_from_args
 from npu_jax.cli.output import add_results_arguments, print_written, table, write_results
-from npu_jax.cli.types import add_preset_argument, fraction, positive_int
+from npu_jax.cli.types import add_preset_argument, fraction, int_in, positive_int
 from npu_jax.search import baselines
 from npu_jax.search.optimise import tile_search
 from npu_jax.workload.resnet50 import resnet50_convs
@@ -54,10 +54,18 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="optax steps per start, at most (default 16)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="PRNG seed of the starts (default 0)"
+        "--seed",
+        type=int_in(0, 2**63 - 1),
+        default=0,
+        metavar="N",
+        help="PRNG seed of the starts (default 0)",
     )
     parser.add_argument(
-        "--finalists", type=int, default=2, metavar="N", help="candidates run on the emulator (default 2)"
+        "--finalists",
+        type=int_in(0, 64),
+        default=2,
+        metavar="N",
+        help="candidates run on the emulator (default 2)",
     )
     parser.add_argument("--no-verify", action="store_true", help="skip the emulator runs")
     parser.add_argument("--exhaustive", action="store_true", help="also cost the whole space (the optimum)")
@@ -95,7 +103,7 @@ def run(args) -> int:
             starts=args.starts,
             steps=args.steps,
             seed=args.seed,
-            finalists=max(args.finalists, 0),
+            finalists=args.finalists,
             verify=not args.no_verify,
             budget=args.budget,
         )

@@ -31,6 +31,28 @@ def positive_int(text: str) -> int:
     return v
 
 
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """A type for an integer in [lo, hi] (``--seed``: [0, 2**63 - 1]; ``--finalists``: [0, 64])."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = None
+        if v is None or not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {text!r}")
+        return v
+
+    return parse
+
+
+def folder(text: str) -> str:
+    """A folder to read and write in (it may not exist yet; a file of that name is refused)."""
+    if not text or os.path.isfile(text) or (os.path.exists(text) and not os.path.isdir(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder; give a folder path")
+    return text
+
+
 def fraction(text: str) -> float:
     """``"0.01"`` -> 0.01: a number in (0, 1]."""
     try:
@@ -93,6 +115,17 @@ def output_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"folder {folder!r} does not exist (for {text!r})")
     if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
         raise argparse.ArgumentTypeError(f"cannot write {text!r} (no permission); choose another path")
+    # os.access answers yes to root on any folder (/proc, a read-only mount): try the file itself
+    try:
+        if os.path.exists(text):
+            open(text, "r+b").close()  # opened for writing, not truncated
+        else:
+            open(text, "xb").close()
+            os.remove(text)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot write {text!r} ({e.strerror}); choose another path"
+        ) from None
     return text
 
 

@@ -16,12 +16,13 @@ import jax.numpy as jnp
 
 from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.cost.schedule import Layer, Program, Tile, derived, schedule
-from npu_jax.errors import TilingError
+from npu_jax.errors import InputTypeError, TilingError, check_choice
 from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.costs import HwNumbers, cdiv, kernel_cycles
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import SPECS, ConvPlan, ConvTiling
+from npu_jax.workload.conv import ConvGeometry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,13 +72,15 @@ def cycles(
     ``hw``, capped by the work, as ``make_plan``). Legality is not checked here (a traced tiling
     cannot raise): cost only tilings that ``make_plan`` accepts (the search checks with
     ``search.exact.legal``); the figure of an illegal one means nothing."""
+    _check_types("cost.cycles", g=(g, ConvGeometry), t=(t, ConvTiling), hw=(hw, HardwareConfig))
+    check_choice("cost.cycles", "strategy", strategy, tuple(SPECS))
+    check_choice("cost.cycles", "operand", operand, ("fp16", "bf16", "fp32"))
+    check_choice("cost.cycles", "output", output, ("fp16", "bf16", "fp32"))
     if t.cores is not None:
         raise TilingError(
             f"cost.cycles prices tilings on every core of {hw.name} (cores=None), got cores={t.cores!r}; "
             f"use cost.predict(make_plan(...)) for a tiling on fewer cores."
         )
-    if strategy not in SPECS:
-        raise ValueError(f"strategy must be one of {tuple(SPECS)}, got {strategy!r}.")
     sp = SPECS[strategy]
     pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
     L = Layer(*(jnp.int32(x) for x in layer_of(g)))
@@ -85,9 +88,17 @@ def cycles(
     return traced_cycles(pr, L, t, hw.c0(itemsize(operand)), HwNumbers.arrays(hw), hw.num_cores)
 
 
+def _check_types(fn: str, **args) -> None:
+    """Each argument (name -> (value, class)) an instance of its class, else an error naming it."""
+    for name, (v, cls) in args.items():
+        if not isinstance(v, cls):
+            raise InputTypeError(f"{fn}: {name} must be a {cls.__name__}, got {type(v).__name__} {v!r}.")
+
+
 def predict(p: ConvPlan) -> Prediction:
     """Cycles and bytes of a ConvPlan, in closed form (numpy; the search runs the same schedule in
     jax through :mod:`npu_jax.search.exact`)."""
+    _check_types("cost.predict", p=(p, ConvPlan))
     return _prediction(p, schedule_many([p], layer_of(p.g))[0])
 
 

@@ -120,8 +120,9 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
     launch = getattr(hw, "launch_cycles", 0)
     if launch > INSTRUCTION_CYCLES_MAX:
         raise ConfigError(
-            f"{hw.name}: a kernel launch of Assumed.launch_us={a.launch_us!r} us at {hw.clock_ghz} GHz is "
-            f"{launch:,} cycles, past int32; use a launch_us under {INSTRUCTION_CYCLES_MAX / (1e3 * hw.clock_ghz):.3g}."
+            f"{hw.name}: a kernel launch of Assumed.launch_us={a.launch_us!r} us at clock_ghz={hw.clock_ghz:.6g} "
+            f"is {launch:.4g} cycles, past int32; use a launch_us under "
+            f"{INSTRUCTION_CYCLES_MAX / (1e3 * hw.clock_ghz):.3g} or a lower clock_ghz."
         )
     # Mmad: blocks = cdiv(m, cube_m) cdiv(n, cube_n) cdiv(k, K0) with m n <= L0C / 4 B, m, n, k >= one
     # fractal row, and k K0-deep slices bounded by L0A / L0B holding m >= 16 rows of k

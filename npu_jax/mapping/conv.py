@@ -21,7 +21,7 @@ from npu_jax.hw.costs import cdiv, round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
-from npu_jax.mapping.pytree import check_ints, register
+from npu_jax.mapping.pytree import check_flags, check_ints, register
 from npu_jax.mapping.tiling_bound import bound_of, check_l2, check_within
 from npu_jax.workload.conv import ConvGeometry
 
@@ -98,6 +98,7 @@ class ConvTiling:
             TilingError,
             " (whole fractals)",
         )
+        check_flags("ConvTiling", "weights_resident", self.weights_resident, TilingError)
         for name in ("l1_stages", "l0_stages"):
             check_ints(
                 "ConvTiling", name, getattr(self, name), lambda a: (a == 1) | (a == 2), "1 or 2", TilingError

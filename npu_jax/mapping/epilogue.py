@@ -18,7 +18,8 @@ and ``fusion`` is the user-facing layer (API, unfused baseline, analysis).
 from __future__ import annotations
 
 import dataclasses
-import math
+
+from npu_jax.errors import check_number
 
 ACTIVATIONS = ("relu", "leaky_relu", "clipped_relu")
 STEP_OPS = ("bias", "residual", "cast", "abs") + ACTIVATIONS
@@ -44,15 +45,13 @@ class Step:
         if self.op == "leaky_relu":
             if self.arg is None:
                 object.__setattr__(self, "arg", 0.01)
-            if not isinstance(self.arg, (int, float)) or not math.isfinite(self.arg):
-                raise ValueError(f"leaky_relu slope must be a finite number, got {self.arg!r}.")
-            object.__setattr__(self, "arg", float(self.arg))
+            object.__setattr__(self, "arg", check_number("step", "leaky_relu slope", self.arg))
         elif self.op == "clipped_relu":
             if self.arg is None:
                 object.__setattr__(self, "arg", 6.0)
-            if not isinstance(self.arg, (int, float)) or not (self.arg > 0 and math.isfinite(self.arg)):
-                raise ValueError(f"clipped_relu ceiling must be a finite number > 0, got {self.arg!r}.")
-            object.__setattr__(self, "arg", float(self.arg))
+            object.__setattr__(
+                self, "arg", check_number("step", "clipped_relu ceiling", self.arg, 0.0, open_lo=True)
+            )
         elif self.op == "cast":
             if self.arg not in FORMATS:
                 raise ValueError(

@@ -91,4 +91,15 @@ def check_ints(cls_name: str, name: str, v, ok, what: str, error, why: str = "")
         raise error(f"{cls_name}.{name} must be {what}, got {v!r}{where}{why}.")
 
 
-__all__ = ["bad_entries", "check_ints", "concrete", "is_int_value", "register", "unchecked"]
+def check_flags(cls_name: str, name: str, v, error) -> None:
+    """Raise ``error`` unless the bool field ``v`` is a bool (or, stacked, a bool or 0/1 integer array):
+    a string such as ``"no"`` would otherwise count as True. Traced values pass unchecked."""
+    a = concrete(v)
+    if a is None or isinstance(v, (bool, np.bool_)):
+        return
+    ok = a.dtype == np.bool_ or (is_int_value(v, a) and bool(np.all((a == 0) | (a == 1))))
+    if not ok:
+        raise error(f"{cls_name}.{name} must be True or False, got {type(v).__name__} {v!r}.")
+
+
+__all__ = ["bad_entries", "check_flags", "check_ints", "concrete", "is_int_value", "register", "unchecked"]

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from npu_jax.errors import check_size
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, cdiv
 from npu_jax.mapping.conv import ConvTiling
@@ -152,6 +153,9 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
                             rows.append((n, cin1, k_l0, res, st, cs))
     rest = np.asarray(rows, np.int64)
     sp = np.asarray(hw_pairs, np.int64)
+    # every candidate row (8 int64 columns) and the legality pass's temporaries, before allocating
+    n = len(sp) * len(rest)
+    check_size("tile_search", {f"the space of {n:,} candidate tilings of {g.ho}x{g.wo}x{g.k}": n * 8 * 8 * 4})
     full = np.concatenate([np.repeat(sp, len(rest), 0), np.tile(rest, (len(sp), 1))], axis=1)
     t = exact.from_rows(full)
     ok = legal_mask(g, hw, t, fused)

@@ -10,6 +10,7 @@ import dataclasses
 import os
 
 from npu_jax.core.checks.columns import CHECK_NAMES
+from npu_jax.errors import ConfigError, InputError, InputTypeError
 
 ACTIONS = ("raise", "warn")
 
@@ -45,11 +46,11 @@ class Checks:
     def __post_init__(self):
         bad = sorted(set(self.enabled) - set(CHECK_NAMES))
         if bad:
-            raise ValueError(f"checks: unknown check(s) {bad}; choose from {CHECK_NAMES}, 'all' or 'none'.")
+            raise InputError(f"checks: unknown check(s) {bad}; choose from {CHECK_NAMES}, 'all' or 'none'.")
         if self.action not in ACTIONS:
-            raise ValueError(f"checks: action must be one of {ACTIONS}, got {self.action!r}.")
+            raise InputError(f"checks: action must be one of {ACTIONS}, got {self.action!r}.")
         if not isinstance(self.capacity, int) or isinstance(self.capacity, bool) or self.capacity < 16:
-            raise ValueError(
+            raise InputError(
                 f"checks: capacity (log rows per core) must be an int >= 16, got {self.capacity!r}."
             )
         object.__setattr__(self, "enabled", frozenset(self.enabled))
@@ -69,7 +70,7 @@ class Checks:
             try:
                 names = [str(v).strip().lower() for v in value]
             except TypeError:
-                raise TypeError(
+                raise InputTypeError(
                     f"checks must be None, 'all', 'none', a check name or a tuple of "
                     f"names from {CHECK_NAMES}; got {value!r}."
                 ) from None
@@ -108,7 +109,7 @@ def _env_default() -> Checks:
     try:
         return Checks.parse(raw)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"environment variable NPU_JAX_CHECKS={raw!r}: {e}") from None
+        raise ConfigError(f"environment variable NPU_JAX_CHECKS={raw!r}: {e}") from None
 
 
 _DEFAULT = [_env_default()]
