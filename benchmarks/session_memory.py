@@ -88,14 +88,16 @@ def main() -> int:
     for i in range(1, args.calls + 1):
         kind, shape = next(stream)
         jax.block_until_ready(run_one(kind, shape, hw, rng))
+        now = rss_mb()
         if i == args.warmup:
-            at_warmup = rss_mb()
+            at_warmup = now
+        if i > args.warmup:
+            peak = max(peak, now)
         if i % args.every == 0 or i == args.calls:
-            info = programs.program_cache_info()
-            print(
-                f"{i:>6}{rss_mb():>9.1f}{info['size']:>6}{info['evictions']:>9}{time.perf_counter() - t0:>8.1f}"
-            )
-    growth = rss_mb() - (at_warmup if at_warmup is not None else 0.0)
+            c = programs.program_cache_info()
+            t = time.perf_counter() - t0
+            print(f"{i:>6}{now:>9.1f}{c['size']:>6}{c['evictions']:>9}{c['purges']:>8}{t:>8.1f}", flush=True)
+    growth = peak - (at_warmup if at_warmup is not None else 0.0)
 
     # an identical call to the most recent one: kept, so no trace and no compile
     events.clear()
