@@ -14,6 +14,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from npu_jax.core.policy import OPERANDS
 from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.cost.schedule import Layer, Program, Tile, derived, schedule
 from npu_jax.errors import InputTypeError, TilingError, check_choice
@@ -74,8 +75,8 @@ def cycles(
     ``search.exact.legal``); the figure of an illegal one means nothing."""
     _check_types("cost.cycles", g=(g, ConvGeometry), t=(t, ConvTiling), hw=(hw, HardwareConfig))
     check_choice("cost.cycles", "strategy", strategy, tuple(SPECS))
-    check_choice("cost.cycles", "operand", operand, ("fp16", "bf16", "fp32"))
-    check_choice("cost.cycles", "output", output, ("fp16", "bf16", "fp32"))
+    check_choice("cost.cycles", "operand", operand, OPERANDS)
+    check_choice("cost.cycles", "output", output, OPERANDS)
     if t.cores is not None:
         raise TilingError(
             f"cost.cycles prices tilings on every core of {hw.name} (cores=None), got cores={t.cores!r}; "

@@ -473,7 +473,11 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, st
     out = dict(cycles=costs.kernel_cycles(h, core_end, s[9]), core_end=core_end, hbm=s[9])
     if xp is np:
         e = pr.epi
-        tot = {k: np.asarray(v).reshape(len(v), -1).sum(1) for k, v in (*every.items(), *parts.items())}
+        moved = {**every, "w_bytes": parts["w_bytes"]}
+        tot = {
+            k: moved[k].reshape(len(moved[k]), -1).sum(1)
+            for k in ("x_bytes", "w_bytes", "res_bytes", "out_bytes")
+        }
         gm_l1 = tot["x_bytes"] + tot["w_bytes"] + pro["wr_bytes"].sum(1)
         gm_ub = tot["res_bytes"]
         if e is not None and e.where == "fixpipe":
