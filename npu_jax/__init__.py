@@ -44,7 +44,18 @@ _LAZY_NAMES = {
     "clear_program_cache": "npu_jax.core.programs",
 }
 # Subpackages reached as attributes of ``npu_jax`` (``npu_jax.search.tile_search``), imported on first use.
-_LAZY_SUBMODULES = ("api", "core", "cost", "kernels", "mapping", "report", "search", "studies", "workload")
+_LAZY_SUBMODULES = (
+    "api",
+    "core",
+    "cost",
+    "kernels",
+    "mapping",
+    "model",
+    "report",
+    "search",
+    "studies",
+    "workload",
+)
 
 
 def __getattr__(name: str):

@@ -277,6 +277,7 @@ LAYERS = (
     "npu_jax.cost",
     "npu_jax.search",
     "npu_jax.api",
+    "npu_jax.model",
     "npu_jax.cli",
 )
 

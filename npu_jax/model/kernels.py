@@ -1,0 +1,386 @@
+"""Kernel adapters: one per layer kind, each pricing a layer (timing only) and running it (with data).
+
+``estimate(layer, shapes, s, cache) -> (kernels, tiling)`` and ``run(layer, inputs, s, cache) ->
+(output, kernels, tiling)``; ``kernels`` is a list of :class:`~npu_jax.model.report.KernelCost`, one
+per launch. Both take the same tiling (the chooser's or the search's, cached per distinct layer) and
+price the same kernels, so a run's cycles equal the estimate's (tested).
+
+* conv: the closed-form model (``cost.predict`` of the plan the emulator launches); the part of the
+  epilogue that does not fuse on this chip (``mapping.epilogue.split``) or, unfused, the whole chain:
+  a vector kernel, priced by a timing-only emulator run (no closed form exists for it), its input
+  resident in L2 where the conv's launch keeps it (as ``fusion.conv2d_fused``'s unfused path);
+* gemm: ``npu_jax.matmul`` (no timing-only mode and no closed form: priced by an emulator run on
+  zeros, once per shape), the bias and activations in a vector kernel after it;
+* pool: ``npu_jax.pool2d`` (timing-only run to price it);
+* eltwise: the vector kernel alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+import npu_jax
+from npu_jax.api.eltwise import run_eltwise
+from npu_jax.api.gemm import matmul
+from npu_jax.core import l2
+from npu_jax.core.buffers import DTYPES
+from npu_jax.core.policy import Policy
+from npu_jax.core.state import GmSpec
+from npu_jax.cost.conv import layer_of, predict
+from npu_jax.cost.many import stacked_arrays
+from npu_jax.errors import InputError, NpuError
+from npu_jax.hw import costs
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.kernels.launch import run_plan
+from npu_jax.mapping.conv import make_plan
+from npu_jax.mapping.eltwise import make_eltwise_plan
+from npu_jax.mapping.epilogue import split
+from npu_jax.model.plan import Layer
+from npu_jax.model.report import KernelCost
+from npu_jax.search.choose import choose_tiling
+from npu_jax.workload.conv import canonicalize
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """How a network is priced or run: hardware, precision policy, conv strategy, tiling source,
+    fused or not, and the sanitizers of data runs."""
+
+    hw: HardwareConfig
+    policy: Policy
+    strategy: str = "img2col"
+    search: bool = False
+    fused: bool = True
+    checks: object = None
+
+
+# ---- conv ---------------------------------------------------------------------------------------------------
+def conv_geometry(layer: Layer, x_shape):
+    a = layer.attrs
+    kw = {} if a["groups"] == 1 else {"groups": a["groups"]}
+    return canonicalize(tuple(x_shape), layer.weight.shape, a["stride"], a["pads"], a["dilation"], **kw)
+
+
+def conv_flops(layer: Layer, x_shape, y_shape) -> int:
+    """2 N Ho Wo K (C / groups) kh kw: the multiply-adds the layer's definition needs."""
+    k, cg, kh, kw = layer.weight.shape
+    return 2 * y_shape[0] * y_shape[2] * y_shape[3] * k * cg * kh * kw
+
+
+def _tiling(g, epi, mid, s: Setting, cache: dict):
+    """(tiling, how it was found), cached per distinct (layer, formats, epilogue, hw, strategy)."""
+    op = s.policy.operand
+    key = ("tiling", g, s.strategy, s.hw, op, mid, epi, s.search)
+    if key not in cache:
+        t = choose_tiling(g, s.strategy, s.hw, op, mid, epi)
+        by = "chooser"
+        if s.search and s.strategy == "img2col":
+            t, by = _searched(g, epi, mid, s, t)
+        cache[key] = (t, by)
+    return cache[key]
+
+
+def _searched(g, epi, mid, s: Setting, chosen):
+    """The tile search's tiling when it is legal for this plan and the model prices it no worse
+    than the chooser's; else the chooser's."""
+    r = npu_jax.search.tile_search(
+        (g.n, g.c, g.h, g.w),
+        (g.k, g.c, g.kh, g.kw),
+        g.stride,
+        ((g.pads[0], g.pads[1]), (g.pads[2], g.pads[3])),
+        g.dilation,
+        hw=s.hw,
+        fused=epi is not None,
+        verify=False,
+    )
+    op = s.policy.operand
+    try:
+        found = predict(make_plan(g, s.strategy, r.tiling, s.hw, op, mid, epi=epi)).cycles
+    except NpuError:
+        return chosen, "chooser (the search's tiling does not fit this epilogue)"
+    if found <= predict(make_plan(g, s.strategy, chosen, s.hw, op, mid, epi=epi)).cycles:
+        return r.tiling, "search"
+    return chosen, "chooser (no worse than the search's)"
+
+
+def _conv_plan(layer: Layer, x_shape, s: Setting, cache: dict):
+    g = conv_geometry(layer, x_shape)
+    epi, rest, mid, final = split(layer.steps, s.hw, s.policy, s.fused)
+    t, by = _tiling(g, epi, mid, s, cache)
+    return g, make_plan(g, s.strategy, t, s.hw, s.policy.operand, mid, epi=epi), rest, mid, final, by
+
+
+def conv_bottleneck(p) -> str:
+    """The lane with the most work summed over the cores, from the closed form's instruction costs
+    (the epilogue's Fixpipe / Vector / MTE3 work counted as one lane), or ``HBM`` when the chip's HBM
+    needs longer than the busiest core's summed work."""
+    h = costs.HwNumbers.of(p.hw)
+    c, q, pro = stacked_arrays([p], layer_of(p.g), h)
+    live, n_s = c["live"], q["steps"]
+
+    def steps(first, full, last):
+        return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
+
+    per_core = {
+        "MTE1": (steps(q["l_first"], c["lf"], q["l_last"]) * live).sum((0, 2, 3)),
+        "CUBE": (steps(q["mm_first"], c["mmf"], q["mm_last"]) * live).sum((0, 2, 3)),
+        "MTE2": c["cx"].sum((0, 2, 3))
+        + (q["cw"] * live).sum((0, 2, 3))
+        + c["cr"].sum((0, 2, 3))
+        + pro["cw_res"].sum((0, 2, 3))
+        + pro["cbias"].sum((0, 2, 3)),
+        ("VECTOR" if p.hw.coupled else "FIXP"): (c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]).sum(
+            (0, 2, 3)
+        ),
+    }
+    hbm = int(c["hbm"].sum() + (q["hbm"] * live).sum() + pro["hbm"].sum())
+    busiest = max(int(np.max(v)) for v in per_core.values())
+    if int(costs.hbm_cycles(h, hbm)) > busiest:
+        return "HBM"
+    return max(per_core, key=lambda lane: int(np.sum(per_core[lane])))
+
+
+def _conv_kept(p) -> tuple[str, ...]:
+    """The GM tensors the conv's launch leaves in L2 (``l2.kept`` over the tensors run_plan launches
+    with, in its order), resident for the vector kernel after it."""
+    g, op, e = p.g, p.operand, p.epi
+    if p.spec.nc1hwc0_source:
+        specs = [GmSpec("x5", (g.n, p.c1_cap, g.h, g.w, p.c0), (), op), GmSpec("wkn", p.wkn_shape, (), op)]
+    else:
+        specs = [GmSpec("x", (g.n, g.c, g.h, g.w), (), op), GmSpec("w", (g.k, g.c, g.kh, g.kw), (), op)]
+    y_shape = (g.n, p.ho_cap, p.wo_cap, g.k)
+    if e is not None and e.has("bias"):
+        specs.append(GmSpec("bias", (1, g.k), (), e.bias_format))
+    if e is not None and e.has("residual"):
+        specs.append(GmSpec("res", y_shape, (), e.vector))
+    specs.append(GmSpec("y", y_shape, (), p.output, output=True))
+    return l2.kept(p.hw, specs)
+
+
+def _vector(
+    label, steps, rows, cols, y, mid, final, s: Setting, *, bias=None, res=None, resident=(), data=True
+):
+    """The element-wise vector kernel over a (rows, cols) tensor: (z, KernelCost)."""
+    ep = make_eltwise_plan(steps, rows, cols, mid, final, s.policy.vector, s.hw)
+    names = {st.op for st in steps}
+    z, rep = run_eltwise(
+        ep,
+        y,
+        s.policy,
+        bias=bias if "bias" in names else None,
+        residual=res if "residual" in names else None,
+        move_data=data,
+        checks=s.checks if data else "none",
+        name="eltwise[" + " -> ".join(map(str, steps)) + "]",
+        l2_resident=resident,
+    )
+    if data:
+        rep.check()
+    return z, KernelCost.of(label, rep)
+
+
+def _vector_cost(label, steps, rows, cols, mid, final, s, cache, resident=()):
+    """The vector kernel's cost from a timing-only run, cached per (plan, what is resident)."""
+    ep = make_eltwise_plan(steps, rows, cols, mid, final, s.policy.vector, s.hw)
+    key = ("eltwise", ep, tuple(resident), s.policy)
+    if key not in cache:
+        z = jnp.zeros((rows, cols), DTYPES[mid])
+        zb = jnp.zeros((cols,), jnp.float32)
+        cache[key] = _vector(
+            label, steps, rows, cols, z, mid, final, s, bias=zb, res=z, resident=resident, data=False
+        )[1]
+    return cache[key]
+
+
+def estimate_conv(layer: Layer, shapes, s: Setting, cache: dict):
+    g, p, rest, mid, final, by = _conv_plan(layer, shapes[0], s, cache)
+    key = ("conv", p)
+    if key not in cache:
+        q = predict(p)
+        flops = conv_flops(layer, shapes[0], (g.n, g.k, g.ho, g.wo))
+        cache[key] = KernelCost(
+            "conv", p.strategy, q.cycles, s.hw.launch_cycles, q.gm_bytes, flops, conv_bottleneck(p)
+        )
+    kernels = [cache[key]]
+    if rest:
+        rows = g.n * g.ho * g.wo
+        kernels.append(_vector_cost("eltwise", rest, rows, g.k, mid, final, s, cache, _conv_kept(p)))
+    return kernels, (p.t, by)
+
+
+def run_conv(layer: Layer, inputs, s: Setting, cache: dict):
+    x = inputs[0]
+    g, p, rest, mid, final, by = _conv_plan(layer, x.shape, s, cache)
+    op, e = s.policy.operand, p.epi
+    res = None if len(inputs) < 2 else jnp.transpose(jnp.asarray(inputs[1]), (0, 2, 3, 1))
+    y, rep = run_plan(
+        p,
+        jnp.asarray(x).astype(DTYPES[op]),
+        jnp.asarray(layer.weight).astype(DTYPES[op]),
+        s.policy,
+        bias=layer.bias if e is not None and e.has("bias") else None,
+        residual=res if e is not None and e.has("residual") else None,
+        checks=s.checks,
+        name=f"{layer.name}: conv2d[{p.strategy}]" + (f"+{e}" if e is not None else ""),
+    )
+    kc = KernelCost.of("conv", rep)
+    kc = dataclasses.replace(kc, flops=conv_flops(layer, x.shape, (g.n, g.k, g.ho, g.wo)))
+    kernels = [kc]
+    if rest:
+        rows = g.n * g.ho * g.wo
+        z, kc2 = _vector(
+            "eltwise",
+            rest,
+            rows,
+            g.k,
+            y.reshape(rows, g.k),
+            mid,
+            final,
+            s,
+            bias=layer.bias,
+            res=None if res is None else res.reshape(rows, g.k),
+            resident=rep.l2_kept,
+        )
+        y = z.reshape(g.n, g.ho, g.wo, g.k)
+        kernels.append(kc2)
+    return jnp.transpose(y, (0, 3, 1, 2)), kernels, (p.t, by)
+
+
+# ---- gemm ---------------------------------------------------------------------------------------------------
+def _gemm_formats(s: Setting):
+    return s.policy.output, s.policy.output
+
+
+def estimate_gemm(layer: Layer, shapes, s: Setting, cache: dict):
+    m, k = shapes[0]
+    n = layer.weight.shape[1]
+    key = ("gemm", m, k, n, s.hw, s.policy)
+    if key not in cache:
+        a = jnp.zeros((m, k), DTYPES[s.policy.operand])
+        c, rep = matmul(
+            a, jnp.zeros((k, n), DTYPES[s.policy.operand]), hw=s.hw, policy=s.policy, checks="none"
+        )
+        cache[key] = (KernelCost.of("gemm", rep, flops=2 * m * k * n), ("y",) if "c" in rep.l2_kept else ())
+    kc, resident = cache[key]
+    kernels = [kc]
+    if layer.steps:
+        mid, final = _gemm_formats(s)
+        kernels.append(_vector_cost("eltwise", layer.steps, m, n, mid, final, s, cache, resident))
+    return kernels, (None, "default_tiling")
+
+
+def run_gemm(layer: Layer, inputs, s: Setting, cache: dict):
+    a = jnp.asarray(inputs[0])
+    m, k = a.shape
+    n = layer.weight.shape[1]
+    c, rep = matmul(a, layer.weight, hw=s.hw, policy=s.policy, checks=s.checks)
+    kernels = [KernelCost.of("gemm", rep, flops=2 * m * k * n)]
+    if layer.steps:
+        mid, final = _gemm_formats(s)
+        c, kc = _vector(
+            "eltwise",
+            layer.steps,
+            m,
+            n,
+            c,
+            mid,
+            final,
+            s,
+            bias=layer.bias,
+            res=_rows(inputs[1]) if len(inputs) > 1 else None,
+            resident=("y",) if "c" in rep.l2_kept else (),
+        )
+        kernels.append(kc)
+    return c, kernels, (None, "default_tiling")
+
+
+# ---- pool ---------------------------------------------------------------------------------------------------
+def _pool2d(layer: Layer):
+    fn = getattr(npu_jax, "pool2d", None)
+    if fn is None:
+        raise InputError(
+            f"layer {layer.name!r} ({layer.attrs['kind']} pooling) needs npu_jax.pool2d, the pooling vector "
+            f"kernels, which this build of npu-jax does not have yet; use a network without pooling."
+        )
+    return fn
+
+
+def _pool(layer: Layer, x, s: Setting, timing_only: bool):
+    a = layer.attrs
+    return _pool2d(layer)(
+        x,
+        kind=a["kind"],
+        kernel=a["kernel"],
+        stride=a["stride"],
+        padding=a["pads"],
+        hw=s.hw,
+        policy=s.policy,
+        count_include_pad=a["count_include_pad"],
+        ceil_mode=a["ceil_mode"],
+        timing_only=timing_only,
+        **({} if timing_only else {"checks": s.checks}),
+    )
+
+
+def estimate_pool(layer: Layer, shapes, s: Setting, cache: dict):
+    key = ("pool", tuple(shapes[0]), tuple(sorted(layer.attrs.items())), s.hw, s.policy)
+    if key not in cache:
+        _, rep = _pool(layer, jnp.zeros(shapes[0], DTYPES[s.policy.output]), s, True)
+        cache[key] = KernelCost.of("pool", rep)
+    return [cache[key]], (None, "pool")
+
+
+def run_pool(layer: Layer, inputs, s: Setting, cache: dict):
+    y, rep = _pool(layer, jnp.asarray(inputs[0]), s, False)
+    return y, [KernelCost.of("pool", rep)], (None, "pool")
+
+
+# ---- element-wise -------------------------------------------------------------------------------------------
+def _rows(x):
+    """(rows, cols) of an activation with channels last: NCHW -> NHWC rows, (N, F) as it is."""
+    x = jnp.asarray(x)
+    return x if x.ndim == 2 else jnp.transpose(x, (0, 2, 3, 1)).reshape(-1, x.shape[1])
+
+
+def _rc(shape) -> tuple[int, int]:
+    return int(np.prod(shape)) // shape[1], shape[1]
+
+
+def estimate_eltwise(layer: Layer, shapes, s: Setting, cache: dict):
+    rows, cols = _rc(shapes[0])
+    fmt = s.policy.output
+    return [_vector_cost("eltwise", layer.steps, rows, cols, fmt, fmt, s, cache)], (None, "eltwise")
+
+
+def run_eltwise_layer(layer: Layer, inputs, s: Setting, cache: dict):
+    x = jnp.asarray(inputs[0])
+    rows, cols = _rc(x.shape)
+    fmt = s.policy.output
+    z, kc = _vector(
+        "eltwise",
+        layer.steps,
+        rows,
+        cols,
+        _rows(x),
+        fmt,
+        fmt,
+        s,
+        res=_rows(inputs[1]) if len(inputs) > 1 else None,
+    )
+    if x.ndim == 2:
+        return z, [kc], (None, "eltwise")
+    n, c, h, w = x.shape
+    return jnp.transpose(z.reshape(n, h, w, c), (0, 3, 1, 2)), [kc], (None, "eltwise")
+
+
+ADAPTERS = {
+    "conv": (estimate_conv, run_conv),
+    "gemm": (estimate_gemm, run_gemm),
+    "pool": (estimate_pool, run_pool),
+    "eltwise": (estimate_eltwise, run_eltwise_layer),
+}
+
+__all__ = ["ADAPTERS", "Setting", "conv_bottleneck", "conv_flops", "conv_geometry"]

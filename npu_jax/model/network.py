@@ -1,0 +1,230 @@
+"""``load`` an ONNX model, then ``estimate`` it (timing only) or ``run`` it (with data) on the emulator."""
+
+from __future__ import annotations
+
+import time
+
+import jax.numpy as jnp
+import numpy as np
+
+from npu_jax.core.policy import Policy
+from npu_jax.errors import InputError, InputTypeError, check_bool, check_choice, check_int
+from npu_jax.hw import presets
+from npu_jax.hw.config import HardwareConfig
+from npu_jax.mapping.conv import STRATEGIES
+from npu_jax.model import graph as graph_mod
+from npu_jax.model.kernels import ADAPTERS, Setting
+from npu_jax.model.plan import Layer, NetworkPlan, View, plan
+from npu_jax.model.report import FusionSaving, LayerReport, NetworkReport, fusion_saving
+
+
+class Model:
+    """An ONNX model lowered to emulator work: :attr:`graph` (the typed graph), :attr:`plan` (the
+    fusion plan: layers, views and every decision). Made by :func:`load`.
+
+    Example:
+        >>> import npu_jax
+        >>> from npu_jax.model import zoo
+        >>> m = npu_jax.model.load(zoo.resnet50())                              # doctest: +SKIP
+        >>> rep = m.estimate(batch=8, hw=npu_jax.presets.ascend910b())          # doctest: +SKIP
+        >>> rep.cycles, rep.images_per_second                                   # doctest: +SKIP
+    """
+
+    def __init__(self, graph: graph_mod.Graph, network_plan: NetworkPlan):
+        self.graph = graph
+        self.plan = network_plan
+        self._cache: dict = {}  # per distinct layer: tilings, closed-form and timing-only prices
+
+    @property
+    def layers(self) -> list[Layer]:
+        return self.plan.layers
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}: {len(self.layers)} layers, inputs {self.graph.inputs}, outputs {list(self.graph.outputs)})"
+
+    # ---- arguments --------------------------------------------------------------------------------------
+    def _setting(self, fn, hw, policy, strategy, search, fused, checks) -> Setting:
+        hw = presets.ascend910b() if hw is None else hw
+        if not isinstance(hw, HardwareConfig):
+            raise InputTypeError(f"Model.{fn}: hw must be a HardwareConfig or None, got {type(hw).__name__}.")
+        policy = Policy() if policy is None else policy
+        if not isinstance(policy, Policy):
+            raise InputTypeError(
+                f"Model.{fn}: policy must be an npu_jax.Policy or None, got {type(policy).__name__}."
+            )
+        check_choice(f"Model.{fn}", "strategy", strategy, STRATEGIES)
+        search = check_bool(f"Model.{fn}", "search", search)
+        fused = check_bool(f"Model.{fn}", "fused", fused)
+        return Setting(hw, policy, strategy, search, fused, checks)
+
+    def _batch(self, fn: str, batch) -> int:
+        batch = check_int(f"Model.{fn}", "batch", batch, 1)
+        if self.graph.batch is not None and batch != self.graph.batch and self._fixed_reshape():
+            raise InputError(
+                f"Model.{fn}: the model fixes batch {self.graph.batch} in a Reshape; batch={batch} cannot be "
+                f"set. Export with a symbolic batch or pass batch={self.graph.batch}."
+            )
+        return batch
+
+    def _fixed_reshape(self) -> bool:
+        return any(
+            v.op == "Reshape" and int(self.graph.params.get(n.inputs[1], np.array([-1]))[0]) not in (0, -1)
+            for v in self.plan.items
+            if isinstance(v, View)
+            for n in self.graph.nodes
+            if n.name == v.name
+        )
+
+    # ---- timing only -----------------------------------------------------------------------------------
+    def estimate(
+        self,
+        batch: int = 1,
+        hw: HardwareConfig | None = None,
+        strategy: str = "img2col",
+        search: bool = False,
+        fused: bool = True,
+        policy: Policy | None = None,
+    ) -> NetworkReport:
+        """Price every layer at ``batch`` images, timing only; returns a :class:`NetworkReport`.
+
+        Convs by the closed-form model (``cost.predict``; equal to the emulator's timing-only run), on
+        the chooser's tiling (``search=True``: ``npu_jax.search.tile_search``'s, where the model
+        prices it no worse); GEMMs, pooling and vector kernels by timing-only emulator runs. Each
+        distinct layer is priced once per (hw, strategy, policy, fused) and cached on the model.
+        ``fused=False``: every epilogue runs as a vector kernel after its Cube kernel.
+        """
+        s = self._setting("estimate", hw, policy, strategy, search, fused, "none")
+        batch = self._batch("estimate", batch)
+        t0 = time.perf_counter()
+        reports = []
+        for la in self.plan.layers:
+            shapes = [self.graph.shape(t, batch) for t in la.inputs]
+            kernels, (tiling, by) = ADAPTERS[la.op][0](la, shapes, s, self._cache)
+            reports.append(self._layer_report(la, kernels, tiling, by, s))
+        return self._report("estimate", reports, s, batch, {}, time.perf_counter() - t0)
+
+    def fusion_saving(self, batch: int = 1, hw: HardwareConfig | None = None, **kw) -> FusionSaving:
+        """``estimate(fused=False)`` beside ``estimate(fused=True)``: per layer and in total, cycles and
+        GM bytes (``.table()``, ``.as_dict()``)."""
+        return fusion_saving(
+            self.estimate(batch, hw, fused=False, **kw), self.estimate(batch, hw, fused=True, **kw)
+        )
+
+    # ---- with data -------------------------------------------------------------------------------------
+    def run(
+        self,
+        x,
+        hw: HardwareConfig | None = None,
+        policy: Policy | None = None,
+        strategy: str = "img2col",
+        fused: bool = True,
+        keep: bool = False,
+        search: bool = False,
+        checks=None,
+    ):
+        """Run the network on data through the emulator's kernels. Returns ``(outputs, report)``.
+
+        Args:
+            x: the input array (a single-input model) or a dict by input name; NCHW.
+            hw, policy, strategy, fused, search: as :meth:`estimate` (``policy`` None = the
+                hardware's default: fp16 operands, fp32 accumulation, fp16 activations).
+            keep: keep every layer's output in ``report.tensors`` by its ONNX tensor name.
+            checks: the sanitizers of every kernel (None = the process default).
+
+        Returns:
+            outputs: a dict by graph output name (numpy arrays), and a :class:`NetworkReport` whose
+            layers are the same kernels :meth:`estimate` prices (their cycles are equal).
+        """
+        s = self._setting("run", hw, policy, strategy, search, fused, checks)
+        keep = check_bool("Model.run", "keep", keep)
+        values = self._inputs(x)
+        batch = next(iter(values.values())).shape[0]
+        t0 = time.perf_counter()
+        reports, kept = [], {}
+        for item in self.plan.items:
+            if isinstance(item, View):
+                values[item.output] = jnp.reshape(values[item.input], self.graph.shape(item.output, batch))
+                continue
+            y, kernels, (tiling, by) = ADAPTERS[item.op][1](
+                item, [values[t] for t in item.inputs], s, self._cache
+            )
+            values[item.output] = y
+            reports.append(self._layer_report(item, kernels, tiling, by, s))
+            if keep:
+                kept[item.output] = np.asarray(y)
+        outputs = {t: np.asarray(values[t]) for t in self.graph.outputs}
+        return outputs, self._report("run", reports, s, batch, kept, time.perf_counter() - t0)
+
+    def _inputs(self, x) -> dict:
+        names = list(self.graph.inputs)
+        if not isinstance(x, dict):
+            if len(names) != 1:
+                raise InputError(f"Model.run: the model has inputs {names}; pass x as a dict by input name.")
+            x = {names[0]: x}
+        if set(x) != set(names):
+            raise InputError(f"Model.run: x has inputs {sorted(x)} but the model's are {names}.")
+        out, batches = {}, set()
+        for name, v in x.items():
+            a = jnp.asarray(v)
+            want = self.graph.inputs[name][1:]
+            if a.ndim != len(want) + 1 or tuple(a.shape[1:]) != tuple(want):
+                raise InputError(
+                    f"Model.run: input {name!r} must have shape (batch, {', '.join(map(str, want))}), got {a.shape}."
+                )
+            batches.add(a.shape[0])
+            out[name] = a
+        if len(batches) != 1:
+            raise InputError(f"Model.run: the inputs disagree on the batch: {sorted(batches)}.")
+        self._batch("run", batches.pop())
+        return out
+
+    # ---- reports ---------------------------------------------------------------------------------------
+    def _layer_report(self, la: Layer, kernels, tiling, by, s: Setting) -> LayerReport:
+        return LayerReport(
+            name=la.name,
+            op=la.op,
+            fused=la.fused,
+            steps=tuple(map(str, la.steps)),
+            inputs=la.inputs,
+            output=la.output,
+            tiling=tiling,
+            tiling_by=by,
+            kernels=tuple(kernels),
+            flops=sum(k.flops for k in kernels if k.label in ("conv", "gemm")),
+            hw=s.hw,
+            operand=s.policy.operand,
+        )
+
+    def _report(self, mode, layers, s: Setting, batch, tensors, wall) -> NetworkReport:
+        return NetworkReport(
+            name=self.name,
+            mode=mode,
+            layers=tuple(layers),
+            hw=s.hw,
+            batch=batch,
+            operand=s.policy.operand,
+            strategy=s.strategy,
+            fused=s.fused,
+            decisions=self.plan.decisions,
+            tensors=tensors,
+            wall_s=wall,
+        )
+
+
+def load(model) -> Model:
+    """Load an ONNX model (a path or an ``onnx.ModelProto``) and plan its lowering.
+
+    Refuses, naming the node, any op other than :data:`npu_jax.model.graph.SUPPORTED` and any
+    activation shape that is dynamic beyond the batch dimension. BatchNormalization (and Mul / Add by a
+    per-channel constant) is folded into the preceding Conv or Gemm; element-wise followers are fused
+    by the planner's rules (``Model.plan.table()`` lists every decision).
+    """
+    g = graph_mod.build(graph_mod.read(model))
+    return Model(g, plan(g))
+
+
+__all__ = ["Model", "load"]
