@@ -144,16 +144,26 @@ def conv_bottleneck(p) -> str:
 
 
 def _conv_kept(p) -> tuple[str, ...]:
-    """The GM tensors the conv's launch leaves in L2 (``l2.kept`` over the tensors run_plan launches
-    with, in its order), resident for the vector kernel after it."""
-    g, op, e = p.g, p.operand, p.epi
+    """The GM tensors the conv's launch leaves in L2 (``l2.kept`` over the tensors ``run_plan``
+    launches with, in its order: the same shapes, a grouped layer's super-groups as a leading
+    axis), resident for the vector kernel after it. Held to the emulator by the run == estimate
+    tests."""
+    sg = getattr(p, "sgroups", 1)  # grouped convs: super-groups (G', ...) of a dense view ``Bv``
+    B, op, e = getattr(p, "Bv", p.B), p.operand, p.epi
+    lead = (sg,) if sg > 1 else ()
     if p.spec.nc1hwc0_source:
-        specs = [GmSpec("x5", (g.n, p.c1_cap, g.h, g.w, p.c0), (), op), GmSpec("wkn", p.wkn_shape, (), op)]
+        specs = [
+            GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (), op),
+            GmSpec("wkn", lead + p.wkn_shape, (), op),
+        ]
     else:
-        specs = [GmSpec("x", (g.n, g.c, g.h, g.w), (), op), GmSpec("w", (g.k, g.c, g.kh, g.kw), (), op)]
-    y_shape = (g.n, p.ho_cap, p.wo_cap, g.k)
+        specs = [
+            GmSpec("x", (B.n, B.c, B.h, B.w), (), op),
+            GmSpec("w", lead + (B.k, B.c, B.kh, B.kw), (), op),
+        ]
+    y_shape = (p.g.n, p.ho_cap, p.wo_cap, sg, B.k) if sg > 1 else (B.n, p.ho_cap, p.wo_cap, B.k)
     if e is not None and e.has("bias"):
-        specs.append(GmSpec("bias", (1, g.k), (), e.bias_format))
+        specs.append(GmSpec("bias", (1, B.k), (), e.bias_format))
     if e is not None and e.has("residual"):
         specs.append(GmSpec("res", y_shape, (), e.vector))
     specs.append(GmSpec("y", y_shape, (), p.output, output=True))
@@ -313,7 +323,7 @@ def _pool(layer: Layer, x, s: Setting, timing_only: bool):
     return _pool2d(layer)(
         x,
         kind=a["kind"],
-        kernel=a["kernel"],
+        kernel="global" if a["global_pool"] else a["kernel"],
         stride=a["stride"],
         padding=a["pads"],
         hw=s.hw,
@@ -321,7 +331,7 @@ def _pool(layer: Layer, x, s: Setting, timing_only: bool):
         count_include_pad=a["count_include_pad"],
         ceil_mode=a["ceil_mode"],
         timing_only=timing_only,
-        **({} if timing_only else {"checks": s.checks}),
+        checks="none" if timing_only else s.checks,
     )
 
 

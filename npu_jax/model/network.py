@@ -99,13 +99,13 @@ class Model:
         """
         s = self._setting("estimate", hw, policy, strategy, search, fused, "none")
         batch = self._batch("estimate", batch)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter(), time.process_time()
         reports = []
         for la in self.plan.layers:
             shapes = [self.graph.shape(t, batch) for t in la.inputs]
             kernels, (tiling, by) = ADAPTERS[la.op][0](la, shapes, s, self._cache)
             reports.append(self._layer_report(la, kernels, tiling, by, s))
-        return self._report("estimate", reports, s, batch, {}, time.perf_counter() - t0)
+        return self._report("estimate", reports, s, batch, {}, t0)
 
     def fusion_saving(self, batch: int = 1, hw: HardwareConfig | None = None, **kw) -> FusionSaving:
         """``estimate(fused=False)`` beside ``estimate(fused=True)``: per layer and in total, cycles and
@@ -143,7 +143,7 @@ class Model:
         keep = check_bool("Model.run", "keep", keep)
         values = self._inputs(x)
         batch = next(iter(values.values())).shape[0]
-        t0 = time.perf_counter()
+        t0 = time.perf_counter(), time.process_time()
         reports, kept = [], {}
         for item in self.plan.items:
             if isinstance(item, View):
@@ -157,7 +157,7 @@ class Model:
             if keep:
                 kept[item.output] = np.asarray(y)
         outputs = {t: np.asarray(values[t]) for t in self.graph.outputs}
-        return outputs, self._report("run", reports, s, batch, kept, time.perf_counter() - t0)
+        return outputs, self._report("run", reports, s, batch, kept, t0)
 
     def _inputs(self, x) -> dict:
         names = list(self.graph.inputs)
@@ -199,7 +199,7 @@ class Model:
             operand=s.policy.operand,
         )
 
-    def _report(self, mode, layers, s: Setting, batch, tensors, wall) -> NetworkReport:
+    def _report(self, mode, layers, s: Setting, batch, tensors, t0) -> NetworkReport:
         return NetworkReport(
             name=self.name,
             mode=mode,
@@ -211,7 +211,8 @@ class Model:
             fused=s.fused,
             decisions=self.plan.decisions,
             tensors=tensors,
-            wall_s=wall,
+            wall_s=time.perf_counter() - t0[0],
+            cpu_s=time.process_time() - t0[1],
         )
 
 

@@ -127,8 +127,9 @@ class LayerReport:
 class NetworkReport:
     """A whole network, estimated (timing only) or run (with data).
 
-    ``layers`` in execution order; ``tensors`` the kept layer outputs by ONNX name (``run(keep=True)``);
-    ``decisions`` the fusion planner's; ``wall_s`` how long the estimate or run took on the host.
+        ``layers`` in execution order; ``tensors`` the kept layer outputs by ONNX name (``run(keep=True)``);
+        ``decisions`` the fusion planner's; ``wall_s`` and ``cpu_s`` how long the estimate or run took on
+    the host (wall clock, and this process's CPU time).
     """
 
     name: str
@@ -142,6 +143,7 @@ class NetworkReport:
     decisions: tuple = ()
     tensors: dict = dataclasses.field(default_factory=dict)
     wall_s: float = 0.0
+    cpu_s: float = 0.0
 
     @property
     def cycles(self) -> int:
@@ -201,6 +203,7 @@ class NetworkReport:
             "launches": self.launches,
             "launch_cycles": self.launch_cycles,
             "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
             "layers": [la.as_dict() for la in self.layers],
             "decisions": [dataclasses.asdict(d) for d in self.decisions],
         }
