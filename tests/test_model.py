@@ -330,6 +330,7 @@ def test_fixed_batch_model_estimates_other_batches(rng):
 
 
 # ---- the zoo's networks (need pooling; MobileNetV2 also depthwise conv) ----------------------------------------
+@pytest.mark.slow
 @needs_pool
 def test_resnet50_estimate_counts_layers_and_flops():
     model = zoo.resnet50()
@@ -341,6 +342,7 @@ def test_resnet50_estimate_counts_layers_and_flops():
         assert rep.flops == graph_flops(model, batch)
 
 
+@pytest.mark.slow
 @needs_pool
 @needs_groups
 def test_mobilenet_v2_estimates():
@@ -349,3 +351,26 @@ def test_mobilenet_v2_estimates():
     rep = m.estimate(batch=2, hw=npu_jax.presets.ascend910b())
     assert sum(la.op == "conv" for la in rep.layers) == 52
     assert rep.flops == graph_flops(model, 2)
+
+
+@pytest.mark.slow
+@needs_pool
+@needs_groups
+def test_small_cnn_matches_onnxruntime_and_its_estimate():
+    """Every kind of layer (conv + BN + ReLU / ReLU6, max pool, residual blocks, a depthwise conv whose
+    super-groups keep its epilogue out of the Cube kernel, global average pool, Flatten, Gemm)."""
+    rng = np.random.default_rng(3)
+    model = zoo.small_cnn(seed=int(rng.integers(1 << 30)), image=16)
+    m = npu_jax.model.load(model)
+    hw = npu_jax.presets.ascend910b()
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    out, rep = m.run(x, hw=hw, policy=FP32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"input": x})[0]
+    np.testing.assert_allclose(out["logits"], ref, rtol=1e-4, atol=1e-4)
+    est = m.estimate(batch=2, hw=hw, policy=FP32)
+    assert [[k.cycles for k in la.kernels] for la in est.layers] == [
+        [k.cycles for k in la.kernels] for la in rep.layers
+    ]
+    assert est.flops == rep.flops == graph_flops(model, 2)
+    assert {la.op for la in rep.layers} == {"conv", "pool", "gemm"}

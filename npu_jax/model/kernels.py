@@ -107,10 +107,33 @@ def _searched(g, epi, mid, s: Setting, chosen):
 
 
 def _conv_plan(layer: Layer, x_shape, s: Setting, cache: dict):
+    """(geometry, ConvPlan, steps left for a vector kernel, their input and output formats, how the
+    tiling was found), cached per distinct (layer, chain, setting). Where the Cube kernel cannot take
+    the fused part of the chain (a grouped conv of several super-groups; no tiling fits its buffers),
+    the whole chain runs in the vector kernel after it, and ``by`` says why."""
     g = conv_geometry(layer, x_shape)
+    key = ("convplan", g, layer.steps, s.hw, s.policy, s.strategy, s.search, s.fused)
+    if key in cache:
+        return cache[key]
+    op = s.policy.operand
     epi, rest, mid, final = split(layer.steps, s.hw, s.policy, s.fused)
-    t, by = _tiling(g, epi, mid, s, cache)
-    return g, make_plan(g, s.strategy, t, s.hw, s.policy.operand, mid, epi=epi), rest, mid, final, by
+    try:
+        t, by = _tiling(g, epi, mid, s, cache)
+        p = make_plan(g, s.strategy, t, s.hw, op, mid, epi=epi)
+    except NpuError as e:
+        if epi is None:
+            raise
+        why = str(e)
+        _, rest, mid, final = split(layer.steps, s.hw, s.policy, False)
+        t, by = _tiling(g, None, mid, s, cache)
+        p = make_plan(g, s.strategy, t, s.hw, op, mid)
+        try:  # the kernel's own refusal names the reason better than the chooser's
+            make_plan(g, s.strategy, t, s.hw, op, final, epi=epi)
+        except NpuError as refusal:
+            why = str(refusal)
+        by = f"{by}; epilogue not fused ({why})"
+    cache[key] = (g, p, rest, mid, final, by)
+    return cache[key]
 
 
 def conv_bottleneck(p) -> str:
@@ -118,7 +141,9 @@ def conv_bottleneck(p) -> str:
     (the epilogue's Fixpipe / Vector / MTE3 work counted as one lane), or ``HBM`` when the chip's HBM
     needs longer than the busiest core's summed work."""
     h = costs.HwNumbers.of(p.hw)
-    c, q, pro = stacked_arrays([p], layer_of(p.g), h)
+    # a grouped conv's schedule runs its dense view, which needs the channel block (layer_of(g, c0))
+    L = layer_of(p.g) if getattr(p.g, "groups", 1) == 1 else layer_of(p.g, p.c0)
+    c, q, pro = stacked_arrays([p], L, h)
     live, n_s = c["live"], q["steps"]
 
     def steps(first, full, last):

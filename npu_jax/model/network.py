@@ -197,6 +197,9 @@ class Model:
             flops=sum(k.flops for k in kernels if k.label in ("conv", "gemm")),
             hw=s.hw,
             operand=s.policy.operand,
+            refused=tuple(
+                f"{d.op}:{d.node}: {d.why}" for d in self.plan.decisions if d.layer == la.name and not d.fused
+            ),
         )
 
     def _report(self, mode, layers, s: Setting, batch, tensors, t0) -> NetworkReport:

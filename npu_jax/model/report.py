@@ -52,6 +52,7 @@ class LayerReport:
         inputs, output: the ONNX tensor names it reads and writes.
         tiling: the conv's :class:`~npu_jax.ConvTiling` (None for other kernels); tiling_by: how it
             was found. kernels: one :class:`KernelCost` per launch. flops: useful FLOPs.
+        refused: ``"OpType:node: why"`` of each candidate the planner did not fuse into it.
     """
 
     name: str
@@ -66,6 +67,7 @@ class LayerReport:
     flops: int
     hw: HardwareConfig
     operand: str
+    refused: tuple[str, ...] = ()
 
     @property
     def cycles(self) -> int:
@@ -102,6 +104,7 @@ class LayerReport:
             "name": self.name,
             "op": self.op,
             "fused": list(self.fused),
+            "refused": list(self.refused),
             "steps": list(self.steps),
             "inputs": list(self.inputs),
             "output": self.output,

@@ -1,0 +1,55 @@
+"""Whole-network timing-only estimate of a zoo network (ONNX, through ``npu_jax.model``): per-layer table,
+totals, images/s, the fusion saving, and how long the estimate took on this host.
+
+    python benchmarks/model_network.py resnet50 --preset 910b --batch 1 8 [--unfused] [--trace out.json] [--plot out.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import npu_jax
+from npu_jax.model import fusion_saving, zoo
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("network", choices=zoo.NETWORKS)
+    ap.add_argument("--preset", default="910b")
+    ap.add_argument("--batch", type=int, nargs="+", default=[1])
+    ap.add_argument("--image", type=int, default=None)
+    ap.add_argument("--unfused", action="store_true", help="also estimate unfused and table the saving")
+    ap.add_argument("--layers", action="store_true", help="print the per-layer table")
+    ap.add_argument("--trace", default=None, help="Chrome trace of the last batch (fused)")
+    ap.add_argument("--plot", default=None, help="per-layer time plot of the last batch (fused)")
+    args = ap.parse_args()
+    hw = npu_jax.presets.get(args.preset)
+    kwargs = {"image": args.image} if args.image else {}
+    m = npu_jax.model.load(zoo.build(args.network, **kwargs))
+    for b in args.batch:
+        t0, c0 = time.perf_counter(), time.process_time()
+        rep = m.estimate(batch=b, hw=hw)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if args.layers:
+            print(rep.summary())
+        print(
+            f"{args.network} {hw.name} batch {b}: {rep.cycles:,} cycles = {rep.time_us / 1e3:.3f} ms, "
+            f"{rep.images_per_second:,.0f} img/s, {rep.pct_peak:.1f}% of peak, {len(rep.layers)} layers, "
+            f"{rep.launches} kernels (launches {100 * rep.launch_cycles / rep.cycles:.1f}% of the time), "
+            f"{rep.flops / 1e9:.2f} GFLOP; estimated in {wall:.1f} s wall, {cpu:.1f} s CPU",
+            flush=True,
+        )
+        if args.unfused:
+            t0 = time.process_time()
+            un = m.estimate(batch=b, hw=hw, fused=False)
+            print(fusion_saving(un, rep).table())
+            print(f"(unfused estimate: {time.process_time() - t0:.1f} s CPU)", flush=True)
+    if args.trace:
+        rep.to_chrome_trace(args.trace)
+    if args.plot:
+        rep.plot(args.plot)
+
+
+if __name__ == "__main__":
+    main()
