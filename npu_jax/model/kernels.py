@@ -345,16 +345,17 @@ def _pool2d(layer: Layer):
 
 def _pool(layer: Layer, x, s: Setting, timing_only: bool):
     a = layer.attrs
+    if a["global_pool"]:  # the whole plane: stride, padding and ceil_mode stay pool2d's defaults
+        shape = dict(kernel="global")
+    else:
+        shape = dict(kernel=a["kernel"], stride=a["stride"], padding=a["pads"], ceil_mode=a["ceil_mode"])
     return _pool2d(layer)(
         x,
         kind=a["kind"],
-        kernel="global" if a["global_pool"] else a["kernel"],
-        stride=a["stride"],
-        padding=a["pads"],
+        **shape,
         hw=s.hw,
         policy=s.policy,
         count_include_pad=a["count_include_pad"],
-        ceil_mode=a["ceil_mode"],
         timing_only=timing_only,
         checks="none" if timing_only else s.checks,
     )
