@@ -11,6 +11,7 @@ Public surface::
     npu_jax.cost, npu_jax.search               # the cost model and the tile search
     npu_jax.set_max_bytes(16 << 30)            # what one call may allocate (NPU_JAX_MAX_BYTES; 4 GiB)
     npu_jax.set_program_cache_size(64)         # compiled programs kept (NPU_JAX_PROGRAM_CACHE; LRU)
+    npu_jax.enable_persistent_cache()          # ... and on disk, across processes (NPU_JAX_CACHE_DIR)
 
 ``import npu_jax`` imports only the hardware description (no JAX): every other public name, and every
 subpackage reached as an attribute, is imported on first use (PEP 562), so that the ``npu-jax``
@@ -42,6 +43,7 @@ _LAZY_NAMES = {
     "set_program_cache_size": "npu_jax.core.programs",
     "program_cache_info": "npu_jax.core.programs",
     "clear_program_cache": "npu_jax.core.programs",
+    "enable_persistent_cache": "npu_jax.core.programs",
 }
 # Subpackages reached as attributes of ``npu_jax`` (``npu_jax.search.tile_search``), imported on first use.
 _LAZY_SUBMODULES = (
@@ -87,6 +89,7 @@ __all__ = [
     "conv2d_bounded",
     "cost",
     "default_checks",
+    "enable_persistent_cache",
     "errors",
     "matmul",
     "presets",

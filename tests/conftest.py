@@ -27,6 +27,11 @@ if os.environ.get(
         filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"])
     )
 
+# The persistent compilation cache (npu_jax.enable_persistent_cache, on in the CLI and the notebooks) is
+# off for the suite and every process it starts, so that a test never reads a program compiled by an
+# earlier run; tests/test_programs.py turns it on in a temporary directory to test it.
+os.environ["NPU_JAX_CACHE_DIR"] = "off"
+
 import jax
 import numpy as np
 import pytest

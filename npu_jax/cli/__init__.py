@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 import sys
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as e:  # --help, --version
             return e.code if isinstance(e.code, int) else 0
         args.progress = progress
+        if "jax" in sys.modules:  # the command loads JAX: keep its compiled programs on disk
+            importlib.import_module("npu_jax.core.programs").enable_persistent_cache()
         check_outputs(args)
         resolve_hardware(args)
         return args.func(args)

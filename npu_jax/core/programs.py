@@ -145,4 +145,64 @@ def program_cache_info() -> dict:
     }
 
 
-__all__ = ["call", "clear_program_cache", "program_cache_info", "set_program_cache_size"]
+# ---- across processes: JAX's persistent compilation cache -------------------------------------------
+_OFF = ("", "0", "off", "none", "false")
+
+
+def default_cache_dir() -> str | None:
+    """Where :func:`enable_persistent_cache` writes by default: ``NPU_JAX_CACHE_DIR`` if set (one of
+    ``0``, ``off``, ``none``, ``false`` or empty turns the cache off: None), else
+    ``$XDG_CACHE_HOME/npu-jax/xla`` (``~/.cache/npu-jax/xla``)."""
+    raw = os.environ.get("NPU_JAX_CACHE_DIR")
+    if raw is not None:
+        return None if raw.strip().lower() in _OFF else os.path.expanduser(raw)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "npu-jax", "xla")
+
+
+def enable_persistent_cache(
+    path: str | os.PathLike | None = None, min_compile_secs: float = 0.5
+) -> str | None:
+    """Keep compiled programs on disk, so the next process (a CLI run, a notebook restarted) loads them
+    instead of compiling again: JAX's persistent compilation cache, pointed at ``path`` (default
+    :func:`default_cache_dir`; None there: nothing is enabled). Programs that compiled in under
+    ``min_compile_secs`` are not written. Returns the directory used, or None.
+
+    The ``npu-jax`` command and the notebooks turn it on; a library call never does by itself
+    (``benchmarks/persistent_cache.py`` measures what it saves). Entries are keyed by JAX on the
+    program, the backend, the XLA flags and the JAX version, so a stale entry is never used; the
+    directory may be deleted at any time."""
+    if path is None:
+        path = default_cache_dir()
+        if path is None:
+            return None
+    path = os.fspath(path)
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"enable_persistent_cache: path must be a directory name, got {path!r}.")
+    if (
+        isinstance(min_compile_secs, bool)
+        or not isinstance(min_compile_secs, (int, float))
+        or min_compile_secs < 0
+    ):
+        raise ConfigError(
+            f"enable_persistent_cache: min_compile_secs must be a number >= 0, got {min_compile_secs!r}."
+        )
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(
+            f"enable_persistent_cache: {path!r} exists and is not a directory; give a directory."
+        )
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_secs))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
+__all__ = [
+    "call",
+    "clear_program_cache",
+    "default_cache_dir",
+    "enable_persistent_cache",
+    "program_cache_info",
+    "set_program_cache_size",
+]
