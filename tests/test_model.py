@@ -239,6 +239,35 @@ def test_resnet50_plan_fuses_every_conv_bn_relu_and_residual():
             assert [str(s) for s in la.steps] == ["bias", "residual", "relu"]
 
 
+def test_gemm_lowering_and_views(rng):
+    g = G(rng, 4, 4)
+    r = g.op("Reshape", ["x", g.const("shape", np.array([-1, 64]))], "reshape")
+    g.inits[-1] = numpy_helper.from_array(np.array([-1, 64], np.int64), "shape")
+    b = rng.standard_normal((64, 8))
+    y = g.op(
+        "Gemm", [r, g.const("fc.b", b), g.const("fc.c", rng.standard_normal(8))], "fc", alpha=0.5, beta=2.0
+    )
+    y = g.op("MatMul", [g.op("Relu", [y], "fc.relu"), g.const("mm.b", rng.standard_normal((8, 3)))], "mm")
+    m = npu_jax.model.load(g.model(y, [3]))
+    fc, mm = m.layers
+    assert (fc.op, fc.fused, [str(s) for s in fc.steps]) == ("gemm", ("Relu:fc.relu",), ["bias", "relu"])
+    np.testing.assert_allclose(fc.weight, (0.5 * b).astype(np.float32), rtol=1e-7)
+    inits = {t.name: numpy_helper.to_array(t) for t in g.inits}
+    np.testing.assert_allclose(fc.bias, 2.0 * inits["fc.c"], rtol=1e-7)
+    assert mm.op == "gemm" and mm.steps == () and mm.inputs == ("fc.relu",)
+    assert [i.op for i in m.plan.items] == ["Reshape", "gemm", "gemm"]
+
+
+def test_clip_that_is_no_relu_is_refused_by_name(rng):
+    g = G(rng, 4, 8)
+    a = g.conv("x", "c", 4, 4)
+    r = g.op("Relu", [a], "r")  # a has two consumers: the Clip cannot fuse and must run alone
+    c = g.op("Clip", [a, g.const("lo", -1.0), g.const("hi", 1.0)], "odd_clip")
+    y = g.op("Add", [r, c], "sum")
+    with pytest.raises(InputError, match=r"odd_clip.*Clip\(min=-1.0"):
+        npu_jax.model.load(g.model(y, [4, 8, 8]))
+
+
 # ---- with data ------------------------------------------------------------------------------------------------
 def test_conv_bn_relu_matches_onnxruntime_fp32(rng):
     model = conv_bn_relu(rng)
