@@ -295,7 +295,8 @@ class NetworkReport:
         return os.fspath(path)
 
     def plot(self, path=None, ax=None):
-        """A bar per layer: its time in microseconds, the launch part hatched, coloured by kind."""
+        """A bar per layer: its time in microseconds, one segment per kernel coloured by kind (a conv's
+        epilogue vector kernel orange), all the layer's launches hatched grey on top."""
         import matplotlib
 
         if ax is None and path is not None:
@@ -306,15 +307,24 @@ class NetworkReport:
             _, ax = plt.subplots(figsize=(max(6, 0.22 * len(self.layers)), 3.6))
         colours = {"conv": "tab:blue", "gemm": "tab:purple", "pool": "tab:green", "eltwise": "tab:orange"}
         mhz = self.hw.clock_ghz * 1e3
-        xs = range(len(self.layers))
-        body = [(la.cycles - la.launch_cycles) / mhz for la in self.layers]
-        ax.bar(xs, body, color=[colours[la.op] for la in self.layers])
-        ax.bar(xs, [la.launch_cycles / mhz for la in self.layers], bottom=body, color="lightgrey", hatch="//")
-        ax.set_xticks(list(xs), [la.name for la in self.layers], rotation=90, fontsize=6)
+        xs = list(range(len(self.layers)))
+        bottom = [0.0] * len(xs)
+        for label, colour in colours.items():
+            h = [
+                sum(k.cycles - k.launch_cycles for k in la.kernels if k.label == label) / mhz
+                for la in self.layers
+            ]
+            if any(h):
+                ax.bar(xs, h, bottom=bottom, color=colour, label=label)
+                bottom = [b + v for b, v in zip(bottom, h)]
+        launches = [la.launch_cycles / mhz for la in self.layers]
+        ax.bar(xs, launches, bottom=bottom, color="lightgrey", hatch="//", label="launch")
+        ax.set_xticks(xs, [la.name for la in self.layers], rotation=90, fontsize=6)
         ax.set_ylabel("time (us)")
+        ax.legend(fontsize=7, ncols=5, loc="upper left")
         ax.set_title(
             f"{self.name} on {self.hw.name}, batch {self.batch}: {self.time_us:,.1f} us, "
-            f"{self.images_per_second:,.0f} img/s (grey: launches)",
+            f"{self.images_per_second:,.0f} img/s",
             fontsize=9,
         )
         if path is not None:
