@@ -77,7 +77,7 @@ def _tiling(g, epi, mid, s: Setting, cache: dict):
     if key not in cache:
         t = choose_tiling(g, s.strategy, s.hw, op, mid, epi)
         by = "chooser"
-        if s.search and s.strategy == "img2col":
+        if s.search and s.strategy == "img2col" and getattr(g, "groups", 1) == 1:  # the search: dense img2col
             t, by = _searched(g, epi, mid, s, t)
         cache[key] = (t, by)
     return cache[key]
