@@ -7,13 +7,21 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.api.validate import as_array, check_common, check_flag, no_grad, state_bytes
+from npu_jax.api.validate import (
+    as_array,
+    check_common,
+    check_flag,
+    check_hw,
+    check_policy,
+    no_grad,
+    state_bytes,
+)
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.formats import nchw_to_nc1hwc0
 from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context
-from npu_jax.errors import InputTypeError, check_choice
+from npu_jax.errors import check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.pool import pool_kernel
 from npu_jax.mapping.pool import PoolPlan, make_pool_plan
@@ -62,6 +70,30 @@ def run_pool(
     return outs["y"], report
 
 
+def pool_plan(
+    x_shape,
+    kind: str = "max",
+    kernel=(2, 2),
+    stride=1,
+    padding=0,
+    hw: HardwareConfig | None = None,
+    policy: Policy | None = None,
+    count_include_pad: bool = False,
+    ceil_mode: bool = False,
+    dilation=1,
+    fn: str = "pool_plan",
+) -> PoolPlan:
+    """The :class:`~npu_jax.mapping.pool.PoolPlan` :func:`pool2d` launches for an input of ``x_shape``
+    (same arguments): what ``npu_jax.cost.pool.predict`` prices without running the emulator."""
+    hw = check_hw(hw, fn)
+    policy = check_policy(policy, fn)
+    check_choice(fn, "kind", kind, KINDS)
+    count_include_pad = check_flag("count_include_pad", count_include_pad, fn)
+    ceil_mode = check_flag("ceil_mode", ceil_mode, fn)
+    g = canonicalize(fn, tuple(x_shape), kernel, stride, padding, dilation=dilation, ceil_mode=ceil_mode)
+    return make_pool_plan(g, kind, count_include_pad, policy.operand, policy.output, hw)
+
+
 @notes_default_cast("x")
 def pool2d(
     x,
@@ -84,7 +116,7 @@ def pool2d(
     ONNX MaxPool / AveragePool: padded cells are ignored by max (they hold -inf) and count in an
     average's divisor only with ``count_include_pad``; ``ceil_mode`` as ONNX (a last window that
     would start in the padding is dropped). GlobalAveragePool is ``kind="avg", kernel="global"``
-    (also :func:`global_avg_pool`). Not supported (refused): dilations other than 1, MaxPool's
+    (also :func:`global_avg_pool`), GlobalMaxPool ``kind="max", kernel="global"``. Not supported (refused): dilations other than 1, MaxPool's
     Indices output and ``storage_order``, 1-D / 3-D pooling.
 
     The kernel (``kernels/pool.py``, docs/pool.md) reads x as NC1HWC0 in GM and writes y likewise:
@@ -123,16 +155,11 @@ def pool2d(
     fn = "pool2d"
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, fn)
     x = as_array(fn, "x", x)
-    check_choice(fn, "kind", kind, KINDS)
-    count_include_pad = check_flag("count_include_pad", count_include_pad, fn)
-    ceil_mode = check_flag("ceil_mode", ceil_mode, fn)
     timing_only = check_flag("timing_only", timing_only, fn)
-    if isinstance(kernel, str) and kind != "avg":
-        raise InputTypeError(
-            f"{fn}: kernel='global' is GlobalAveragePool: use kind='avg', got kind={kind!r}."
-        )
-    g = canonicalize(fn, x.shape, kernel, stride, padding, dilation=dilation, ceil_mode=ceil_mode)
-    p = make_pool_plan(g, kind, count_include_pad, policy.operand, policy.output, hw)
+    p = pool_plan(
+        x.shape, kind, kernel, stride, padding, hw, policy, count_include_pad, ceil_mode, dilation, fn
+    )
+    g = p.g
     gm = 4 * (math.prod(x.shape) + 2 * g.n * p.c1 * p.c0 * g.ho * g.wo)
     state_bytes(fn, hw, p.cores, gm, cap, checks)
     (x,) = no_grad(fn, x)
@@ -158,4 +185,4 @@ def global_avg_pool(
     )
 
 
-__all__ = ["global_avg_pool", "pool2d", "run_pool"]
+__all__ = ["global_avg_pool", "pool2d", "pool_plan", "run_pool"]

@@ -129,7 +129,7 @@ def canonicalize(
     """Check and canonicalise pooling arguments on an NCHW input.
 
     Args:
-        kernel: int, (kh, kw), or ``"global"`` (the whole H x W: GlobalAveragePool; stride 1 and no
+        kernel: int, (kh, kw), or ``"global"`` (the whole H x W: GlobalAverage/MaxPool; stride 1, no
             padding then).
         padding: int, (ph, pw), ((top, bottom), (left, right)), or an ONNX auto_pad: ``"VALID"``,
             ``"SAME_UPPER"`` (or ``"SAME"``), ``"SAME_LOWER"``.
