@@ -45,7 +45,7 @@ def run_pool(
     plan, gm, kernel = pool_kernel(p)
     ins = {"x": jnp.asarray(x5).astype(DTYPES[p.in_fmt])}
     if any(s.name == "rcp" for s in gm):  # the reciprocal divisors, C0 lanes each (assist matrix)
-        rcp = np.repeat((1.0 / p.counts())[:, :, None], p.c0, axis=2)
+        rcp = np.repeat((1.0 / p.counts())[None, :, :, None], p.c0, axis=3)
         ins["rcp"] = jnp.asarray(rcp, jnp.float32).astype(DTYPES[p.out_fmt])
     ctx = Context(
         hw=p.hw,

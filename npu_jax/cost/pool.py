@@ -84,9 +84,9 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> PoolPrediction
     mode = dict(l2.modes(p.hw, gm, tuple(l2_resident)))
     isz_in, isz_out = itemsize(p.in_fmt), itemsize(p.out_fmt)
     rate, wrate = costs.gm_rate(h, ncores), costs.write_rate(h, ncores)
-    slot = p.in_rows * p.in_cols * c0
+    slot = p.c1_t * p.in_rows * p.in_cols * c0
     src_isz = isz_out if p.has_work_tile else isz_in
-    has_rcp = p.kind == "avg" and not p.uniform
+    has_rcp = p.has_rcp
     n_taps = g.kh * g.kw
     counts = collections.Counter()
 
@@ -98,11 +98,10 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> PoolPrediction
         counts["vector_bytes"] += int(np.where(when, nbytes, 0).sum())
         bd.run("V", costs.vector(h, nbytes), when)
 
-    def read(name, nbytes, hits, when):
+    def read(nbytes, bursts, hits, when):
         counts["GM->UB"] += int(np.where(when, nbytes, 0).sum())
         counts["HBM->L2"] += int(np.where(when, nbytes - hits, 0).sum())
-        bursts = np.where(nbytes > 0, 1, 0)
-        bd.run("MTE2", costs.dma_in(h, nbytes, bursts, rate, hits), when)
+        bd.run("MTE2", costs.dma_in(h, nbytes, np.where(nbytes > 0, bursts, 0), rate, hits), when)
 
     bd = _Board(ncores)
     b = np.arange(ncores)
@@ -121,22 +120,24 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> PoolPrediction
         it = b + j * ncores
         live = it < p.n_items
         plane, t = it // p.n_t, it % p.n_t
+        ncb = np.minimum(p.c1_t, p.c1 - plane % p.n_cg * p.c1_t)  # C1 blocks of the item
         nr = np.minimum(p.rows_t, g.ho - t * p.rows_t)
         lo, rows, o, need = p.tile_rows(t)
         plo, prows, _, _ = p.tile_rows(np.maximum(t - 1, 0))  # the plane's previous tile
         again = np.where(t > 0, np.maximum(0, np.minimum(lo + rows, plo + prows) - lo), 0)
-        row_bytes = g.w * c0 * isz_in
-        cnt = nr * g.wo * c0
+        row_bytes = ncb * g.w * c0 * isz_in
+        cnt = ncb * nr * g.wo * c0
         e = j % STAGES
         # CopyIn
         bd.wait("V_MTE2", e, live)
         nb = rows * row_bytes
-        read("x", nb, hit("x", nb, again * row_bytes), live)
+        whole = (lo == 0) & (rows == g.h)  # whole planes: the C1 blocks are one contiguous burst
+        read(nb, np.where(whole, 1, ncb), hit("x", nb, again * row_bytes), live)
         bd.set("MTE2_V", e, live)
         if has_rcp:
             bd.wait("V_MTE2", STAGES + e, live)
             nb = cnt * isz_out
-            read("rcp", nb, hit("rcp", nb, np.where(plane > 0, nb, 0)), live)
+            read(nb, 1, hit("rcp", nb, np.where(plane > 0, nb, 0)), live)
             bd.set("MTE2_V", STAGES + e, live)
         # Compute
         bd.wait("MTE2_V", e, live)
@@ -163,7 +164,8 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> PoolPrediction
         nb = cnt * isz_out
         counts["UB->GM"] += int(np.where(live, nb, 0).sum())
         counts["L2->HBM"] += int(np.where(live, nb, 0).sum())
-        bd.run("MTE3", costs.dma_out(h, nb, np.where(nb > 0, 1, 0), wrate), live)
+        bursts = np.where(nr == g.ho, 1, ncb)
+        bd.run("MTE3", costs.dma_out(h, nb, np.where(nb > 0, bursts, 0), wrate), live)
         bd.set("MTE3_V", e, live)
 
     for s in range(STAGES):

@@ -4,7 +4,7 @@ Layout: the activation in GM is NC1HWC0 (the vendor's: channels in C0 blocks of 
 spatial position), input ``x`` (N, C1, H, W, C0) and output ``y`` (N, C1, Ho, Wo, C0). A C0 block
 is what the vector unit's strides address, so a window tap is one strided view of the UB tile.
 
-Per item (one image, one C1 block, ``rows_t`` output rows; ``mapping/pool.py``):
+Per item (one image, ``c1_t`` C1 blocks, ``rows_t`` output rows; ``mapping/pool.py``):
 
 * **CopyIn** (MTE2): the tile's window rows, full width, one DataCopy (one burst) into the UB input
   tile at (row ``o``, col ``pl``): rows and cols outside the input keep the pad value that a VDup
@@ -36,11 +36,11 @@ from npu_jax.mapping.pool import STAGES, PoolPlan
 def pool_kernel(p: PoolPlan):
     """(plan, gm specs, kernel) of the pooling kernel."""
     plan, a = p.allocate()
-    g, c0, c1, rt = p.g, p.c0, p.c1, p.rows_t
+    g, c0, c1, rt, cb = p.g, p.c0, p.c1, p.rows_t, p.c1_t
     sh, sw = g.stride
     n_t, n_items, ncores, per_core = p.n_t, p.n_items, p.cores, p.per_core
     q_in = Queue("MTE2", "V", a["in"], 0)
-    q_rcp = Queue("MTE2", "V", a["rcp"], STAGES) if "rcp" in a else None
+    q_rcp = Queue("MTE2", "V", a["rcp"], STAGES) if p.has_rcp else None
     q_out = Queue("V", "MTE3", a["out"], 0)
     reduce_op = "VMax" if p.kind == "max" else "VAdd"
     n_taps = g.kh * g.kw
@@ -66,25 +66,25 @@ def pool_kernel(p: PoolPlan):
             it = b + j * ncores
             live = it < n_items
             plane, t = it // n_t, it % n_t
-            n, ci = plane // c1, plane % c1
+            n, ci = plane // p.n_cg, plane % p.n_cg * cb  # ci: the item's first C1 block
             r0 = t * rt
             nr = jnp.minimum(rt, g.ho - r0)
             lo, rows, o, _ = rows_of(it)
-            cnt = nr * g.wo * c0
+            cnt = jnp.minimum(cb, c1 - ci) * nr * g.wo * c0  # rows_t == Ho when cb > 1: a prefix
             # CopyIn
             core = q_in.alloc_tensor(core, j, live)
             win = core.gm_window(
-                "x", (n, ci, lo, 0, 0), (1, 1, p.win_rows, g.w, c0), limit=(None, None, rows, None, None)
+                "x", (n, ci, lo, 0, 0), (1, cb, p.win_rows, g.w, c0), limit=(None, None, rows, None, None)
             )
             dst = q_in.slot(j)
             core = core.data_copy(
-                dst=dst.alloc.at(dst.stage, (o, g.pads[2], 0)), src=win, outside="keep", when=live
+                dst=dst.alloc.at(dst.stage, (0, o, g.pads[2], 0)), src=win, outside="keep", when=live
             )
             core = q_in.enque(core, j, live)
             if q_rcp is not None:
                 core = q_rcp.alloc_tensor(core, j, live)
                 core = core.data_copy(
-                    dst=q_rcp.slot(j), src=core.gm_window("rcp", (r0, 0, 0), (rt, g.wo, c0)), when=live
+                    dst=q_rcp.slot(j), src=core.gm_window("rcp", (0, r0, 0, 0), (1, rt, g.wo, c0)), when=live
                 )
                 core = q_rcp.enque(core, j, live)
             # Compute
@@ -97,7 +97,9 @@ def pool_kernel(p: PoolPlan):
             acc = q_out.slot(j)
 
             def tap(k):  # the k-th tap (row-major over the window) of every output position
-                return View(src.alloc, src.stage, (k // g.kw, k % g.kw, 0), (rt, g.wo, c0), (sh, sw, 1))
+                return View(
+                    src.alloc, src.stage, (0, k // g.kw, k % g.kw, 0), (cb, rt, g.wo, c0), (1, sh, sw, 1)
+                )
 
             if n_taps == 1:
                 core = core.vector("VCopy", acc, tap(0), count_elems=cnt, when=live)
@@ -123,7 +125,7 @@ def pool_kernel(p: PoolPlan):
             core = q_out.enque(core, j, live)
             # CopyOut
             core = q_out.deque(core, j, live)
-            out = core.gm_window("y", (n, ci, r0, 0, 0), (1, 1, rt, g.wo, c0))
+            out = core.gm_window("y", (n, ci, r0, 0, 0), (1, cb, rt, g.wo, c0))
             core = core.data_copy(dst=out, src=acc, when=live)
             return q_out.free(core, j, live)
 
@@ -133,10 +135,11 @@ def pool_kernel(p: PoolPlan):
         return core
 
     ho_pad = n_t * rt
-    gm = [GmSpec("x", (g.n, c1, g.h, g.w, c0), (g.n, c1, g.h + p.in_rows, g.w, c0), p.in_fmt)]
+    c1_pad = p.n_cg * cb
+    gm = [GmSpec("x", (g.n, c1, g.h, g.w, c0), (g.n, c1_pad, g.h + p.in_rows, g.w, c0), p.in_fmt)]
     if q_rcp is not None:
-        gm.append(GmSpec("rcp", (g.ho, g.wo, c0), (ho_pad, g.wo, c0), p.out_fmt))
-    gm.append(GmSpec("y", (g.n, c1, g.ho, g.wo, c0), (g.n, c1, ho_pad, g.wo, c0), p.out_fmt, output=True))
+        gm.append(GmSpec("rcp", (1, g.ho, g.wo, c0), (1, ho_pad, g.wo, c0), p.out_fmt))
+    gm.append(GmSpec("y", (g.n, c1, g.ho, g.wo, c0), (g.n, c1_pad, ho_pad, g.wo, c0), p.out_fmt, output=True))
     return plan, tuple(gm), kernel
 
 

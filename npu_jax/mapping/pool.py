@@ -1,7 +1,9 @@
 """The pooling vector kernel's mapping: NC1HWC0 planes cut into row tiles that fit UB.
 
-An *item* is one (image, C1 channel block, output row tile): ``rows_t`` output rows of the full
-output width. Its input window, ``(rows_t - 1) * sh + kh`` rows of the full input width, lands in a
+An *item* is one (image, group of ``c1_t`` C1 channel blocks, output row tile): ``rows_t`` output
+rows of the full output width. Several C1 blocks share an item only when one item holds the whole
+output plane (``rows_t == Ho``) and no reciprocal tile is needed: a small plane (a 7x7 global pool)
+then gives each vector instruction ``c1_t`` times the elements, so its start-up is paid less often. Its input window, ``(rows_t - 1) * sh + kh`` rows of the full input width, lands in a
 UB tile whose left / right padding columns (and, for the tiles at the top and bottom, padding rows)
 hold the pad value: -inf for max (padded cells are ignored), 0 for average. Items go round-robin to
 the chip's vector cores. Every size here is static; the plan is hashable (the program-cache key).
@@ -36,6 +38,7 @@ class PoolPlan:
     out_fmt: str
     hw: object
     rows_t: int  # output rows per tile
+    c1_t: int = 1  # C1 blocks per tile
 
     # ---- derived sizes ---------------------------------------------------------------------------
     @property
@@ -65,12 +68,17 @@ class PoolPlan:
 
     @property
     def n_t(self) -> int:
-        """Row tiles per (image, C1) plane."""
+        """Row tiles per (image, C1 group) plane."""
         return -(-self.g.ho // self.rows_t)
 
     @property
+    def n_cg(self) -> int:
+        """C1 groups per image."""
+        return -(-self.c1 // self.c1_t)
+
+    @property
     def n_items(self) -> int:
-        return self.g.n * self.c1 * self.n_t
+        return self.g.n * self.n_cg * self.n_t
 
     @property
     def cores(self) -> int:
@@ -127,14 +135,21 @@ class PoolPlan:
         hi = xp.minimum(ih0 + need, g.h)
         return lo, hi - lo, lo - ih0, need
 
+    @property
+    def has_rcp(self) -> bool:
+        return self.kind == "avg" and not self.uniform
+
     def allocate(self) -> tuple[Plan, dict]:
-        plan, a, c0 = Plan(self.hw), {}, self.c0
-        a["in"] = plan.alloc("UB", "in_ub", (self.in_rows, self.in_cols, c0), self.in_fmt, stages=STAGES)
+        plan, a, c0, cb = Plan(self.hw), {}, self.c0, self.c1_t
+        if cb > 1 and (self.rows_t != self.g.ho or self.has_rcp):
+            raise ValueError(f"c1_t={cb} > 1 needs rows_t == Ho and no reciprocal tile (see the module doc).")
+        tile_in, tile_out = (cb, self.in_rows, self.in_cols, c0), (cb, self.rows_t, self.g.wo, c0)
+        a["in"] = plan.alloc("UB", "in_ub", tile_in, self.in_fmt, stages=STAGES)
         if self.has_work_tile:
-            a["work"] = plan.alloc("UB", "work_ub", (self.in_rows, self.in_cols, c0), self.out_fmt)
-        if self.kind == "avg" and not self.uniform:
-            a["rcp"] = plan.alloc("UB", "rcp_ub", (self.rows_t, self.g.wo, c0), self.out_fmt, stages=STAGES)
-        a["out"] = plan.alloc("UB", "out_ub", (self.rows_t, self.g.wo, c0), self.out_fmt, stages=STAGES)
+            a["work"] = plan.alloc("UB", "work_ub", tile_in, self.out_fmt)
+        if self.has_rcp:
+            a["rcp"] = plan.alloc("UB", "rcp_ub", tile_out, self.out_fmt, stages=STAGES)
+        a["out"] = plan.alloc("UB", "out_ub", tile_out, self.out_fmt, stages=STAGES)
         return plan, a
 
 
@@ -143,18 +158,27 @@ def make_pool_plan(
 ) -> PoolPlan:
     """The plan of one pooling layer: ``rows_t`` output rows per tile (None: as many as the
     double-buffered tiles fit in UB, but no more than gives every vector core two items, so all
-    cores move data and each overlaps its CopyIn, Compute and CopyOut)."""
-    planes = g.n * -(-g.c // hw.c0(itemsize(in_fmt)))
+    cores move data and each overlaps its CopyIn, Compute and CopyOut); when a whole output plane
+    is one tile and there are more planes than that, ``c1_t`` C1 blocks per item (as many as keep
+    two items per core)."""
+    c1 = -(-g.c // hw.c0(itemsize(in_fmt)))
+    planes, two_each = g.n * c1, 2 * hw.num_vector_cores
+    c1_t = 1
     if rows_t is None:
-        want_tiles = -(-2 * hw.num_vector_cores // planes)
-        rows_t = max(1, -(-g.ho // want_tiles))
+        rows_t = max(1, -(-g.ho // -(-two_each // planes)))
+        probe = PoolPlan(g, kind, bool(include_pad), in_fmt, out_fmt, hw, g.ho)
+        if rows_t >= g.ho and not probe.has_rcp:
+            c1_t = max(1, c1 // -(-two_each // g.n))
     rows_t = min(rows_t, g.ho)
     while True:
-        p = PoolPlan(g, kind, bool(include_pad), in_fmt, out_fmt, hw, rows_t)
+        p = PoolPlan(g, kind, bool(include_pad), in_fmt, out_fmt, hw, rows_t, c1_t)
         try:
             p.allocate()
             return p
         except CapacityError as e:
+            if c1_t > 1:
+                c1_t = max(1, c1_t * 3 // 4)
+                continue
             if rows_t == 1:
                 raise CapacityError(
                     f"pool2d: one output row of {g.describe()} needs a {p.in_rows} x {p.in_cols} input "
