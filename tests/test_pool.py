@@ -76,12 +76,24 @@ def check_cost(x_shape, rep, hw, policy, *args, **kw):
     return pr
 
 
+def test_plans_group_c1_blocks_where_a_plane_is_one_tile():
+    """The cases below that run several C1 blocks per item (a partial last group included)."""
+    tiny = presets.tiny()
+    p = pool_plan((4, 40, 7, 6), "max", 2, 2, hw=tiny, policy=FP32, ceil_mode=True)  # UB holds 3 of 5
+    assert p.c1_t == 3 and p.c1 % p.c1_t == 2
+    assert pool_plan((4, 48, 5, 6), "avg", 2, 2, hw=tiny, policy=npu_jax.Policy(output="fp32")).c1_t == 3
+    p = pool_plan((2, 40, 5, 9), "avg", "global", hw=tiny, policy=FP32)
+    assert p.c1_t == 2 and p.c1 % p.c1_t == 1
+    assert pool_plan((8, 2048, 7, 7), "avg", "global").c1_t > 1  # ResNet-50's, batch 8, 910B
+    assert pool_plan((2, 20, 9, 11), "avg", 3, 2, 1, hw=tiny).c1_t == 1  # border divisors: one block
+
+
 # ---- max --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "shape, kernel, stride, pad, ceil, policy",
     [
         ((2, 20, 9, 11), (3, 3), (2, 2), 1, False, FP16),  # ResNet's stem pool, odd sizes, two C1 blocks
-        ((1, 5, 7, 6), (2, 2), (2, 2), 0, True, FP32),  # ceil_mode: the last window hangs over
+        ((4, 40, 7, 6), (2, 2), (2, 2), 0, True, FP32),  # ceil_mode's overhang; C1 blocks 3 + 2
         pytest.param((1, 9, 6, 7), (3, 3), (1, 1), 1, False, FP32, marks=pytest.mark.slow),  # stride 1
     ],
 )
@@ -107,7 +119,8 @@ def test_max_pool_matches_reduce_window_and_cost_model(rng, shape, kernel, strid
     [
         ((1, 20, 7, 6), (3, 3), (1, 1), 1, False, False, FP32),  # border divisors: the assist matrix
         ((2, 20, 9, 11), (3, 3), (2, 2), 1, True, True, FP16),  # count_include_pad with ceil's overhang
-        ((1, 16, 8, 10), (2, 2), (2, 2), 0, False, False, npu_jax.Policy(output="fp32")),  # one VMuls; cast
+        # one VMuls; a VCast to fp32; 3 C1 blocks an item, one burst each (the last input row unread)
+        ((4, 48, 5, 6), (2, 2), (2, 2), 0, False, False, npu_jax.Policy(output="fp32")),
     ],
 )
 def test_avg_pool_matches_golden_and_cost_model(rng, shape, kernel, stride, pad, include, ceil, policy):
@@ -133,7 +146,7 @@ def test_avg_pool_matches_golden_and_cost_model(rng, shape, kernel, stride, pad,
     check_cost(shape, rep, hw, policy, "avg", kernel, stride, pad, count_include_pad=include, ceil_mode=ceil)
 
 
-@pytest.mark.parametrize("shape, policy", [((2, 64, 7, 7), FP16), ((1, 24, 5, 9), FP32)])
+@pytest.mark.parametrize("shape, policy", [((2, 64, 7, 7), FP16), ((2, 40, 5, 9), FP32)])  # 2 C1 blocks/item
 def test_global_avg_pool(rng, shape, policy):
     hw = presets.tiny()
     x = draw(rng, shape, policy)
