@@ -17,6 +17,7 @@ from jax import lax
 import npu_jax
 from npu_jax import presets
 from npu_jax.api.pool import pool_plan
+from npu_jax.core import sanitize
 from npu_jax.core.buffers import DTYPES
 from npu_jax.cost.pool import predict
 from npu_jax.errors import CapacityError, InputError, InputTypeError
@@ -169,6 +170,17 @@ def test_resnet50_pool_on_910b_cost_model_timing_only_and_l2_halo():
     pr = check_cost(shape, rep, hw, FP16, "max", 3, 2, 1)
     assert rep.n_cores == hw.num_vector_cores and rep.l2_hit_bytes > 0
     assert pr.bytes["HBM->L2"] == 64 * 112 * 112 * 2  # every input byte once from HBM, halos from L2
+
+
+@pytest.mark.slow
+def test_every_removed_waitflag_is_caught(rng):
+    """The sanitizers catch each WaitFlag of the kernel removed in turn (both input queues, the output
+    queue and their drains): its synchronisation is all needed and all checked."""
+    x = draw(rng, (1, 20, 7, 6), FP32)
+    r = sanitize.sweep_waits(
+        lambda: npu_jax.pool2d(x, "avg", 3, 1, 1, hw=presets.tiny(), policy=FP32, checks="all")[1], "pool"
+    )
+    assert r.mutants >= 8 and r.caught == r.mutants, f"{r.figure}; not reported: {r.escaped}"
 
 
 # ---- the program cache and jit ------------------------------------------------------------------------
