@@ -89,6 +89,53 @@ def test_plans_group_c1_blocks_where_a_plane_is_one_tile():
     assert pool_plan((2, 20, 9, 11), "avg", 3, 2, 1, hw=tiny).c1_t == 1  # border divisors: one block
 
 
+# ---- the instruction-set additions, op by op --------------------------------------------------------
+def test_vdup_strided_views_and_keeping_dma(rng):
+    """VDup fills; a View reads every step-th element (numpy slicing) and charges its own elements; a
+    view past its allocation is refused; DataCopy outside="keep" leaves the block's cells outside the
+    tensor as they were (outside="zero", the default, zeroes them)."""
+    from conftest import busy, gm_spec, make_core
+
+    from npu_jax.core.buffers import Plan
+    from npu_jax.core.isa import View
+    from npu_jax.errors import WindowError
+    from npu_jax.hw import costs
+
+    hw = presets.tiny()
+    plan = Plan(hw)
+    t = plan.alloc("UB", "t", (7, 9, 16), "fp32")
+    d = plan.alloc("UB", "d", (3, 4, 16), "fp32")
+    xv = rng.standard_normal((5, 6, 16)).astype(np.float32)
+    core = make_core(hw, plan, [gm_spec("x", (5, 6, 16), "fp32", padded=(8, 6, 16))], {"x": xv})
+    src = rng.standard_normal((7, 9, 16)).astype(np.float32)
+    taps = View(t, 0, (1, 2, 0), (3, 4, 16), (2, 2, 1)), View(t, 0, (0, 1, 0), (3, 4, 16), (3, 2, 1))
+
+    @jax.jit  # one program, not one per op
+    def prog(core):
+        core = core.vector("VDup", t[0], scalar=-np.inf)
+        filled = core.read(t)
+        win = core.gm_window("x", (3, 0, 0), (4, 6, 16))  # rows 3..6 of 5: two rows past the tensor
+        kept = core.data_copy(dst=t.at(0, (1, 2, 0)), src=win, outside="keep").read(t)
+        zeroed = core.data_copy(dst=t.at(0, (1, 2, 0)), src=win).read(t)
+        core = core.replace(buf={**core.buf, "t": core.buf["t"].at[0].set(src)})
+        return filled, kept, zeroed, core.vector("VMax", d[0], *taps)
+
+    filled, kept, zeroed, after = prog(core)
+    np.testing.assert_array_equal(np.asarray(filled), np.full((7, 9, 16), -np.inf, np.float32))
+    want = np.full((7, 9, 16), -np.inf, np.float32)
+    want[1:3, 2:8] = xv[3:5]
+    np.testing.assert_array_equal(np.asarray(kept), want)
+    zeroed = np.asarray(zeroed)
+    assert (zeroed[3:5, 2:8] == 0).all() and (zeroed[1:3, 2:8] == xv[3:5]).all()
+    np.testing.assert_array_equal(
+        np.asarray(after.read(d)), np.maximum(src[1:7:2, 2:10:2], src[0:9:3, 1:9:2])
+    )
+    h = costs.HwNumbers.of(hw)
+    assert busy(after, "V") == costs.vector(h, 7 * 9 * 16 * 4) + costs.vector(h, 3 * 4 * 16 * 4)
+    with pytest.raises(WindowError, match="memcheck"):
+        core.vector("VCopy", d[0], View(t, 0, (2, 0, 0), (3, 4, 16), (3, 2, 1)))  # rows 2, 5, 8 of 7
+
+
 # ---- max --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "shape, kernel, stride, pad, ceil, policy",
