@@ -12,15 +12,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import busy, gm_spec, make_core
 from jax import lax
 
 import npu_jax
 from npu_jax import presets
 from npu_jax.api.pool import pool_plan
 from npu_jax.core import sanitize
-from npu_jax.core.buffers import DTYPES
+from npu_jax.core.buffers import DTYPES, Plan
+from npu_jax.core.isa import View
 from npu_jax.cost.pool import predict
-from npu_jax.errors import CapacityError, InputError, InputTypeError
+from npu_jax.errors import CapacityError, InputError, InputTypeError, WindowError
+from npu_jax.hw import costs
 from npu_jax.workload.pool import canonicalize
 
 FP32 = npu_jax.Policy(operand="fp32", output="fp32")
@@ -94,13 +97,6 @@ def test_vdup_strided_views_and_keeping_dma(rng):
     """VDup fills; a View reads every step-th element (numpy slicing) and charges its own elements; a
     view past its allocation is refused; DataCopy outside="keep" leaves the block's cells outside the
     tensor as they were (outside="zero", the default, zeroes them)."""
-    from conftest import busy, gm_spec, make_core
-
-    from npu_jax.core.buffers import Plan
-    from npu_jax.core.isa import View
-    from npu_jax.errors import WindowError
-    from npu_jax.hw import costs
-
     hw = presets.tiny()
     plan = Plan(hw)
     t = plan.alloc("UB", "t", (7, 9, 16), "fp32")
