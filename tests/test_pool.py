@@ -17,9 +17,10 @@ from jax import lax
 
 import npu_jax
 from npu_jax import presets
-from npu_jax.api.pool import pool_plan
+from npu_jax.api.pool import pool_plan, run_pool
 from npu_jax.core import sanitize
 from npu_jax.core.buffers import DTYPES, Plan
+from npu_jax.core.formats import nchw_to_nc1hwc0
 from npu_jax.core.isa import View
 from npu_jax.cost.pool import predict
 from npu_jax.errors import CapacityError, InputError, InputTypeError, WindowError
@@ -224,6 +225,22 @@ def test_every_removed_waitflag_is_caught(rng):
         lambda: npu_jax.pool2d(x, "avg", 3, 1, 1, hw=presets.tiny(), policy=FP32, checks="all")[1], "pool"
     )
     assert r.mutants >= 8 and r.caught == r.mutants, f"{r.figure}; not reported: {r.escaped}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resident", [("x",), ("x", "rcp")])
+def test_cost_model_with_inputs_left_in_l2_by_the_kernel_before(resident):
+    """``l2_resident`` (a network's previous kernel left x, or the assist matrix, in L2): every read
+    of those hits; the closed form follows."""
+    hw, policy, shape = presets.tiny(), FP32, (2, 20, 9, 11)
+    p = pool_plan(shape, "avg", 3, 1, 1, hw=hw, policy=policy)
+    x5 = nchw_to_nc1hwc0(jnp.ones(shape, jnp.float32), p.c0)
+    _, rep = run_pool(p, x5, policy, move_data=False, checks="none", l2_resident=resident)
+    pr = predict(p, l2_resident=resident)
+    assert (pr.cycles, pr.hbm_bytes) == (rep.cycles, rep.hbm_bytes)
+    assert pr.bytes == {k: v for k, v in rep.bytes.items() if v}
+    first_plane_rcp = 0 if "rcp" in resident else p.g.ho * p.g.wo * p.c0 * 4  # its only misses
+    assert p.has_rcp and rep.l2_hit_bytes == pr.bytes["GM->UB"] - first_plane_rcp
 
 
 # ---- the program cache and jit ------------------------------------------------------------------------
