@@ -2,11 +2,12 @@
 golden model of ONNX's AveragePool, the closed-form cost against the emulator's report, the program
 cache, jit, refused arguments, and the ONNX backend's node tests of MaxPool / AveragePool /
 GlobalAveragePool. Each distinct layer is one compile (seconds): the cases are few and each checks
-values, cost and L2 at once; the rest of the ONNX node tests are marked slow."""
+values, cost and L2 at once; the rest run with ``NPU_JAX_POOL=all``."""
 
 from __future__ import annotations
 
 import importlib
+import os
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +28,11 @@ from npu_jax.errors import CapacityError, InputError, InputTypeError, WindowErro
 from npu_jax.hw import costs
 from npu_jax.workload.pool import canonicalize
 
+# Each distinct layer compiles (seconds): the default run takes one case per code path; the rest of
+# the ONNX backend's node cases, the WaitFlag mutation sweep, L2 residency and one more layer run with
+# NPU_JAX_POOL=all (slow-marked too; 2026-12-01: all pass).
+ALL = os.environ.get("NPU_JAX_POOL", "") == "all"
+ALL_ONNX = [pytest.mark.slow, pytest.mark.skipif(not ALL, reason="set NPU_JAX_POOL=all to run every case")]
 FP32 = npu_jax.Policy(operand="fp32", output="fp32")
 FP16 = npu_jax.Policy()
 _EVENTS: list[str] = []
@@ -78,6 +84,7 @@ def check_cost(x_shape, rep, hw, policy, *args, **kw):
     assert pr.hbm_bytes == rep.hbm_bytes
     assert pr.bytes == {k: v for k, v in rep.bytes.items() if v}
     assert pr.pipe_busy == dict(rep.pipe_busy)
+    assert (pr.hbm_cycles, pr.bottleneck) == (rep.hbm_cycles, rep.bottleneck)
     return pr
 
 
@@ -134,18 +141,21 @@ def test_vdup_strided_views_and_keeping_dma(rng):
 
 
 # ---- max --------------------------------------------------------------------------------------------
+# sanitizers ("checks") on for one case per code path, off for the rest (a third of a compile's time)
 @pytest.mark.parametrize(
-    "shape, kernel, stride, pad, ceil, policy",
+    "shape, kernel, stride, pad, ceil, policy, checks",
     [
-        ((2, 20, 9, 11), (3, 3), (2, 2), 1, False, FP16),  # ResNet's stem pool, odd sizes, two C1 blocks
-        ((4, 40, 7, 6), (2, 2), (2, 2), 0, True, FP32),  # ceil_mode's overhang; C1 blocks 3 + 2
-        pytest.param((1, 9, 6, 7), (3, 3), (1, 1), 1, False, FP32, marks=pytest.mark.slow),  # stride 1
+        ((2, 20, 9, 11), (3, 3), (2, 2), 1, False, FP16, "all"),  # ResNet's stem pool; odd sizes
+        ((4, 40, 7, 6), (2, 2), (2, 2), 0, True, FP32, "all"),  # ceil_mode's overhang; C1 blocks 3 + 2
+        pytest.param((1, 9, 6, 7), (3, 3), (1, 1), 1, False, FP32, "all", marks=ALL_ONNX),  # stride 1
     ],
 )
-def test_max_pool_matches_reduce_window_and_cost_model(rng, shape, kernel, stride, pad, ceil, policy):
+def test_max_pool_matches_reduce_window_and_cost_model(rng, shape, kernel, stride, pad, ceil, policy, checks):
     hw = presets.tiny()
     x = draw(rng, shape, policy, negative=True)
-    y, rep = npu_jax.pool2d(x, "max", kernel, stride, pad, hw=hw, policy=policy, ceil_mode=ceil)
+    y, rep = npu_jax.pool2d(
+        x, "max", kernel, stride, pad, hw=hw, policy=policy, ceil_mode=ceil, checks=checks
+    )
     g = canonicalize("t", shape, kernel, stride, pad, ceil_mode=ceil)
     ref = golden(x, "max", kernel, stride, pad, ceil_mode=ceil)
     assert y.shape == (g.n, g.c, g.ho, g.wo) and y.dtype == DTYPES[policy.output]
@@ -160,19 +170,30 @@ def test_max_pool_matches_reduce_window_and_cost_model(rng, shape, kernel, strid
 
 # ---- average ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "shape, kernel, stride, pad, include, ceil, policy",
+    "shape, kernel, stride, pad, include, ceil, policy, checks",
     [
-        ((1, 20, 7, 6), (3, 3), (1, 1), 1, False, False, FP32),  # border divisors: the assist matrix
-        ((2, 20, 9, 11), (3, 3), (2, 2), 1, True, True, FP16),  # count_include_pad with ceil's overhang
+        ((1, 20, 7, 6), (3, 3), (1, 1), 1, False, False, FP32, "all"),  # border divisors: assist matrix
+        ((2, 20, 9, 11), (3, 3), (2, 2), 1, True, True, FP16, "none"),  # count_include_pad, ceil
         # one VMuls; a VCast to fp32; 3 C1 blocks an item, one burst each (the last input row unread)
-        ((4, 48, 5, 6), (2, 2), (2, 2), 0, False, False, npu_jax.Policy(output="fp32")),
+        ((4, 48, 5, 6), (2, 2), (2, 2), 0, False, False, npu_jax.Policy(output="fp32"), "all"),
     ],
 )
-def test_avg_pool_matches_golden_and_cost_model(rng, shape, kernel, stride, pad, include, ceil, policy):
+def test_avg_pool_matches_golden_and_cost_model(
+    rng, shape, kernel, stride, pad, include, ceil, policy, checks
+):
     hw = presets.tiny()
     x = draw(rng, shape, policy)
     y, rep = npu_jax.pool2d(
-        x, "avg", kernel, stride, pad, hw=hw, policy=policy, count_include_pad=include, ceil_mode=ceil
+        x,
+        "avg",
+        kernel,
+        stride,
+        pad,
+        hw=hw,
+        policy=policy,
+        count_include_pad=include,
+        ceil_mode=ceil,
+        checks=checks,
     )
     ref = golden(x, "avg", kernel, stride, pad, include, ceil)
     tol = 1e-6 if policy.output == "fp32" else 1e-2  # fp16: every partial sum rounds to fp16
@@ -191,11 +212,14 @@ def test_avg_pool_matches_golden_and_cost_model(rng, shape, kernel, stride, pad,
     check_cost(shape, rep, hw, policy, "avg", kernel, stride, pad, count_include_pad=include, ceil_mode=ceil)
 
 
-@pytest.mark.parametrize("shape, policy", [((2, 64, 7, 7), FP16), ((2, 40, 5, 9), FP32)])  # 2 C1 blocks/item
-def test_global_avg_pool(rng, shape, policy):
+@pytest.mark.parametrize(
+    "shape, policy, checks",
+    [((2, 64, 7, 7), FP16, "none"), ((2, 40, 5, 9), FP32, "all")],  # 2 C1 blocks/item
+)
+def test_global_avg_pool(rng, shape, policy, checks):
     hw = presets.tiny()
     x = draw(rng, shape, policy)
-    y, rep = npu_jax.global_avg_pool(x, hw=hw, policy=policy)
+    y, rep = npu_jax.global_avg_pool(x, hw=hw, policy=policy, checks=checks)
     assert y.shape == shape[:2] + (1, 1)
     tol = 1e-6 if policy.output == "fp32" else 1e-2
     np.testing.assert_allclose(
@@ -217,6 +241,7 @@ def test_resnet50_pool_on_910b_cost_model_timing_only_and_l2_halo():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not ALL, reason="set NPU_JAX_POOL=all to run every case")
 def test_every_removed_waitflag_is_caught(rng):
     """The sanitizers catch each WaitFlag of the kernel removed in turn (both input queues, the output
     queue and their drains): its synchronisation is all needed and all checked."""
@@ -228,7 +253,7 @@ def test_every_removed_waitflag_is_caught(rng):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("resident", [("x",), ("x", "rcp")])
+@pytest.mark.parametrize("resident", [pytest.param(r, marks=ALL_ONNX) for r in (("x",), ("x", "rcp"))])
 def test_cost_model_with_inputs_left_in_l2_by_the_kernel_before(resident):
     """``l2_resident`` (a network's previous kernel left x, or the assist matrix, in L2): every read
     of those hits; the closed form follows."""
@@ -384,11 +409,9 @@ def test_onnx_node_cases_are_all_accounted_for(onnx_cases):
             npu_jax.pool2d(x, policy=FP32, **onnx_call(case))
 
 
-@pytest.mark.parametrize(
-    "name", list(ONNX_FAST) + [pytest.param(n, marks=pytest.mark.slow) for n in ONNX_SLOW]
-)
+@pytest.mark.parametrize("name", list(ONNX_FAST) + [pytest.param(n, marks=ALL_ONNX) for n in ONNX_SLOW])
 def test_onnx_backend_node_case(onnx_cases, name):
     case = onnx_cases[name]
     (x,), (want,) = case.data_sets[0]
-    y, _ = npu_jax.pool2d(x, hw=presets.tiny(), policy=FP32, **onnx_call(case))
+    y, _ = npu_jax.pool2d(x, hw=presets.tiny(), policy=FP32, checks="none", **onnx_call(case))
     np.testing.assert_allclose(np.asarray(y), want, rtol=case.rtol, atol=case.atol)

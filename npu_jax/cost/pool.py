@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from npu_jax.core import l2
-from npu_jax.core.pipes import LANES, PIPES
+from npu_jax.core.pipes import LANE_ORDER, LANES, PIPES
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.pool import pool_kernel
@@ -36,15 +36,23 @@ from npu_jax.mapping.pool import STAGES, PoolPlan
 @dataclasses.dataclass(frozen=True)
 class PoolPrediction:
     """What the emulator's Report of the plan's launch says: ``cycles`` (launch included),
-    ``core_end``, ``hbm_bytes``, ``bytes`` per path (the Report's ``bytes``, nonzero paths),
-    ``pipe_busy`` per profiler lane (summed over cores) and ``vector_bytes``."""
+    ``core_end``, ``hbm_bytes`` and ``hbm_cycles``, ``bytes`` per path (the Report's ``bytes``,
+    nonzero paths), ``pipe_busy`` per profiler lane (summed over cores), ``vector_bytes`` and
+    ``bottleneck`` (the Report's rule)."""
 
     cycles: int
     core_end: int
     hbm_bytes: int
+    hbm_cycles: int
     bytes: dict
     pipe_busy: dict
     vector_bytes: int
+
+    @property
+    def bottleneck(self) -> str:
+        if self.hbm_cycles > self.core_end:
+            return "HBM"
+        return max(LANE_ORDER, key=lambda lane: self.pipe_busy[lane])
 
     @property
     def gm_bytes(self) -> int:
@@ -182,6 +190,7 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> PoolPrediction
         cycles=int(costs.kernel_cycles(h, core_end, hbm)),
         core_end=core_end,
         hbm_bytes=hbm,
+        hbm_cycles=int(costs.hbm_cycles(h, hbm)),
         bytes={k: v for k, v in counts.items() if k != "vector_bytes" and v},
         pipe_busy={LANES[q]: int(bd.busy[q].sum()) for q in PIPES},
         vector_bytes=counts["vector_bytes"],
