@@ -6,6 +6,7 @@ Public surface::
     y, report = npu_jax.conv2d(x, w, stride=1, padding=0, dilation=1, strategy="img2col", hw=hw)
     c, report = npu_jax.matmul(a, b, hw=hw)    # GEMM on the emulated Cube
     report.cycles, report.pct_peak, report.bytes, report.pipe_busy, report.summary()
+    y, report = npu_jax.pool2d(x, "max", 3, stride=2, padding=1, hw=hw)   # ONNX Max/AveragePool
     y, report = npu_jax.conv2d(x, w, hw=hw, checks="all")   # racecheck memcheck initcheck synccheck
     with npu_jax.default_checks("none"): ...   # the process default (NPU_JAX_CHECKS; tests: "all")
     npu_jax.cost, npu_jax.search               # the cost model and the tile search
@@ -30,6 +31,8 @@ _LAZY_NAMES = {
     "conv2d": "npu_jax.api.conv",
     "conv2d_bounded": "npu_jax.api.conv",
     "matmul": "npu_jax.api.gemm",
+    "pool2d": "npu_jax.api.pool",
+    "global_avg_pool": "npu_jax.api.pool",
     "Policy": "npu_jax.core.policy",
     "OperandCastWarning": "npu_jax.core.policy",
     "Checks": "npu_jax.core.sanitize",
@@ -91,7 +94,9 @@ __all__ = [
     "default_checks",
     "enable_persistent_cache",
     "errors",
+    "global_avg_pool",
     "matmul",
+    "pool2d",
     "presets",
     "program_cache_info",
     "search",

@@ -105,6 +105,8 @@ def _cases(rng, hw):
             call, nbytes = (lambda k: k.vector("VReduceSum", acc[0], w32[0])), 16 * 32 * 4
         elif op == "VCast":
             call, nbytes = (lambda k: k.vector("VCast", w32[0], u[0])), 16 * 32 * 4
+        elif op == "VDup":  # no source: fills its destination with the scalar
+            call, nbytes = (lambda k: k.vector("VDup", v[0], scalar=0.5)), 16 * 32 * 2
         else:
             srcs = (u[0], v[0]) if instr.semantics.keywords["op"] in table.vector.BINARY else (u[0],)
             call = lambda k, op=op, srcs=srcs: k.vector(op, v[0], *srcs, scalar=0.5, alpha=0.1)  # noqa: E731

@@ -174,9 +174,11 @@ class Core:
         )
 
     # ---- the instruction set, as methods returning a new Core (see isa/, sync.py) ----
-    def data_copy(self, *, dst, src, layout=None, kernel=None, block_n=None, when=True) -> Core:
+    def data_copy(
+        self, *, dst, src, layout=None, kernel=None, block_n=None, outside="zero", when=True
+    ) -> Core:
         return _op("data_copy")(
-            self, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n, when=when
+            self, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n, outside=outside, when=when
         )
 
     def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:

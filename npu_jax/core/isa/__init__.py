@@ -10,6 +10,7 @@ Costs are rules of ``npu_jax/hw/costs.py``: no cycle formula is written here.
 """
 
 from npu_jax.core.isa.api import data_copy, fixpipe, l0c_to_ub, load2d, load3d, mmad, scalar, vector
+from npu_jax.core.isa.data import View
 from npu_jax.core.isa.decl import Effect, Instr, hw_numbers
 from npu_jax.core.isa.execute import charge, count, issue
 from npu_jax.core.isa.move import Load3DGeometry, img2col_tile
@@ -23,6 +24,7 @@ __all__ = [
     "OPS",
     "OP_INDEX",
     "VECTOR",
+    "View",
     "charge",
     "count",
     "data_copy",

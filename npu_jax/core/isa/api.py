@@ -17,7 +17,15 @@ from npu_jax.core.state import Core, GmWindow
 
 
 def data_copy(
-    core: Core, *, dst, src, layout: str | None = None, kernel=None, block_n=None, when=True
+    core: Core,
+    *,
+    dst,
+    src,
+    layout: str | None = None,
+    kernel=None,
+    block_n=None,
+    outside: str = "zero",
+    when=True,
 ) -> Core:
     """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
 
@@ -28,12 +36,27 @@ def data_copy(
     follow Load3D's K order; ``kernel=(kh, kw)`` when the layer's kernel is smaller than the
     window's). The cost (``costs.dma_in`` / ``dma_out``) is the window's bytes at the GM rate plus
     a gap per discontiguous burst of the *source* layout.
+
+    ``outside`` (GM -> L1/UB, no layout): what the destination block holds where the window leaves
+    the tensor (or its ``limit``): ``"zero"`` (zeros are written there) or ``"keep"`` (nothing is
+    written there, as a DMA of only the valid bursts: a pooling kernel's padding stays as it was
+    filled). ``dst`` may carry an ``offset`` (the block lands there; traced allowed).
     """
     if isinstance(src, GmWindow) and isinstance(dst, Ref):
         return issue(
-            core, table.DATA_COPY_IN, when, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n
+            core,
+            table.DATA_COPY_IN,
+            when,
+            dst=dst,
+            src=src,
+            layout=layout,
+            kernel=kernel,
+            block_n=block_n,
+            outside=outside,
         )
     if isinstance(src, Ref) and isinstance(dst, GmWindow):
+        if outside != "zero":
+            raise ValueError("DataCopy UB -> GM takes no outside=; it writes only the window's valid part.")
         return issue(core, table.DATA_COPY_OUT, when, dst=dst, src=src)
     raise ValueError(
         f"DataCopy supports GM->L1, GM->UB and UB->GM; got {type(src).__name__} -> {type(dst).__name__}."
@@ -175,9 +198,13 @@ def vector(
     broadcast over the rows from column ``offset[1]``: a bias), VAdds VMuls VMaxs VMins (one
     source and ``scalar``),
     VRelu VLeakyRelu VExp VAbs VCopy VCast (one source; VCast rounds with ``mode``), VReduceSum (sum of
-    all elements into element 0 of ``dst``). Cost: one repeat (``hw.vector_repeat_bytes``) per
-    cycle over the widest operand, plus start-up; ``count_elems`` (traced allowed) charges only a
-    partial tile.
+    all elements into element 0 of ``dst``), VDup (no source: every element of ``dst`` = ``scalar``).
+    Cost: one repeat (``hw.vector_repeat_bytes``) per cycle over the widest operand, plus start-up;
+    ``count_elems`` (traced allowed) charges only a partial tile (the leading elements, row-major).
+
+    A source may be a :class:`~npu_jax.core.isa.data.View` (a strided block of a stage: the
+    instruction's block and repeat strides, e.g. one tap of a pooling window) and the destination a
+    contiguous one; the op's shape is then the destination view's.
     """
     if op not in table.VECTOR:
         raise ValueError(f"unknown vector op {op!r}; known: {sorted(VECTOR_OPS)}.")

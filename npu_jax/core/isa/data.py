@@ -7,6 +7,7 @@ no-ops and XLA drops the data work entirely. Nothing here charges time or touche
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -19,6 +20,31 @@ from npu_jax.errors import WindowError
 from npu_jax.hw.formats import itemsize
 
 _i32 = jnp.int32
+
+
+@dataclasses.dataclass(frozen=True)
+class View(Ref):
+    """A strided block of an allocation stage: ``shape`` elements from ``offset``, every ``step``-th
+    along each dim (the vector unit's block and repeat strides). A vector source (or, with unit
+    steps, a destination) that is not the whole stage: a pooling window's tap over a UB tile."""
+
+    shape: tuple = ()
+    step: tuple | None = None
+
+    @property
+    def steps(self) -> tuple:
+        return self.step or (1,) * len(self.shape)
+
+    @property
+    def extent(self) -> tuple:
+        """Elements of the allocation the view spans per dim: (shape - 1) * step + 1."""
+        return tuple((n - 1) * s + 1 for n, s in zip(self.shape, self.steps))
+
+
+def view_block(core: Core, v: View) -> jax.Array:
+    """The elements of a :class:`View` (offset and stage may be traced; shape and step static)."""
+    blk = stage_block(core, v, v.extent)
+    return blk[tuple(slice(None, None, s) for s in v.steps)]
 
 
 def stage_block(core: Core, ref: Ref, shape) -> jax.Array:

@@ -34,8 +34,15 @@ _i32 = jnp.int32
 
 
 # ---- DataCopy (MTE2 / MTE3) --------------------------------------------------------------------
-def data_copy_in(core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, kernel=None, block_n=None):
+def data_copy_in(
+    core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, kernel=None, block_n=None, outside="zero"
+):
     """DataCopy GM -> L1 / UB (MTE2), converting the layout on the way in (see ``data_copy``)."""
+    if outside not in ("zero", "keep") or (outside == "keep" and layout is not None):
+        raise ValueError(
+            f"DataCopy outside= is 'zero' or 'keep' (the latter with no layout conversion), got "
+            f"outside={outside!r} with layout={layout!r}."
+        )
     if dst.buffer not in ("L1", "UB"):
         raise ValueError(
             f"DataCopy from GM goes to L1 or UB, not {dst.buffer}; use load2d/load3d to fill L0A/L0B from L1."
@@ -49,7 +56,8 @@ def data_copy_in(core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, k
     valid = valid_extents(core, src)
     starts = tuple(jnp.asarray(s, _i32) for s in src.starts)
     tile = lax.dynamic_slice(core.gm[src.name], starts, src.sizes)
-    tile = jnp.where(mask(tile.shape, valid), tile, jnp.zeros((), tile.dtype))
+    inside = mask(tile.shape, valid)
+    tile = jnp.where(inside, tile, jnp.zeros((), tile.dtype))
     c0 = formats.c0_of(core.hw, tile.dtype)
     if layout == "nz":
         if tile.ndim != 2 or tile.shape[1] % c0:
@@ -70,6 +78,8 @@ def data_copy_in(core: Core, h, when, *, dst: Ref, src: GmWindow, layout=None, k
     elif layout is not None:
         raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
     tile = squeeze_to(tile, len(dst.alloc.shape))
+    if outside == "keep":  # only the valid bursts move: the rest of the block keeps what UB held
+        tile = jnp.where(squeeze_to(inside, tile.ndim), tile, stage_block(core, dst, tile.shape))
     nbytes, bursts = gm_bursts(core, src, valid)
     rate = costs.gm_rate(h, core.active_cores)
     core, hit = l2.read(core, src, valid, when, nbytes)

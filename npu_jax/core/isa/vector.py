@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from npu_jax.core import sanitize
 from npu_jax.core.buffers import Ref
-from npu_jax.core.isa.data import broadcast_row, stage_block, write_ref
+from npu_jax.core.isa.data import View, broadcast_row, stage_block, view_block, write_ref
 from npu_jax.core.isa.decl import Effect
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
@@ -30,13 +30,26 @@ BINARY = {
 }
 WITH_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum, "VMins": jnp.minimum}
 UNARY = ("VRelu", "VLeakyRelu", "VExp", "VCast", "VReduceSum", "VCopy", "VAbs")
+FILL = ("VDup",)  # Ascend C ``Duplicate`` (TBE ``vector_dup``): every element of dst = scalar
 # every vector op, in the order of the trace's op names
-VECTOR_OPS = tuple(BINARY) + tuple(WITH_SCALAR) + UNARY
+VECTOR_OPS = tuple(BINARY) + tuple(WITH_SCALAR) + UNARY + FILL
 
 
 def sources(op: str) -> int:
     """How many source operands ``op`` takes."""
-    return 2 if op in BINARY else 1
+    return 2 if op in BINARY else 0 if op in FILL else 1
+
+
+def _view_oob(core: Core, v: View, op: str):
+    """memcheck of a strided view inside its allocation (static offsets raise now)."""
+    a = v.alloc
+    if len(v.shape) != len(a.shape) or len(v.steps) != len(a.shape) or min(v.steps) < 1:
+        raise ValueError(
+            f"{op}: a view of {a.name!r} {a.shape} needs one size and one step >= 1 per dim, got "
+            f"shape {v.shape} step {v.step}."
+        )
+    off = v.offset or (0,) * len(a.shape)
+    return sanitize.window_oob(core, a, off, v.extent, a.shape, op)
 
 
 def _pairwise_sum(flat, fmt: str):
@@ -69,10 +82,16 @@ def vector(
     for r in (dst,) + srcs:
         if r.buffer != "UB":
             raise ValueError(f"vector ops work on UB, {r.alloc.name!r} is in {r.buffer}.")
-    shape = dst.alloc.shape
+    views = tuple(r for r in (dst,) + srcs if isinstance(r, View))
+    view_oob = sum((_view_oob(core, v, op) for v in views), ())
+    if isinstance(dst, View) and any(s != 1 for s in dst.steps):
+        raise ValueError(f"{op}: a destination view is contiguous (steps 1), got step {dst.step}.")
+    shape = dst.shape if isinstance(dst, View) else dst.alloc.shape
 
     def operand(i, s):
         a = s.alloc
+        if isinstance(s, View):
+            return view_block(core, s)
         if (
             i == 1
             and op in BINARY
@@ -92,6 +111,10 @@ def vector(
         raise ValueError(f"{op} takes {sources(op)} source(s), got {len(srcs)}.")
     if op in BINARY:
         y = BINARY[op](xs[0], xs[1])
+    elif op in FILL:
+        if scalar is None:
+            raise ValueError(f"{op} needs scalar=.")
+        y = jnp.full(shape, jnp.asarray(scalar, jnp.float32))
     elif op in WITH_SCALAR:
         if scalar is None:
             raise ValueError(f"{op} needs scalar=.")
@@ -125,6 +148,7 @@ def vector(
     counted = srcs[0] if op == "VReduceSum" else dst  # the operand whose elements are processed
     if op == "VReduceSum":
         n_el = math.prod(srcs[0].alloc.shape) if count_elems is None else count_elems
+    count_cap = math.prod(shape) if counted is dst else math.prod(counted.alloc.shape)
     nbytes = jnp.asarray(n_el, _i32) * width
     core = write_ref(core, dst, out, when)
     oob = (
@@ -134,12 +158,17 @@ def vector(
             core,
             counted.alloc,
             {"count_elems": count_elems},
-            {"count_elems": math.prod(counted.alloc.shape)},
+            {"count_elems": count_cap},
             op,
         )
     )
     return Effect(
-        core, cost=dict(nbytes=nbytes), counts=(("vector_bytes", nbytes),), reads=srcs, writes=(dst,), oob=oob
+        core,
+        cost=dict(nbytes=nbytes),
+        counts=(("vector_bytes", nbytes),),
+        reads=srcs,
+        writes=(dst,),
+        oob=oob + view_oob,
     )
 
 

@@ -1,0 +1,200 @@
+"""The pooling kernel's cost, without running the emulator: its schedule evaluated on the plan's numbers.
+
+:func:`predict` walks the kernel's instruction stream (``kernels/pool.py``: the same instructions,
+queues and flags, in the same order) on every core at once (numpy arrays over the cores), charging
+each instruction the rule of ``hw/costs.py`` the emulator charges it, and keeps the in-order pipe
+clocks and the flags as ``issue`` and ``sync`` do. The L2's hits follow its model (``core/l2.py``):
+of a kept input, a tile's halo rows that the previous tile of the plane read hit, and the
+reciprocal tensor hits after the first plane. The result equals the emulator's report, cycle for
+cycle and byte for byte (``tests/test_pool.py``); a ResNet-50 max pool at batch 8 takes milliseconds.
+
+Example:
+    >>> import npu_jax
+    >>> from npu_jax.mapping.pool import make_pool_plan
+    >>> from npu_jax.workload.pool import canonicalize
+    >>> g = canonicalize("pool2d", (8, 64, 112, 112), 3, 2, 1)
+    >>> p = make_pool_plan(g, "max", False, "fp16", "fp16", npu_jax.presets.ascend910b())
+    >>> npu_jax.cost.pool.predict(p).cycles > 0
+    True
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+
+from npu_jax.core import l2
+from npu_jax.core.pipes import LANE_ORDER, LANES, PIPES
+from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
+from npu_jax.kernels.pool import pool_kernel
+from npu_jax.mapping.pool import STAGES, PoolPlan
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolPrediction:
+    """What the emulator's Report of the plan's launch says: ``cycles`` (launch included),
+    ``core_end``, ``hbm_bytes`` and ``hbm_cycles``, ``bytes`` per path (the Report's ``bytes``,
+    nonzero paths), ``pipe_busy`` per profiler lane (summed over cores), ``vector_bytes`` and
+    ``bottleneck`` (the Report's rule)."""
+
+    cycles: int
+    core_end: int
+    hbm_bytes: int
+    hbm_cycles: int
+    bytes: dict
+    pipe_busy: dict
+    vector_bytes: int
+
+    @property
+    def bottleneck(self) -> str:
+        if self.hbm_cycles > self.core_end:
+            return "HBM"
+        return max(LANE_ORDER, key=lambda lane: self.pipe_busy[lane])
+
+    @property
+    def gm_bytes(self) -> int:
+        return self.bytes.get("GM->UB", 0) + self.bytes.get("UB->GM", 0)
+
+
+class _Board:
+    """In-order pipe clocks and flags of every core (numpy arrays over the cores), as ``issue`` and
+    ``sync`` keep them: an instruction starts when its pipe is free; SetFlag records the source
+    pipe's free time, WaitFlag raises the destination's to it."""
+
+    def __init__(self, ncores: int):
+        z = np.zeros(ncores, np.int64)
+        self.free = {p: z.copy() for p in PIPES}
+        self.busy = {p: z.copy() for p in PIPES}
+        self.flags = collections.defaultdict(lambda: z.copy())
+
+    def run(self, pipe: str, cycles, when=True):
+        c = np.where(when, np.asarray(cycles, np.int64), 0)
+        self.free[pipe] = self.free[pipe] + c
+        self.busy[pipe] = self.busy[pipe] + c
+
+    def set(self, event: str, i: int, when=True):
+        src = event.split("_")[0]
+        self.flags[event, i] = np.where(when, self.free[src], self.flags[event, i])
+
+    def wait(self, event: str, i: int, when=True):
+        dst = event.split("_")[1]
+        self.free[dst] = np.where(when, np.maximum(self.free[dst], self.flags[event, i]), self.free[dst])
+
+
+def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> PoolPrediction:
+    """Cycles and bytes of the pooling launch of plan ``p`` (``l2_resident`` as ``run_pool``'s)."""
+    h = costs.HwNumbers.of(p.hw)
+    g, c0, ncores = p.g, p.c0, p.cores
+    _, gm, _ = pool_kernel(p)
+    mode = dict(l2.modes(p.hw, gm, tuple(l2_resident)))
+    isz_in, isz_out = itemsize(p.in_fmt), itemsize(p.out_fmt)
+    rate, wrate = costs.gm_rate(h, ncores), costs.write_rate(h, ncores)
+    slot = p.c1_t * p.in_rows * p.in_cols * c0
+    src_isz = isz_out if p.has_work_tile else isz_in
+    has_rcp = p.has_rcp
+    n_taps = g.kh * g.kw
+    counts = collections.Counter()
+
+    def hit(name, nbytes, repeat):
+        m = mode.get(name, l2.STREAM)
+        return nbytes if m == l2.RESIDENT else repeat if m == l2.TRACK else 0 * nbytes
+
+    def vec(nbytes, when):
+        counts["vector_bytes"] += int(np.where(when, nbytes, 0).sum())
+        bd.run("V", costs.vector(h, nbytes), when)
+
+    def read(nbytes, bursts, hits, when):
+        counts["GM->UB"] += int(np.where(when, nbytes, 0).sum())
+        counts["HBM->L2"] += int(np.where(when, nbytes - hits, 0).sum())
+        bd.run("MTE2", costs.dma_in(h, nbytes, np.where(nbytes > 0, bursts, 0), rate, hits), when)
+
+    bd = _Board(ncores)
+    b = np.arange(ncores)
+    if p.padded:
+        for _ in range(STAGES):
+            vec(np.full(ncores, slot * isz_in), True)
+    for s in range(STAGES):
+        bd.set("V_MTE2", s)
+    if has_rcp:
+        for s in range(STAGES):
+            bd.set("V_MTE2", STAGES + s)
+    for s in range(STAGES):
+        bd.set("MTE3_V", s)
+
+    for j in range(p.per_core):
+        it = b + j * ncores
+        live = it < p.n_items
+        plane, t = it // p.n_t, it % p.n_t
+        ncb = np.minimum(p.c1_t, p.c1 - plane % p.n_cg * p.c1_t)  # C1 blocks of the item
+        nr = np.minimum(p.rows_t, g.ho - t * p.rows_t)
+        lo, rows, o, need = p.tile_rows(t)
+        plo, prows, _, _ = p.tile_rows(np.maximum(t - 1, 0))  # the plane's previous tile
+        again = np.where(t > 0, np.maximum(0, np.minimum(lo + rows, plo + prows) - lo), 0)
+        row_bytes = ncb * g.w * c0 * isz_in
+        cnt = ncb * nr * g.wo * c0
+        e = j % STAGES
+        # CopyIn
+        bd.wait("V_MTE2", e, live)
+        nb = rows * row_bytes
+        whole = (lo == 0) & (rows == g.h)  # whole planes: the C1 blocks are one contiguous burst
+        read(nb, np.where(whole, 1, ncb), hit("x", nb, again * row_bytes), live)
+        bd.set("MTE2_V", e, live)
+        if has_rcp:
+            bd.wait("V_MTE2", STAGES + e, live)
+            nb = cnt * isz_out
+            read(nb, 1, hit("rcp", nb, np.where(plane > 0, nb, 0)), live)
+            bd.set("MTE2_V", STAGES + e, live)
+        # Compute
+        bd.wait("MTE2_V", e, live)
+        bd.wait("MTE3_V", e, live)
+        if p.has_work_tile:
+            vec(np.full(ncores, slot * max(isz_in, isz_out)), live)
+        for _ in range(max(1, n_taps - 1)):
+            vec(cnt * max(isz_out, src_isz), live)
+        if p.kind == "avg" and p.uniform:
+            vec(cnt * isz_out, live)
+        if has_rcp:
+            bd.wait("MTE2_V", STAGES + e, live)
+            vec(cnt * isz_out, live)
+            bd.set("V_MTE2", STAGES + e, live)
+        if p.padded:
+            nxt = it + STAGES * ncores
+            _, n_rows, n_o, n_need = p.tile_rows(nxt % p.n_t)
+            fill = live & (nxt < p.n_items) & ((n_o > 0) | (n_o + n_rows < n_need))
+            vec(np.full(ncores, slot * isz_in), fill)
+        bd.set("V_MTE2", e, live)
+        bd.set("V_MTE3", e, live)
+        # CopyOut
+        bd.wait("V_MTE3", e, live)
+        nb = cnt * isz_out
+        counts["UB->GM"] += int(np.where(live, nb, 0).sum())
+        counts["L2->HBM"] += int(np.where(live, nb, 0).sum())
+        bursts = np.where(nr == g.ho, 1, ncb)
+        bd.run("MTE3", costs.dma_out(h, nb, np.where(nb > 0, bursts, 0), wrate), live)
+        bd.set("MTE3_V", e, live)
+
+    for s in range(STAGES):
+        bd.wait("V_MTE2", s)
+    if has_rcp:
+        for s in range(STAGES):
+            bd.wait("V_MTE2", STAGES + s)
+    for s in range(STAGES):
+        bd.wait("MTE3_V", s)
+
+    core_end = int(max(int(f.max()) for f in bd.free.values()))
+    hbm = counts["HBM->L2"] + counts["L2->HBM"]
+    return PoolPrediction(
+        cycles=int(costs.kernel_cycles(h, core_end, hbm)),
+        core_end=core_end,
+        hbm_bytes=hbm,
+        hbm_cycles=int(costs.hbm_cycles(h, hbm)),
+        bytes={k: v for k, v in counts.items() if k != "vector_bytes" and v},
+        pipe_busy={LANES[q]: int(bd.busy[q].sum()) for q in PIPES},
+        vector_bytes=counts["vector_bytes"],
+    )
+
+
+__all__ = ["PoolPrediction", "predict"]
