@@ -349,6 +349,25 @@ def test_fusion_saving_and_report_outputs(rng, tmp_path):
     assert d["cycles"] == est.cycles and len(d["layers"]) == len(est.layers)
 
 
+def test_pooling_layers_match_onnxruntime_and_their_closed_form(rng):
+    g = G(rng, 16, 8)
+    x = g.op("Relu", [g.bn(g.conv("x", "conv", 16, 16), "bn", 16)], "relu")  # resnetish's first conv
+    x = g.op("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = g.op("GlobalAveragePool", [x], "gap")
+    model = g.model(y, [16, 1, 1])
+    m = npu_jax.model.load(model)
+    hw = npu_jax.presets.ascend910b()
+    xs = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    out, rep = m.run(xs, hw=hw, policy=FP32)
+    np.testing.assert_allclose(out["gap"], ort_run(model, xs), rtol=1e-5, atol=1e-5)
+    est = m.estimate(batch=2, hw=hw, policy=FP32)
+    assert [la.op for la in rep.layers] == ["conv", "pool", "pool"]
+    for a, b in zip(est.layers, rep.layers):
+        assert [k.cycles for k in a.kernels] == [k.cycles for k in b.kernels], a.name
+    for a, b in zip(est.layers[1:], rep.layers[1:]):  # the pools' closed form: bytes and bottleneck too
+        assert (a.gm_bytes, a.bottleneck) == (b.gm_bytes, b.bottleneck), a.name
+
+
 def test_fixed_batch_model_estimates_other_batches(rng):
     m = npu_jax.model.load(conv_bn_relu(rng, batch=1))
     assert m.graph.batch == 1

@@ -11,7 +11,7 @@ price the same kernels, so a run's cycles equal the estimate's (tested).
   resident in L2 where the conv's launch keeps it (as ``fusion.conv2d_fused``'s unfused path);
 * gemm: ``npu_jax.matmul`` (no timing-only mode and no closed form: priced by an emulator run on
   zeros, once per shape), the bias and activations in a vector kernel after it;
-* pool: ``npu_jax.pool2d`` (timing-only run to price it);
+* pool: ``npu_jax.pool2d``, priced by its closed form (``cost.pool.predict``, equal to the emulator);
 * eltwise: the vector kernel alone.
 """
 
@@ -25,13 +25,15 @@ import numpy as np
 import npu_jax
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.gemm import matmul
+from npu_jax.api.pool import pool2d, pool_plan
 from npu_jax.core import l2
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import GmSpec
 from npu_jax.cost.conv import layer_of, predict
 from npu_jax.cost.many import stacked_arrays
-from npu_jax.errors import InputError, NpuError
+from npu_jax.cost.pool import predict as pool_predict
+from npu_jax.errors import NpuError
 from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
@@ -333,45 +335,30 @@ def run_gemm(layer: Layer, inputs, s: Setting, cache: dict):
 
 
 # ---- pool ---------------------------------------------------------------------------------------------------
-def _pool2d(layer: Layer):
-    fn = getattr(npu_jax, "pool2d", None)
-    if fn is None:
-        raise InputError(
-            f"layer {layer.name!r} ({layer.attrs['kind']} pooling) needs npu_jax.pool2d, the pooling vector "
-            f"kernels, which this build of npu-jax does not have yet; use a network without pooling."
-        )
-    return fn
-
-
-def _pool(layer: Layer, x, s: Setting, timing_only: bool):
+def _pool_args(layer: Layer) -> dict:
     a = layer.attrs
     if a["global_pool"]:  # the whole plane: stride, padding and ceil_mode stay pool2d's defaults
         shape = dict(kernel="global")
     else:
         shape = dict(kernel=a["kernel"], stride=a["stride"], padding=a["pads"], ceil_mode=a["ceil_mode"])
-    return _pool2d(layer)(
-        x,
-        kind=a["kind"],
-        **shape,
-        hw=s.hw,
-        policy=s.policy,
-        count_include_pad=a["count_include_pad"],
-        timing_only=timing_only,
-        checks="none" if timing_only else s.checks,
-    )
+    return dict(kind=a["kind"], count_include_pad=a["count_include_pad"], **shape)
 
 
 def estimate_pool(layer: Layer, shapes, s: Setting, cache: dict):
-    key = ("pool", tuple(shapes[0]), tuple(sorted(layer.attrs.items())), s.hw, s.policy)
+    """The pooling kernel's closed form (``cost.pool.predict`` of the plan ``pool2d`` launches)."""
+    p = pool_plan(tuple(shapes[0]), hw=s.hw, policy=s.policy, **_pool_args(layer))
+    key = ("pool", p)
     if key not in cache:
-        _, rep = _pool(layer, jnp.zeros(shapes[0], DTYPES[s.policy.output]), s, True)
-        cache[key] = KernelCost.of("pool", rep)
+        q = pool_predict(p)
+        cache[key] = KernelCost(
+            "pool", f"{p.kind} pool", q.cycles, s.hw.launch_cycles, q.gm_bytes, 0, q.bottleneck
+        )
     return [cache[key]], (None, "pool")
 
 
 def run_pool(layer: Layer, inputs, s: Setting, cache: dict):
-    y, rep = _pool(layer, jnp.asarray(inputs[0]), s, False)
-    return y, [KernelCost.of("pool", rep)], (None, "pool")
+    y, rep = pool2d(jnp.asarray(inputs[0]), hw=s.hw, policy=s.policy, checks=s.checks, **_pool_args(layer))
+    return y, [KernelCost.of("pool", rep, flops=0)], (None, "pool")
 
 
 # ---- element-wise -------------------------------------------------------------------------------------------
