@@ -38,12 +38,14 @@ def layer_of(g, c0: int | None = None) -> Layer:
     """The :class:`~npu_jax.cost.schedule.Layer` of a :class:`ConvGeometry` (its own fields); a grouped
     one's dense view (``ConvGeometry.dense_view``, batch N * G'), which needs ``c0`` (the operand's
     channel block)."""
+    sg = 1
     if g.groups > 1:
         if c0 is None:
             raise ValueError(f"layer_of a grouped conv ({g.describe()}) needs c0 (hw.c0(itemsize)).")
+        sg = g.supergroups(c0, FRACTAL_ROWS)
         g = g.dense_view(c0, FRACTAL_ROWS)
     return Layer(
-        g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, *g.stride, *g.dilation, g.pads[0], g.pads[2], g.ho, g.wo
+        g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, *g.stride, *g.dilation, g.pads[0], g.pads[2], g.ho, g.wo, sg
     )
 
 
@@ -96,7 +98,7 @@ def cycles(
             f"cost.cycles: a fused epilogue needs a conv of one super-group; {g.describe()} runs {sg}: "
             f"price the conv unfused (epi=None)."
         )
-    pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output, sg)
+    pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
     L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)
     return traced_cycles(pr, L, t, c0, HwNumbers.arrays(hw), hw.num_cores)
@@ -113,7 +115,7 @@ def predict(p: ConvPlan) -> Prediction:
     """Cycles and bytes of a ConvPlan, in closed form (numpy; the search runs the same schedule in
     jax through :mod:`npu_jax.search.exact`)."""
     _check_types("cost.predict", p=(p, ConvPlan))
-    return _prediction(p, schedule_many([p], layer_of(p.gv))[0])
+    return _prediction(p, schedule_many([p], layer_of(p.g, p.c0))[0])
 
 
 def _prediction(p: ConvPlan, s: dict) -> Prediction:
@@ -131,7 +133,7 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True``
     instead sums every pipe's work (an upper bound for the single-buffered chain). Used to rank the
     chooser's candidates (:func:`npu_jax.cost.many.bounds_many`, many at once)."""
-    return bounds_many([p], layer_of(p.gv))[0][int(serial)]
+    return bounds_many([p], layer_of(p.g, p.c0))[0][int(serial)]
 
 
 _BATCH = 256  # tilings bounded per numpy pass of the chooser

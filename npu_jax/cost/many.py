@@ -56,14 +56,7 @@ def _chunks(plans: list[ConvPlan]) -> list[list[int]]:
 def _program(p: ConvPlan) -> Program:
     sp = p.spec
     return Program(
-        p.hw.num_cores,
-        p.hw.coupled,
-        sp.reuse_input,
-        sp.nc1hwc0_source,
-        p.epi,
-        p.operand,
-        p.output,
-        p.sgroups,
+        p.hw.num_cores, p.hw.coupled, sp.reuse_input, sp.nc1hwc0_source, p.epi, p.operand, p.output
     )
 
 
