@@ -51,6 +51,10 @@ class ConvPlan:
     ``weights_resident`` where the bound's is True) may be traced: ``jax.vmap`` over stacked
     tilings through one compiled timing-only program. ``cores`` is the bound's. Static properties
     read :attr:`T` (the bound); loop counts, and the cores that run, read ``t``.
+
+    A grouped layer (``g.groups > 1``) runs as :attr:`gv`, its dense view: :attr:`sgroups`
+    super-groups of :attr:`pack` groups each, block-diagonal weights, the super-groups an outer batch
+    axis (``docs/conv2d.md``). Every size and loop count below is the view's.
     """
 
     g: ConvGeometry
