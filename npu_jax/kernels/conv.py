@@ -14,8 +14,11 @@ A kernel engineer's path to a fast Conv2D, each step a real kernel on the instru
                   Mmads (``k_l0``) and L1 / L0 double-buffered, as the vendor's template does.
 
 The strategies differ only in what they move, when, and how they feed the Cube -- never in a factor
-typed in. The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) into an NHWC
-tensor (N, Ho, Wo, K) in GM; the wrapper returns NCHW.
+typed in. A grouped conv (``groups=``) runs as its dense view (``ConvPlan.gv``): super-groups of
+packed groups with block-diagonal weights, the super-groups an outer batch axis of the items.
+
+The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) into an NHWC tensor
+(N, Ho, Wo, K) in GM; the wrapper returns NCHW.
 """
 
 from __future__ import annotations
@@ -200,7 +203,7 @@ def build_kernel(p: ConvPlan):
                 go_w = _and(live, by_part)
                 if may_part:
                     core = core.wait_flag("MTE1_MTE2", WT + ws, go_w)
-                    core = copy_weights(core, w_l1[ws], pi, cb, go_w, res=False, sg=n % G)
+                    core = copy_weights(core, w_l1[ws], pi, cb, go_w, res=False, sg=n % G if G > 1 else 0)
                     core = core.set_flag("MTE2_MTE1", WT + ws, go_w)
                     core = core.wait_flag("MTE2_MTE1", WT + ws, go_w)
                 wstage = _pick(wr, 0, ws)
