@@ -25,6 +25,7 @@ from jax import lax
 
 import npu_jax
 from npu_jax import Policy, presets
+from npu_jax.cost.conv import cycles as cost_cycles
 from npu_jax.cost.conv import predict
 from npu_jax.errors import InputError, InputTypeError, TilingError
 from npu_jax.mapping.conv import ConvTiling, make_plan
@@ -175,7 +176,7 @@ def test_packing_follows_the_vendor_rule():
 
 def test_search_schedule_equals_predict_grouped(rng):
     """The search's jax schedule (``exact``) on a grouped layer's Layer (dense view + super-groups)
-    gives ``predict``'s cycles, and ``legal`` refuses resident weights with several super-groups."""
+    gives ``predict``'s cycles (so does ``cost.cycles``), and ``legal`` refuses resident weights with several super-groups."""
     hw = presets.ascend910b()
     g = canonicalize((1, 96, 14, 14), (96, 1, 3, 3), 1, 1, groups=96)
     ts = [
@@ -188,6 +189,7 @@ def test_search_schedule_equals_predict_grouped(rng):
     got = exact.batch_cycles(L, exact.tilings_from(ts), exact.hw_of(hw), hw.num_cores, hw.coupled)
     for t, c in zip(ts, np.asarray(got)):
         assert int(c) == predict(make_plan(g, "img2col", t, hw)).cycles, t
+    assert int(cost_cycles(g, ts[0], hw)) == int(got[0])  # the public traced form (cost.cycles)
     res = exact.tilings_from([ConvTiling(ho=7, wo=14, n=16, cin1=1, k_l0=16, weights_resident=True)])
     assert not bool(exact.legal(L, res, exact.hw_of(hw), hw.num_cores, hw.coupled)[0])
     with pytest.raises(TilingError, match="weights_resident"):
