@@ -130,7 +130,7 @@ def test_grouped_matches_lax_and_model(case, rng):
     run_case(rng, xs, ws, groups, strategy, tiling, s, pad, d)
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     data=st.fixed_dictionaries(
         dict(
@@ -253,13 +253,14 @@ def test_grouped_refusals():
 
 
 # ---- the ONNX backend's Conv cases (pytorch-converted: grouped, depthwise, and plain) -------------
+SLOW = pytest.mark.slow  # each case is a compile (10-20 s); the grouped ones that differ most run always
 ONNX_CASES = [
-    "test_Conv2d_depthwise",
+    pytest.param("test_Conv2d_depthwise", marks=SLOW),
     "test_Conv2d_depthwise_padded",
-    "test_Conv2d_depthwise_strided",
+    pytest.param("test_Conv2d_depthwise_strided", marks=SLOW),
     "test_Conv2d_depthwise_with_multiplier",
     "test_Conv2d_groups",
-    "test_Conv2d_dilated",
+    pytest.param("test_Conv2d_dilated", marks=SLOW),  # a plain (groups=1) Conv: the importer's other path
 ]
 
 
