@@ -81,7 +81,12 @@ CASES = [
         ValueError,
         r"dilation \(5, 5\) spans 11x11.*padded input",
     ),
-    ("groups vs w", conv(groups=2), ValueError, r"with groups=2 w\.shape\[1\] must be C / groups = 8, got 16"),
+    (
+        "groups vs w",
+        conv(groups=2),
+        ValueError,
+        r"with groups=2 w\.shape\[1\] must be C / groups = 8, got 16",
+    ),
     ("groups not dividing C", conv(groups=3), ValueError, r"groups=3 must divide the input channels C=16"),
     ("groups zero", conv(groups=0), ValueError, r"groups must be a positive int.*groups=0"),
     ("int input", conv(x=X.astype(np.int32)), TypeError, r"x must be a float array, got int32"),
