@@ -181,8 +181,8 @@ CASES = [
     ("conv padding None", conv(padding=None), InputTypeError, "padding"),
     ("conv padding float pair", conv(padding=(1.0, 1.0)), InputTypeError, "padding"),
     ("conv padding lower-case mode typo", conv(padding="same-ish"), InputError, "padding"),
-    ("conv groups string", conv(groups="1"), InputError, "groups"),
-    ("conv groups True", conv(groups=True), InputError, "groups"),
+    ("conv groups string", conv(groups="1"), InputTypeError, "groups"),
+    ("conv groups True", conv(groups=True), InputTypeError, "groups"),
     ("conv x 5-D", conv(x=X[None]), InputError, "x"),
     ("conv x scalar", conv(x=1.0), InputError, "x"),
     # ---- conv2d_bounded ----------------------------------------------------------------------------

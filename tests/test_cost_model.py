@@ -153,3 +153,34 @@ def test_chooser_pruning_bounds_and_picks_like_bounding_every_tiling(preset, rng
         assert [pruned[1][i] for i in costed] == [full[1][i] for i in costed]
         best = min(range(len(cands)), key=lambda i: (full[0][i], full[1][i]))
         assert best == min(range(len(cands)), key=lambda i: (pruned[0][i], pruned[1][i]))
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny-coupled"])
+def test_grouped_bounds_and_model_on_every_candidate(preset, rng):
+    """A random grouped layer (several super-groups): on every candidate tiling of every strategy the
+    chooser's floor <= the lower bound <= the model's cycles, and the many-tilings model equals the
+    one-tiling model; then one strategy's chooser pick on the emulator (coupled or not) == model."""
+    hw = PRESETS[preset]
+    groups = int(rng.choice([4, 8, 16]))
+    cg, mult = int(rng.choice([1, 2, 4])), int(rng.integers(1, 3))
+    h, w = (int(v) for v in rng.integers(4, 10, 2))
+    g = canonicalize(
+        (int(rng.integers(1, 3)), groups * cg, h, w), (groups * cg * mult, cg, 3, 3), 1, 1, 1, groups
+    )
+    h_ = HwNumbers.of(hw)
+    for strategy in STRATEGIES:
+        cands = candidate_tilings(g, strategy, hw)
+        assert cands and not any(
+            t.weights_resident for t in cands if make_plan(g, strategy, t, hw).sgroups > 1
+        )
+        cyc, gm = predict_many(g, strategy, cands, hw, exact=None)
+        for t, c, b in zip(cands, cyc, gm):
+            p = make_plan(g, strategy, t, hw)
+            assert _floor(p, h_) <= lower_bound(p) <= c == predict(p).cycles, (strategy, t, g.describe())
+            assert b == predict(p).gm_bytes
+    strategy = str(rng.choice(STRATEGIES))
+    t = choose_tiling(g, strategy, hw)
+    x, wt = np.zeros((g.n, g.c, g.h, g.w), np.float16), np.zeros((g.k, cg, 3, 3), np.float16)
+    _, rep = conv2d(x, wt, 1, 1, strategy=strategy, hw=hw, tiling=t, timing_only=True, groups=groups)
+    pred = predict(make_plan(g, strategy, t, hw))
+    assert (pred.cycles, pred.gm_bytes) == (int(rep.cycles), int(rep.gm_bytes)), (strategy, t, g.describe())

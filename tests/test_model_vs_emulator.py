@@ -27,6 +27,7 @@ from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
 from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.search import exact
+from npu_jax.search.choose import candidate_tilings
 from npu_jax.workload.conv import ConvGeometry, canonicalize
 
 KiB = 1024
@@ -288,3 +289,30 @@ def test_abs_step_needs_no_model_edit(rng):
     hw = npu_jax.presets.tiny(coupled=True)
     checked = sum(check_triples(rng, hw, "img2col", ("bias", "abs"), 1, 3) for _ in range(4))
     assert checked > 0
+
+
+def test_model_equals_emulator_grouped_on_random_hardware(rng):
+    """Grouped layers (depthwise, multipliers, several super-groups) on random hardware, a random
+    strategy and a random legal tiling of the chooser's grid: model == emulator (cycles and bytes)."""
+    checked = 0
+    while checked < 2:
+        hw = random_hw(rng)
+        groups, cg = int(rng.choice([2, 6, 16, 32])), int(rng.choice([1, 3, 8]))
+        k = groups * cg * int(rng.integers(1, 3))
+        xs = (int(rng.integers(1, 3)), groups * cg, int(rng.integers(4, 9)), int(rng.integers(4, 9)))
+        g = canonicalize(xs, (k, cg, 3, 3), int(rng.integers(1, 3)), 1, 1, groups)
+        strategy = str(rng.choice(STRATEGIES))
+        cands = candidate_tilings(g, strategy, hw)
+        if not cands:
+            continue
+        t = cands[int(rng.integers(len(cands)))]
+        x, w = np.zeros(xs, np.float16), np.zeros((k, cg, 3, 3), np.float16)
+        _, rep = npu_jax.conv2d(
+            x, w, g.stride, 1, strategy=strategy, hw=hw, tiling=t, timing_only=True, groups=groups
+        )
+        p = make_plan(g, strategy, t, hw)
+        pred = predict(p)
+        where = (hw, strategy, t, g.describe(), p.sgroups)
+        assert (pred.cycles, pred.gm_bytes) == (int(rep.cycles), int(rep.gm_bytes)), where
+        assert lower_bound(p) <= pred.cycles, where
+        checked += 1

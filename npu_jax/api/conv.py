@@ -8,7 +8,7 @@ from npu_jax.api.validate import check_arrays, check_bound, check_common, check_
 from npu_jax.api.validate import conv_gm_bytes as _gm_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy, notes_default_cast
-from npu_jax.errors import InputTypeError, check_choice
+from npu_jax.errors import InputError, InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
@@ -45,7 +45,7 @@ def conv2d(
 
     Args:
         x: (N, C, H, W) input, converted to ``policy.operand`` (fp16 by default) at the boundary.
-        w: (K, C, kh, kw) weights (PyTorch/ONNX layout), converted likewise.
+        w: (K, C / groups, kh, kw) weights (PyTorch/ONNX layout), converted likewise.
         stride: int or (sh, sw).
         padding: int, pair, ((top, bottom), (left, right)), "SAME" or "VALID".
         dilation: int or (dh, dw).
@@ -54,8 +54,12 @@ def conv2d(
         tiling: a :class:`~npu_jax.ConvTiling`, or None for the chooser's pick.
         policy: precision :class:`~npu_jax.Policy`; None = ``Policy()``, the hardware's default
             (see Dtypes above).
-        groups: only 1 (dense Conv2D); any other value is refused with the fix (split a grouped
-            conv into per-group calls).
+        groups: channel groups (1 = dense, C = depthwise): a positive int dividing C and K, with
+            w (K, C / groups, kh, kw). Every strategy runs it in one launch: groups are packed into
+            super-groups of block-diagonal weights that fill the Cube's 16-channel fractals, as the
+            vendor's compiler does (``docs/conv2d.md``); ``report.flops`` counts only the real
+            2 N Ho Wo K (C / groups) kh kw. With several super-groups, ``weights_resident`` tilings
+            are refused (the chooser never picks them).
         trace: keep per-core event traces (True = 4096 events, or a capacity).
         timing_only: run the same kernel with no data work (y is then all zeros): every cycle
             and byte of the report is unchanged, in a fraction of the time.
@@ -143,6 +147,11 @@ def conv2d_bounded(
     timing_only = check_flag("timing_only", timing_only, "conv2d_bounded")
     x, w = check_arrays(x, w, "conv2d_bounded")
     check_choice("conv2d_bounded", "strategy", strategy, STRATEGIES)
+    if getattr(g, "groups", 1) != 1 or getattr(bound, "groups", 1) != 1:
+        raise InputError(
+            f"conv2d_bounded runs dense layers (groups=1); got groups={g.groups} (bound: {bound.groups}). "
+            f"Run a grouped conv with npu_jax.conv2d(..., groups=...)."
+        )
     check_bound("conv2d_bounded", g, bound, x, w)
     if not isinstance(tiling, ConvTiling):
         raise InputTypeError(f"conv2d_bounded: tiling must be a ConvTiling, got {type(tiling).__name__}.")

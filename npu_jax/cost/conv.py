@@ -17,9 +17,9 @@ import jax.numpy as jnp
 from npu_jax.core.policy import OPERANDS
 from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.cost.schedule import Layer, Program, Tile, derived, schedule
-from npu_jax.errors import InputTypeError, TilingError, check_choice
+from npu_jax.errors import InputError, InputTypeError, TilingError, check_choice
 from npu_jax.hw import costs
-from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, cdiv, kernel_cycles
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import SPECS, ConvPlan, ConvTiling
@@ -34,10 +34,18 @@ class Prediction:
     flops: int
 
 
-def layer_of(g) -> Layer:
-    """The :class:`~npu_jax.cost.schedule.Layer` of a :class:`ConvGeometry` (its own fields)."""
+def layer_of(g, c0: int | None = None) -> Layer:
+    """The :class:`~npu_jax.cost.schedule.Layer` of a :class:`ConvGeometry` (its own fields); a grouped
+    one's dense view (``ConvGeometry.dense_view``, batch N * G'), which needs ``c0`` (the operand's
+    channel block)."""
+    sg = 1
+    if g.groups > 1:
+        if c0 is None:
+            raise ValueError(f"layer_of a grouped conv ({g.describe()}) needs c0 (hw.c0(itemsize)).")
+        sg = g.supergroups(c0, FRACTAL_ROWS)
+        g = g.dense_view(c0, FRACTAL_ROWS)
     return Layer(
-        g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, *g.stride, *g.dilation, g.pads[0], g.pads[2], g.ho, g.wo
+        g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, *g.stride, *g.dilation, g.pads[0], g.pads[2], g.ho, g.wo, sg
     )
 
 
@@ -83,10 +91,17 @@ def cycles(
             f"use cost.predict(make_plan(...)) for a tiling on fewer cores."
         )
     sp = SPECS[strategy]
+    c0 = hw.c0(itemsize(operand))
+    sg = g.supergroups(c0, FRACTAL_ROWS)
+    if sg > 1 and epi is not None:
+        raise InputError(
+            f"cost.cycles: a fused epilogue needs a conv of one super-group; {g.describe()} runs {sg}: "
+            f"price the conv unfused (epi=None)."
+        )
     pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
-    L = Layer(*(jnp.int32(x) for x in layer_of(g)))
+    L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)
-    return traced_cycles(pr, L, t, hw.c0(itemsize(operand)), HwNumbers.arrays(hw), hw.num_cores)
+    return traced_cycles(pr, L, t, c0, HwNumbers.arrays(hw), hw.num_cores)
 
 
 def _check_types(fn: str, **args) -> None:
@@ -100,7 +115,7 @@ def predict(p: ConvPlan) -> Prediction:
     """Cycles and bytes of a ConvPlan, in closed form (numpy; the search runs the same schedule in
     jax through :mod:`npu_jax.search.exact`)."""
     _check_types("cost.predict", p=(p, ConvPlan))
-    return _prediction(p, schedule_many([p], layer_of(p.g))[0])
+    return _prediction(p, schedule_many([p], layer_of(p.g, p.c0))[0])
 
 
 def _prediction(p: ConvPlan, s: dict) -> Prediction:
@@ -118,7 +133,7 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True``
     instead sums every pipe's work (an upper bound for the single-buffered chain). Used to rank the
     chooser's candidates (:func:`npu_jax.cost.many.bounds_many`, many at once)."""
-    return bounds_many([p], layer_of(p.g))[0][int(serial)]
+    return bounds_many([p], layer_of(p.g, p.c0))[0][int(serial)]
 
 
 _BATCH = 256  # tilings bounded per numpy pass of the chooser
@@ -131,7 +146,7 @@ def _floor(p: ConvPlan, h: HwNumbers) -> int:
     steps as the kernel takes them (``costs.mmad`` of each part's full steps and last one). HBM: the
     output is written and every weight is read once from HBM (the first core of a Cout group
     misses)."""
-    g, t = p.g, p.t
+    g, t = p.gv, p.t
     isz, osz = itemsize(p.operand), itemsize(p.output)
     items = p.tiles_per_core * min(p.cb_per, p.n_cb)
     m_min = (g.ho - (p.n_th - 1) * t.ho - 1) * t.wo + g.wo - (p.n_tw - 1) * t.wo
@@ -143,7 +158,7 @@ def _floor(p: ConvPlan, h: HwNumbers) -> int:
         return (steps - 1) * full + costs.mmad(h, m_min, n_min, k - (steps - 1) * t.k_l0, isz)
 
     cube = items * ((p.n_parts - 1) * part(p.k_l1) + part(p.k_total - (p.n_parts - 1) * p.k_l1))
-    w_bytes = (p.k_total * g.k if p.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz
+    w_bytes = (p.k_total * g.k if p.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz * p.sgroups
     return int(kernel_cycles(h, cube, g.n * g.ho * g.wo * g.k * osz + w_bytes))
 
 
@@ -168,7 +183,7 @@ def predict_many(
     found; no tiling left has a bound that could rank, so the k are the same as bounding all.
     Bounds are computed :data:`_BATCH` tilings at a time (``cost.many``: one numpy pass each)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
-    L = layer_of(g)
+    L = layer_of(g, hw.c0(itemsize(operand)))
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [_prediction(p, s) for p, s in zip(plans, schedule_many(plans, L))]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]

@@ -37,7 +37,11 @@ from npu_jax.mapping.epilogue import EpiloguePlan
 
 
 class Layer(NamedTuple):
-    """A conv layer as integers (Python, numpy or jax; int32 scalars in the search)."""
+    """A conv layer as integers (Python, numpy or jax; int32 scalars in the search).
+
+    A grouped layer is its dense view (``ConvGeometry.dense_view``: ``n`` = N * G', ``c`` and ``k``
+    one super-group's channels) with ``sg`` = G' super-groups: each has its own weights, and y is
+    (N, Ho, Wo, G', K')."""
 
     n: object  # batch
     c: object  # input channels
@@ -54,6 +58,7 @@ class Layer(NamedTuple):
     pl: object
     ho: object  # output height
     wo: object  # output width
+    sg: object = 1  # super-groups of a grouped layer (1: dense)
 
 
 class Tile(NamedTuple):
@@ -137,7 +142,7 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
         x_size = L.n * L.c * L.h * L.w * isz
         w_size = L.k * L.c * L.kh * L.kw * isz
         relaid = False
-    sizes = [x_size, w_size]
+    sizes = [x_size, w_size * L.sg]
     if e is not None and e.has("bias"):
         sizes.append(L.k * itemsize(e.bias_format))
     if e is not None and e.has("residual"):
@@ -213,7 +218,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
 
     # the epilogue: L0C -> GM (Fixpipe) or L0C -> UB -> (vector steps) -> GM (MTE3)
     out_bytes = ho_v * wo_v * nv * osz * live
-    full_n = (cb == 0) & (nv == L.k)
+    full_n = (cb == 0) & (nv == L.k) & (L.sg == 1)  # y (N, Ho, Wo, G', K'): one G' at a time
     full_w = (tw == 0) & (wo_v == L.wo)
     out_bursts = xp.where(full_n, 1, wo_v) * xp.where(full_n & full_w, 1, ho_v)
     if pr.coupled:
@@ -248,7 +253,8 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
         cx=cx,
         x_bytes=x_bytes,
         hbm=x_bytes - hx + out_bytes + res_bytes,  # residual reads never repeat: all misses
-        first_round=(j < cb_per) & (b // cs == 0),  # the core that reads its group's weights first
+        # the first reader of its weights: the first tile of its super-group (cores read in tile order)
+        first_round=(tile % (d["n_th"] * d["n_tw"]) == 0) & (tile < L.sg * d["n_th"] * d["n_tw"]),
         m_eff=m_eff,
         nv=nv,
         l3=l3,

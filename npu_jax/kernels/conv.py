@@ -14,8 +14,11 @@ A kernel engineer's path to a fast Conv2D, each step a real kernel on the instru
                   Mmads (``k_l0``) and L1 / L0 double-buffered, as the vendor's template does.
 
 The strategies differ only in what they move, when, and how they feed the Cube -- never in a factor
-typed in. The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) into an NHWC
-tensor (N, Ho, Wo, K) in GM; the wrapper returns NCHW.
+typed in. A grouped conv (``groups=``) runs as its dense view (``ConvPlan.gv``): super-groups of
+packed groups with block-diagonal weights, the super-groups an outer batch axis of the items.
+
+The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) into an NHWC tensor
+(N, Ho, Wo, K) in GM; the wrapper returns NCHW.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def build_kernel(p: ConvPlan):
     Shapes and structure come from ``p.T`` (the tiling bound, or the tiling); sizes, stages and loop
     counts from ``p.t``, which may then be traced: a window sized for the bound moves (and charges)
     only the tiling's part of it, and a ping-pong slot the tiling does not use is never flagged."""
-    g, t, T, hw, sp = p.g, p.t, p.T, p.hw, p.spec
+    g, t, T, hw, sp = p.gv, p.t, p.T, p.hw, p.spec  # g: the dense conv run (a grouped layer's view)
+    G = p.sgroups  # super-groups: an outer batch axis (x is viewed (N * G, C', H, W))
     plan, a = p.allocate()
     x_l1, w_l1, a_l0, b_l0, c_l0 = a["x"], a["w"], a["a"], a["b"], a["c"]
     sh, sw = g.stride
@@ -57,7 +61,7 @@ def build_kernel(p: ConvPlan):
     # K steps of one item: full parts of spp steps, then the last (possibly shorter) part
     steps_item = (nparts - 1) * spp + -(-(p.k_total - (nparts - 1) * p.k_l1) // t.k_l0)
     k_total, k_l1 = p.k_total, p.k_l1
-    B = p.B
+    B = p.Bv
     IN, WT = 0, 2  # event-id bases: input slots 0-1, weight slots 2-3
     # resident weights or weights per part: under a tiling bound both are built and ``wr`` (traced)
     # picks the one that runs; otherwise only the tiling's own
@@ -79,10 +83,25 @@ def build_kernel(p: ConvPlan):
             "x", (n, 0, r0, c0_), (1, p.c1_cap * p.c0, p.h_in, p.w_in), limit=(None, None, rows, cols)
         )
 
-    def copy_weights(core, dst, part, cb, when, res: bool):
+    def copy_weights(core, dst, part, cb, when, res: bool, sg=0):
         """Weights for part ``part`` of Cout block ``cb`` (``res``, resident: all of the group
-        starting at block ``cb``) into L1, rows in Load3D's K order: from the K-major copy
-        (contiguous) or straight from OIHW."""
+        starting at block ``cb``) of super-group ``sg`` into L1, rows in Load3D's K order: from the
+        K-major copy (contiguous) or straight from OIHW (with super-groups, a leading G' axis)."""
+        if sp.nc1hwc0_source and G > 1:  # (G', n_cb, K_total, n); never resident (ConvPlan)
+            nv = jnp.minimum(t.n, g.k - cb * t.n)
+            rows = jnp.minimum(k_l1, k_total - part * k_l1)
+            win = core.gm_window(
+                "wkn", (sg, cb, part * k_l1, 0), (1, 1, p.k_l1_cap, T.n), limit=(None, None, rows, nv)
+            )
+            return core.data_copy(dst=dst, src=win, when=when)
+        if G > 1:
+            win = core.gm_window(
+                "w",
+                (sg, cb * t.n, part * p.cin1_step * p.c0, 0, 0),
+                (1, T.n, p.cin1_eff * p.c0, B.kh, B.kw),
+                limit=(None, t.n, p.cin1_step * p.c0, None, None),
+            )
+            return core.data_copy(dst=dst, src=win, layout="oihw_to_kn", kernel=(g.kh, g.kw), when=when)
         if sp.nc1hwc0_source:  # the offline copy is Cout-block-major: (n_cb, K_total, n)
             if res:  # the group's own blocks (a bounded plan's window may be wider)
                 win = core.gm_window(
@@ -148,7 +167,7 @@ def build_kernel(p: ConvPlan):
             live_idx = (j // cb_per) * nb_live + cbl  # this item's rank among the core's live items
             cb = cb0 + cbl
             live = (tile < p.n_tiles) & (cb < ncb) & runs
-            n = tile // (p.n_th * p.n_tw)
+            n = tile // (p.n_th * p.n_tw)  # image of the dense view: (image, super-group)
             th = (tile // p.n_tw) % p.n_th
             tw = tile % p.n_tw
             oh0, ow0 = th * t.ho, tw * t.wo
@@ -184,7 +203,7 @@ def build_kernel(p: ConvPlan):
                 go_w = _and(live, by_part)
                 if may_part:
                     core = core.wait_flag("MTE1_MTE2", WT + ws, go_w)
-                    core = copy_weights(core, w_l1[ws], pi, cb, go_w, res=False)
+                    core = copy_weights(core, w_l1[ws], pi, cb, go_w, res=False, sg=n % G if G > 1 else 0)
                     core = core.set_flag("MTE2_MTE1", WT + ws, go_w)
                     core = core.wait_flag("MTE2_MTE1", WT + ws, go_w)
                 wstage = _pick(wr, 0, ws)
@@ -238,9 +257,17 @@ def build_kernel(p: ConvPlan):
             core = core.set_flag("MTE1_MTE2", IN + xs, release)
             core = core.at_tile(item=j, tile=tile, cout_block=cb)
             # ---- epilogue: L0C -> GM (NHWC) ----
-            y_win = core.gm_window(
-                "y", (n, oh0, ow0, cb * t.n), (1, T.ho, T.wo, T.n), limit=(None, ho_v, wo_v, nv)
-            )
+            if G > 1:  # y (N, Ho, Wo, G', K')
+                y_win = core.gm_window(
+                    "y",
+                    (n // G, oh0, ow0, n % G, cb * t.n),
+                    (1, T.ho, T.wo, 1, T.n),
+                    limit=(None, ho_v, wo_v, None, nv),
+                )
+            else:
+                y_win = core.gm_window(
+                    "y", (n, oh0, ow0, cb * t.n), (1, T.ho, T.wo, T.n), limit=(None, ho_v, wo_v, nv)
+                )
             if p.epi is not None:
                 res_win = (
                     core.gm_window("res", (n, oh0, ow0, cb * t.n), (1, t.ho, t.wo, t.n))

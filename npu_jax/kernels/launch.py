@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -40,8 +41,17 @@ def run_plan(
     A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
     (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them.
 
-    A plan under a tiling bound (``p.tiling_bound``, ``p.t`` possibly traced) runs timing-only."""
-    g, B, t, hw, op = p.g, p.B, p.t, p.hw, p.operand
+    A plan under a tiling bound (``p.tiling_bound``, ``p.t`` possibly traced) runs timing-only.
+
+    A grouped layer (``p.g.groups > 1``) runs as its dense view ``p.gv`` (``ConvPlan.sgroups``
+    super-groups G' as an outer batch axis): x is viewed (N * G', C', H, W), the weights are laid
+    out block-diagonal per super-group (G', K', C', kh, kw) offline, and y is written (N, Ho, Wo,
+    G', K'), a view of (N, Ho, Wo, K)."""
+    user = p.g
+    g, B, t, hw, op = p.gv, p.Bv, p.t, p.hw, p.operand
+    G = p.sgroups
+    w = _block_diagonal(w, user, p.pack)
+    x = x.reshape(B.n, B.c, B.h, B.w)  # free: a super-group's channels are contiguous
     if p.tiling_bound is not None and move_data:
         raise ValueError("a plan under a tiling_bound runs timing-only: pass move_data=False.")
     cap = trace_capacity
@@ -75,28 +85,31 @@ def run_plan(
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
         # block's K rows are one contiguous run: (n_cb, K_total, n)
         if p.tiling_bound is None:
-            wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
-            wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
-            wk = wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
+            wk = jax.vmap(lambda a: _k_major(p, a))(w) if G > 1 else _k_major(p, w)
         else:  # timing-only with a traced n: the layout's values are never read
             wk = jnp.zeros(p.wkn_shape, DTYPES[op])
         gm_in = {"x5": routs["x5"], "wkn": wk}
+        lead = (G,) if G > 1 else ()  # super-groups: a leading axis of the weights
         gm = (
             GmSpec(
                 "x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op
             ),
-            GmSpec("wkn", p.wkn_shape, p.wkn_pad, op),  # whole groups, so every window stays inside
+            # whole groups, so every window stays inside
+            GmSpec("wkn", lead + p.wkn_shape, lead + p.wkn_pad, op),
         )
-        extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": (p.n_cb, p.k_total, t.n)}
+        extents = {"x5": (g.n, p.c1, g.h, g.w, p.c0), "wkn": lead + (p.n_cb, p.k_total, t.n)}
     else:
         gm_in = {"x": x, "w": w}
+        lead = (G,) if G > 1 else ()
         gm = (
             GmSpec("x", (B.n, B.c, B.h, B.w), (B.n, p.c_pad, B.h + p.h_in, B.w + p.w_in), op),
-            GmSpec("w", (B.k, B.c, B.kh, B.kw), (p.cout_pad, p.c_pad, B.kh, B.kw), op),
+            GmSpec("w", lead + (B.k, B.c, B.kh, B.kw), lead + (p.cout_pad, p.c_pad, B.kh, B.kw), op),
         )
-        extents = {"x": ext_x, "w": (g.k, g.c, g.kh, g.kw)}
+        extents = {"x": ext_x, "w": lead + (g.k, g.c, g.kh, g.kw)}
     y_pad = p.y_pad
     y_shape = (B.n, p.ho_cap, p.wo_cap, B.k)
+    if G > 1:  # (N, Ho, Wo, G', K')
+        y_shape = (user.n, p.ho_cap, p.wo_cap, G, B.k)
     e = p.epi
     if e is not None and e.has("bias"):
         gm += (GmSpec("bias", (1, B.k), (1, y_pad[3]), e.bias_format),)
@@ -107,7 +120,7 @@ def run_plan(
         gm_in["res"] = _epi_input("residual", residual, y_shape, e.vector)
         extents["res"] = (g.n, g.ho, g.wo, g.k)
     gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
-    extents["y"] = (g.n, g.ho, g.wo, g.k)
+    extents["y"] = (user.n, g.ho, g.wo, G, g.k) if G > 1 else (g.n, g.ho, g.wo, g.k)
     p.check_l2(gm)
     plan, kern = build_kernel(p)
     ctx = Context(
@@ -125,7 +138,7 @@ def run_plan(
         ctx,
         gm_in,
         name=name or f"conv2d[{p.strategy}]",
-        workload=B.describe() if p.bound is None else "",
+        workload=user.describe() if p.bound is None else "",
         operand=op,
         extents=extents,
         l2_resident=resident,
@@ -133,8 +146,9 @@ def run_plan(
         key=("conv", p) if p.tiling_bound is None else None,
     )
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
-    report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(g))
-    return outs["y"], report
+    report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(user))
+    y = outs["y"]
+    return (y.reshape(user.n, p.ho_cap, p.wo_cap, user.k) if G > 1 else y), report
 
 
 def _epi_input(what: str, arr, shape, fmt: str):
@@ -150,7 +164,30 @@ def _conv_flops(g: ConvGeometry):
     """2 N Ho Wo K C kh kw as a wide integer (exact past 2^31; traced geometry allowed)."""
     if isinstance(g.n, int):
         return wide.from_int(g.flops)
-    return wide.mul(g.n * g.ho * g.wo, 2 * g.k * g.c * g.kh * g.kw)
+    return wide.mul(g.n * g.ho * g.wo, 2 * g.k * (g.c // g.groups) * g.kh * g.kw)
+
+
+def _k_major(p: ConvPlan, w):
+    """The weights (K, C, kh, kw) of the dense conv relaid offline (as a framework does at load
+    time), Cout-block-major so each block's K rows are one contiguous run: (n_cb, K_total, n)."""
+    g, B, t = p.gv, p.Bv, p.t
+    wk = oihw_to_kn(_mask_layer(w, (g.k, g.c, g.kh, g.kw)), p.c0, g.kh, g.kw)
+    wk = jnp.pad(wk, ((0, 0), (0, p.k_pad - B.k)))
+    return wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
+
+
+def _block_diagonal(w, g: ConvGeometry, pack: int):
+    """Grouped weights (K, C / groups, kh, kw) as the dense weights of each super-group of ``pack``
+    groups, zero off the diagonal blocks: (G', pack * K / groups, pack * C / groups, kh, kw), laid
+    out offline as the vendor's FRACTAL_Z_G weights are. Dense weights are returned as they are."""
+    if g.groups == 1:
+        return w
+    sg, kg, cg = g.groups // pack, g.k // g.groups, g.c // g.groups
+    w6 = w.reshape(sg, pack, kg, 1, cg, g.kh, g.kw)
+    diag = jnp.eye(pack, dtype=jnp.bool_)[None, :, None, :, None, None, None]
+    wd = jnp.where(diag, w6, jnp.zeros((), w.dtype))  # (G', pack, Kg, pack, Cg, kh, kw)
+    wd = wd.reshape(sg, pack * kg, pack * cg, g.kh, g.kw)
+    return wd[0] if sg == 1 else wd
 
 
 def _mask_layer(a, extent):

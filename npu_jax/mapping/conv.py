@@ -15,110 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from npu_jax.core.buffers import Plan
-from npu_jax.errors import AlignmentError, CapacityError, TilingError
+from npu_jax.errors import AlignmentError, CapacityError, InputError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import cdiv, round_up
 from npu_jax.hw.formats import itemsize
+from npu_jax.mapping.conv_tiling import SPECS, STRATEGIES, ConvTiling, StrategySpec
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
-from npu_jax.mapping.pytree import check_flags, check_ints, register
-from npu_jax.mapping.tiling_bound import bound_of, check_l2, check_within
+from npu_jax.mapping.tiling_bound import check_l2, check_within
 from npu_jax.workload.conv import ConvGeometry
-
-STRATEGIES = ("output_tiled", "input_tiled", "relayout", "img2col")
-
-
-@dataclasses.dataclass(frozen=True)
-class StrategySpec:
-    """What a strategy does, structurally."""
-
-    reuse_input: bool  # input tile fetched once per spatial tile, reused by all Cout blocks
-    nc1hwc0_source: bool  # input relaid out to NC1HWC0 (and weights K-major) in GM first
-    deep_k: bool  # Mmads k_l0 deep over the whole reduction vs one (c1, tap) fractal each
-    resident_weights_allowed: bool  # weights may stay in L1 across tiles
-
-
-# Every strategy may ping-pong L1 and L0 (``l1_stages`` / ``l0_stages``): each is the best kernel of
-# its idea, and they differ only in what they move and how they feed the Cube.
-SPECS = {
-    "output_tiled": StrategySpec(False, False, False, False),
-    "input_tiled": StrategySpec(True, False, False, True),
-    "relayout": StrategySpec(True, True, False, True),
-    "img2col": StrategySpec(True, True, True, True),
-}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvTiling:
-    """Tile sizes of the Conv2D kernel (vendor vocabulary in brackets).
-
-    A pytree: every field is a leaf, so tilings stack (``jax.tree.map(lambda *a: jnp.stack(a),
-    *tilings)``) and pass through ``jax.vmap`` / ``jax.jit``; :func:`npu_jax.cost.cycles` prices a
-    stacked or traced one (the search's batches are this type). The checks below run on concrete
-    values (ints, or arrays entry by entry) and skip traced ones. A kernel (``make_plan``) takes
-    its buffers' shapes from the tiling, so it needs Python ints, unless a concrete tiling bound
-    (:meth:`ConvTiling.bound`, ``tiling_bound=``) fixes them: the emulator's timing-only run then
-    takes a traced tiling too (``npu_jax.conv2d``).
-
-    Attributes:
-        ho, wo: output tile rows and cols [hoL1, woL1]; L0C holds round16(ho*wo) x n fp32.
-        n: Cout block [nL0 = nBL1], a multiple of 16.
-        cin1: input-channel blocks (of C0) per weights part in L1 [kBL1 / (kh kw C0)].
-        k_l0: Mmad depth [kL0], a multiple of C0; the fractal strategies use k_l0 = C0.
-        weights_resident: all weights loaded into L1 once per core and kept.
-        l1_stages, l0_stages: 1 (serial) or 2 (ping-pong) [pBufferFlag].
-        cores: cores to use (None = the preset's, capped by the work available).
-        cout_split: core groups along Cout: the cores form a (spatial x cout_split) grid, each
-            group owning a contiguous range of Cout blocks (and only their weights).
-    """
-
-    ho: int
-    wo: int
-    n: int
-    cin1: int
-    k_l0: int
-    weights_resident: bool = False
-    l1_stages: int = 1
-    l0_stages: int = 1
-    cores: int | None = None
-    cout_split: int = 1
-
-    def __post_init__(self):
-        # each check runs on concrete values (ints, or arrays entry by entry) and skips traced ones
-        for name in ("ho", "wo", "n", "cin1", "k_l0", "cout_split"):
-            check_ints(
-                "ConvTiling", name, getattr(self, name), lambda a: a > 0, "a positive int", TilingError
-            )
-        check_ints(
-            "ConvTiling",
-            "n (Cout block)",
-            self.n,
-            lambda a: a % FRACTAL_ROWS == 0,
-            f"a multiple of {FRACTAL_ROWS}",
-            TilingError,
-            " (whole fractals)",
-        )
-        check_flags("ConvTiling", "weights_resident", self.weights_resident, TilingError)
-        for name in ("l1_stages", "l0_stages"):
-            check_ints(
-                "ConvTiling", name, getattr(self, name), lambda a: (a == 1) | (a == 2), "1 or 2", TilingError
-            )
-        if self.cores is not None:
-            check_ints(
-                "ConvTiling", "cores", self.cores, lambda a: a >= 1, "None or an int >= 1", TilingError
-            )
-
-    @staticmethod
-    def bound(tilings) -> ConvTiling:
-        """The smallest tiling bound covering ``tilings`` (a list of ConvTilings, or one stacked
-        ConvTiling whose fields carry a leading axis): the largest of each field (``ho wo n cin1
-        k_l0``, the stages, ``cout_split``; ``weights_resident`` if any is) and the batch's shared
-        ``cores`` (a batch that mixes it raises). Pass it as ``tiling_bound=`` to run the batch
-        under ``jax.vmap`` in one compiled timing-only program (``npu_jax.conv2d``)."""
-        return bound_of(ConvTiling, tilings)
-
-
-register(ConvTiling)
 
 
 def _min(a, b):
@@ -146,6 +51,10 @@ class ConvPlan:
     ``weights_resident`` where the bound's is True) may be traced: ``jax.vmap`` over stacked
     tilings through one compiled timing-only program. ``cores`` is the bound's. Static properties
     read :attr:`T` (the bound); loop counts, and the cores that run, read ``t``.
+
+    A grouped layer (``g.groups > 1``) runs as :attr:`gv`, its dense view: :attr:`sgroups`
+    super-groups of :attr:`pack` groups each, block-diagonal weights, the super-groups an outer batch
+    axis (``docs/conv2d.md``). Every size and loop count below is the view's.
     """
 
     g: ConvGeometry
@@ -161,6 +70,26 @@ class ConvPlan:
     @property
     def B(self) -> ConvGeometry:
         return self.g if self.bound is None else self.bound
+
+    @property
+    def pack(self) -> int:
+        """Groups per super-group (``ConvGeometry.packing``; 1 for a dense conv)."""
+        return self.g.packing(self.c0, FRACTAL_ROWS)
+
+    @property
+    def sgroups(self) -> int:
+        """G': super-groups, run as an outer batch axis of the dense :attr:`gv` (1 for a dense conv)."""
+        return self.g.supergroups(self.c0, FRACTAL_ROWS)
+
+    @property
+    def gv(self) -> ConvGeometry:
+        """The dense conv the kernel runs (``ConvGeometry.dense_view``): ``g`` itself when dense."""
+        return self.g.dense_view(self.c0, FRACTAL_ROWS)
+
+    @property
+    def Bv(self) -> ConvGeometry:
+        """The bound's dense view (the bound of a grouped plan is its layer)."""
+        return self.B.dense_view(self.c0, FRACTAL_ROWS)
 
     @property
     def T(self) -> ConvTiling:
@@ -186,11 +115,11 @@ class ConvPlan:
     # ---- static: shapes of allocations and windows (from the bound) ----
     @property
     def c1_cap(self) -> int:
-        return -(-self.B.c // self.c0)
+        return -(-self.Bv.c // self.c0)
 
     @property
     def k_total_cap(self) -> int:
-        return self.c1_cap * self.B.kh * self.B.kw * self.c0
+        return self.c1_cap * self.Bv.kh * self.Bv.kw * self.c0
 
     @property
     def cin1_eff(self) -> int:
@@ -199,15 +128,15 @@ class ConvPlan:
 
     @property
     def k_l1_cap(self) -> int:
-        return self.cin1_eff * self.B.kh * self.B.kw * self.c0
+        return self.cin1_eff * self.Bv.kh * self.Bv.kw * self.c0
 
     @property
     def h_in(self) -> int:
-        return self.B.in_extent(self.T.ho, 0)
+        return self.Bv.in_extent(self.T.ho, 0)
 
     @property
     def w_in(self) -> int:
-        return self.B.in_extent(self.T.wo, 1)
+        return self.Bv.in_extent(self.T.wo, 1)
 
     @property
     def m_t(self) -> int:
@@ -215,27 +144,27 @@ class ConvPlan:
 
     @property
     def k_pad(self) -> int:
-        return -(-self.B.k // self.t.n) * self.t.n
+        return -(-self.Bv.k // self.t.n) * self.t.n
 
     @property
     def n_cb_cap(self) -> int:
-        return self._over(lambda n, cs: cdiv(self.B.k, n))
+        return self._over(lambda n, cs: cdiv(self.Bv.k, n))
 
     @property
     def ho_cap(self) -> int:
         """Most output rows any layer inside the bound can have (stride 1, 1-tap kernel)."""
-        B = self.B
+        B = self.Bv
         return B.ho if self.bound is None else B.h + B.pads[0] + B.pads[1]
 
     @property
     def wo_cap(self) -> int:
-        B = self.B
+        B = self.Bv
         return B.wo if self.bound is None else B.w + B.pads[2] + B.pads[3]
 
     @property
     def cb_per_cap(self) -> int:
         """Cout blocks per core group (static; the last group may own fewer)."""
-        return self._over(lambda n, cs: cdiv(cdiv(self.B.k, n), cs))
+        return self._over(lambda n, cs: cdiv(cdiv(self.Bv.k, n), cs))
 
     @property
     def cores_sp(self) -> int:
@@ -245,7 +174,7 @@ class ConvPlan:
         want = self.hw.num_cores if T.cores is None else T.cores
         if self.tiling_bound is not None:
             return want
-        n_tiles = self.B.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
+        n_tiles = self.Bv.n * -(-self.ho_cap // T.ho) * -(-self.wo_cap // T.wo)
         return max(1, min(want // T.cout_split, n_tiles))
 
     @property
@@ -264,30 +193,33 @@ class ConvPlan:
     @property
     def cout_pad(self) -> int:
         """Output channels (and weight rows) as stored: whole Cout groups of whole blocks."""
-        whole = self._over(lambda n, cs: cs * cdiv(cdiv(self.B.k, n), cs) * n)
+        whole = self._over(lambda n, cs: cs * cdiv(cdiv(self.Bv.k, n), cs) * n)
         if self.tiling_bound is None:
             return whole
         return whole + (self.cb_per_cap if self.T.weights_resident else 1) * self.T.n  # one more window
 
     @property
-    def y_pad(self) -> tuple[int, int, int, int]:
-        """y (N, Ho, Wo, K) as stored: whole tiles (the bound's windows from any tile start)."""
+    def y_pad(self) -> tuple[int, ...]:
+        """y (N, Ho, Wo, K) as stored: whole tiles (the bound's windows from any tile start); with
+        super-groups (N, Ho, Wo, G', K'), each super-group's channels padded on their own."""
         B, T = self.B, self.T
         if self.tiling_bound is None:
             hw_ = (-(-self.ho_cap // T.ho) * T.ho, -(-self.wo_cap // T.wo) * T.wo)
         else:
             hw_ = (self.ho_cap + T.ho, self.wo_cap + T.wo)
+        if self.sgroups > 1:
+            return (B.n, *hw_, self.sgroups, self.cout_pad)
         return (B.n, *hw_, self.cout_pad)
 
     @property
     def wkn_shape(self) -> tuple[int, int, int]:
         """The K-major weights (n_cb, K_total, n) as laid out for the bound's n (its bytes decide
         the L2's keep; :meth:`check_l2` holds every n of a tiling bound to the same decision)."""
-        return (-(-self.B.k // self.T.n), self.k_total_cap, self.T.n)
+        return (-(-self.Bv.k // self.T.n), self.k_total_cap, self.T.n)
 
     @property
     def wkn_pad(self) -> tuple[int, int, int]:
-        blocks = self._over(lambda n, cs: cs * cdiv(cdiv(self.B.k, n), cs))  # whole groups
+        blocks = self._over(lambda n, cs: cs * cdiv(cdiv(self.Bv.k, n), cs))  # whole groups
         if self.tiling_bound is not None:
             blocks += self.cb_per_cap  # and a group's window from any group's start
         return (blocks, self.k_total_cap + self.k_l1_cap, self.T.n)
@@ -295,11 +227,11 @@ class ConvPlan:
     # ---- dynamic: loop counts of the actual layer ----
     @property
     def c1(self):
-        return -(-self.g.c // self.c0)
+        return -(-self.gv.c // self.c0)
 
     @property
     def k_total(self):
-        return self.c1 * self.g.kh * self.g.kw * self.c0
+        return self.c1 * self.gv.kh * self.gv.kw * self.c0
 
     @property
     def cin1_step(self):
@@ -308,7 +240,7 @@ class ConvPlan:
 
     @property
     def k_l1(self):
-        return _min(self.t.cin1, self.c1) * self.g.kh * self.g.kw * self.c0
+        return _min(self.t.cin1, self.c1) * self.gv.kh * self.gv.kw * self.c0
 
     @property
     def n_parts(self):
@@ -320,19 +252,19 @@ class ConvPlan:
 
     @property
     def n_th(self):
-        return -(-self.g.ho // self.t.ho)
+        return -(-self.gv.ho // self.t.ho)
 
     @property
     def n_tw(self):
-        return -(-self.g.wo // self.t.wo)
+        return -(-self.gv.wo // self.t.wo)
 
     @property
     def n_tiles(self):
-        return self.g.n * self.n_th * self.n_tw
+        return self.gv.n * self.n_th * self.n_tw
 
     @property
     def n_cb(self):
-        return -(-self.g.k // self.t.n)
+        return -(-self.gv.k // self.t.n)
 
     @property
     def cores_sp_run(self):
@@ -340,7 +272,7 @@ class ConvPlan:
         capped by its tiles, under a tiling bound."""
         if self.tiling_bound is None:
             return self.cores_sp
-        n_tiles = self.B.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
+        n_tiles = self.Bv.n * -(-self.ho_cap // self.t.ho) * -(-self.wo_cap // self.t.wo)
         return jnp.maximum(1, jnp.minimum(self.cores_sp // self.t.cout_split, n_tiles))
 
     @property
@@ -381,6 +313,8 @@ class ConvPlan:
                 f"strategy {self.strategy!r} re-fetches weights per output tile; "
                 f"weights_resident must be False."
             )
+        if self.g.groups > 1 or self.B.groups > 1:
+            self._validate_groups()
         if t.weights_resident and t.cin1 < self.c1_cap:
             raise TilingError(
                 f"weights_resident needs the whole reduction in L1: cin1 must be >= "
@@ -406,6 +340,28 @@ class ConvPlan:
                 },
                 t,
             ) from None
+
+    def _validate_groups(self) -> None:
+        """What a grouped plan does not support: layer or tiling bounds, and with several
+        super-groups resident weights (a core's L1 would hold every super-group's) and a fused
+        epilogue (its bias and residual follow the dense channel order)."""
+        sg = self.sgroups
+        if self.bound is not None or self.tiling_bound is not None:
+            raise InputError(
+                f"a grouped conv (groups={self.g.groups}) runs with a concrete layer and tiling: a layer "
+                f"bound or tiling bound needs groups=1; call npu_jax.conv2d(..., groups=...) per layer."
+            )
+        if sg > 1 and self.T.weights_resident:
+            raise TilingError(
+                f"weights_resident keeps one super-group's weights; {self.g.describe()} runs {sg} "
+                f"super-groups of {self.pack} groups: use weights_resident=False."
+            )
+        if sg > 1 and self.epi is not None:
+            raise InputError(
+                f"a fused epilogue needs a conv of one super-group; {self.g.describe()} runs {sg} "
+                f"super-groups of {self.pack} groups: run the conv unfused (npu_jax.conv2d) and the "
+                f"element-wise steps after it."
+            )
 
     def _validate_bound(self) -> None:
         """A tiling bound's own rules: Python ints, a plain conv, and a concrete ``t`` inside it and
@@ -485,3 +441,6 @@ def make_plan(
     p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi, tiling_bound)
     p.validate()
     return p
+
+
+__all__ = ["SPECS", "STRATEGIES", "ConvPlan", "ConvTiling", "StrategySpec", "make_plan"]

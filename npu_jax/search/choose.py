@@ -22,15 +22,18 @@ def _cands(limit: int, base=(1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64)) -> list[int
 def candidate_tilings(
     g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16", output: str = "fp16", epi=None
 ):
-    """Every legal tiling in a coarse grid (legal = validates against every buffer)."""
+    """Every legal tiling in a coarse grid (legal = validates against every buffer). A grouped layer's
+    grid is its dense view's (``ConvGeometry.dense_view``: one super-group's channels)."""
     sp = SPECS[strategy]
     c0 = hw.c0(itemsize(operand))
     f = FRACTAL_ROWS
+    full, g = g, g.dense_view(c0, f)
     c1 = -(-g.c // c0)
     ns = sorted({min(round_up(g.k, f), f << s) for s in range(5)})  # 1, 2, 4, 8, 16 fractals
     k_l0s = [c0] if not sp.deep_k else sorted({c0 * v for v in (2, 4, 8, 16)})
     cin1s = sorted({min(c1, v) for v in (1, 2, 4, 8, c1)})
-    resident = (False, True) if sp.resident_weights_allowed else (False,)
+    one_group = full.supergroups(c0, f) == 1  # resident weights hold one super-group's
+    resident = (False, True) if sp.resident_weights_allowed and one_group else (False,)
     splits = sorted({s for s in (1, 2, 4, 5, 10, 20, hw.num_cores) if s <= hw.num_cores})
     out = []
     for ho, wo, n, k_l0, cin1, res, cs in itertools.product(
@@ -55,7 +58,7 @@ def candidate_tilings(
                 cout_split=cs,
             )
             try:
-                make_plan(g, strategy, t, hw, operand, output, epi=epi)
+                make_plan(full, strategy, t, hw, operand, output, epi=epi)
             except NpuError:
                 continue
             out.append(t)

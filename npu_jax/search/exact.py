@@ -106,8 +106,9 @@ def rows_of(t: ConvTiling) -> np.ndarray:
 
 
 def layer_of(g: ConvGeometry) -> Layer:
-    """The :class:`Layer` arrays (int32) of a canonical :class:`ConvGeometry`."""
-    return Layer(*(jnp.int32(x) for x in _layer_ints(g)))
+    """The :class:`Layer` arrays (int32) of a canonical :class:`ConvGeometry` (a grouped one's dense
+    view, with its super-groups: ``cost.conv.layer_of``)."""
+    return Layer(*(jnp.int32(x) for x in _layer_ints(g, C0)))
 
 
 def hw_of(hw: HardwareConfig) -> Hw:
@@ -231,7 +232,7 @@ def legal(
     ok &= (t.k_l0 >= C0) & (t.k_l0 % C0 == 0)
     ok &= ((t.l1_stages == 1) | (t.l1_stages == 2)) & ((t.l0_stages == 1) | (t.l0_stages == 2))
     ok &= (t.cout_split >= 1) & (t.cout_split <= num_cores) & (t.cout_split <= d["ncb"])
-    ok &= (t.weights_resident == 0) | (t.cin1 >= d["c1"])
+    ok &= (t.weights_resident == 0) | ((t.cin1 >= d["c1"]) & (L.sg == 1))  # one super-group's weights
     for buf, cap in (("L1", hw.l1), ("L0A", hw.l0a), ("L0B", hw.l0b), ("L0C", hw.l0c), ("UB", hw.ub)):
         ok &= need[buf] <= cap
     return ok

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import cdiv
 from npu_jax.search import exact, space
 
@@ -70,7 +71,7 @@ def lines(sp: space.Space, p: np.ndarray) -> list[np.ndarray]:
         r = np.repeat(p[None], len(vals), 0)
         r[:, col] = vals
         out.append(r)
-    c1 = cdiv(sp.g.c, exact.C0)
+    c1 = cdiv(sp.g.dense_view(exact.C0, FRACTAL_ROWS).c, exact.C0)
     cins = _nearest_first(sp.axis_values("cin1"), int(p[3]))
     if len(cins) > 1 or p[5] == 0:  # streamed weight parts (from resident weights too)
         r = np.repeat(p[None], len(cins), 0)

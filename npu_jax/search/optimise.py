@@ -222,9 +222,9 @@ def default_configs(L: exact.Layer, num_cores: int) -> list[tuple[int, int, int]
     """Every discrete choice a layer allows, without enumerating its space: splits up to the
     layer's Cout blocks (of the fractal's 16 rows)."""
     ncb = int(cdiv(int(L.k), FRACTAL_ROWS))
-    return config_order(
-        [(r, st, cs) for r in (0, 1) for st in (1, 2) for cs in space.splits_of(num_cores) if cs <= ncb]
-    )
+    res = (0, 1) if int(L.sg) == 1 else (0,)  # resident weights hold one super-group's
+    cfg = [(r, st, cs) for r in res for st in (1, 2) for cs in space.splits_of(num_cores) if cs <= ncb]
+    return config_order(cfg)
 
 
 def init_points(key, L: exact.Layer, starts: int, num_cores: int, configs=None):
@@ -368,7 +368,7 @@ def emulate(g: ConvGeometry, t: ConvTiling, hw: HardwareConfig, fused: bool = Fa
     emulator (timing-only run: the same program and costs, no data work)."""
     p = plan_of(g, t, hw, fused)
     x = jnp.zeros((g.n, g.c, g.h, g.w), DTYPES[p.operand])
-    w = jnp.zeros((g.k, g.c, g.kh, g.kw), DTYPES[p.operand])
+    w = jnp.zeros((g.k, g.c // g.groups, g.kh, g.kw), DTYPES[p.operand])
     bias = jnp.zeros((g.k,), DTYPES[p.epi.bias_format]) if fused else None
     _, rep = run_plan(p, x, w, Policy(), bias=bias, move_data=False)
     return int(rep.cycles)
@@ -395,14 +395,15 @@ def tile_search(
     width: int = 1,
     learning_rate: float = 0.1,
     optimizer: optax.GradientTransformation | None = None,
+    groups: int = 1,
 ) -> SearchResult:
     """Find the img2col tiling of a Conv2D: gradient descent on the relaxed cost model, a race
     of the discrete choices and exact coordinate search, the emulator's verdict (the module
     docstring has the steps).
 
     Args:
-        x_shape: (N, C, H, W); w_shape: (K, C, kh, kw); stride, padding, dilation: as
-            :func:`npu_jax.conv2d`.
+        x_shape: (N, C, H, W); w_shape: (K, C / groups, kh, kw); stride, padding, dilation, groups:
+            as :func:`npu_jax.conv2d`.
         hw: hardware (default ``presets.ascend910b()``).
         fused: search the fused Conv + bias + ReLU kernel (``fusion.conv_relu`` with a bias):
             its epilogue's costs and buffers count (Fixpipe on the 910B; UB vector steps on
@@ -452,7 +453,7 @@ def tile_search(
         learning_rate=learning_rate,
         optimizer=optimizer,
     )
-    g = canonicalize(x_shape, w_shape, stride, padding, dilation)
+    g = canonicalize(x_shape, w_shape, stride, padding, dilation, groups)
     t0 = time.perf_counter()
     m = search_model(
         g,

@@ -78,7 +78,7 @@ class Space:
 
     def axis_values(self, dim: str, cin1: int | None = None) -> np.ndarray:
         """The values a dimension takes (``k_l0``'s depend on ``cin1``)."""
-        g = self.g
+        g = self.g.dense_view(exact.C0, FRACTAL_ROWS)  # a grouped layer: one super-group's sizes
         c1 = cdiv(g.c, exact.C0)
         if dim == "ho":
             return balanced(g.ho)
@@ -136,6 +136,7 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
         >>> build(g, npu_jax.presets.ascend910b()).size > 1000
         True
     """
+    layer, g = g, g.dense_view(exact.C0, FRACTAL_ROWS)  # a grouped layer: one super-group's sizes
     c1 = cdiv(g.c, exact.C0)
     hos, wos = balanced(g.ho), balanced(g.wo)
     hw_pairs = [(a, b) for a, b in itertools.product(hos, wos) if a * b >= min(FRACTAL_ROWS, g.ho * g.wo)]
@@ -158,9 +159,9 @@ def build(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Space:
     check_size("tile_search", {f"the space of {n:,} candidate tilings of {g.ho}x{g.wo}x{g.k}": n * 8 * 8 * 4})
     full = np.concatenate([np.repeat(sp, len(rest), 0), np.tile(rest, (len(sp), 1))], axis=1)
     t = exact.from_rows(full)
-    ok = legal_mask(g, hw, t, fused)
+    ok = legal_mask(layer, hw, t, fused)
     return Space(
-        g, hw, exact.tilings(*(np.ascontiguousarray(a[ok], np.int32) for a in exact.columns(t))), fused
+        layer, hw, exact.tilings(*(np.ascontiguousarray(a[ok], np.int32) for a in exact.columns(t))), fused
     )
 
 

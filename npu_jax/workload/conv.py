@@ -7,6 +7,7 @@ the kernels takes the strict :class:`ConvGeometry` (a pytree: its fields may be 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 
@@ -29,7 +30,10 @@ def _pair(name: str, v) -> tuple[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class ConvGeometry:
-    """A Conv2D layer, strictly: x (N, C, H, W), w (K, C, kh, kw), stride, dilation, pads."""
+    """A Conv2D layer, strictly: x (N, C, H, W), w (K, C / groups, kh, kw), stride, dilation, pads.
+
+    ``groups`` (static: it fixes the program's shape) splits the channels into ``groups`` independent
+    convs of C / groups inputs and K / groups outputs each (depthwise: groups = C)."""
 
     n: int
     c: int
@@ -41,6 +45,7 @@ class ConvGeometry:
     stride: tuple[int, int]
     dilation: tuple[int, int]
     pads: tuple[int, int, int, int]  # top, bottom, left, right
+    groups: int = 1
 
     @property
     def ho(self) -> int:
@@ -54,8 +59,33 @@ class ConvGeometry:
 
     @property
     def flops(self) -> int:
-        """Useful FLOPs: 2 * N * Ho * Wo * K * C * kh * kw."""
-        return 2 * self.n * self.ho * self.wo * self.k * self.c * self.kh * self.kw
+        """Useful FLOPs: 2 * N * Ho * Wo * K * (C / groups) * kh * kw."""
+        return 2 * self.n * self.ho * self.wo * self.k * (self.c // self.groups) * self.kh * self.kw
+
+    def packing(self, c0: int, n0: int) -> int:
+        """Groups packed into one *super-group* (a dense conv whose weights are block-diagonal), as the
+        vendor's compiler does (``mag_factor``): enough groups that a super-group's input channels
+        fill whole channel blocks of ``c0`` and its output channels whole fractals of ``n0``, at most
+        ``groups``; here also a divisor of ``groups`` (every super-group whole). 1 for a dense conv."""
+        if self.groups == 1:
+            return 1
+        cg, kg = self.c // self.groups, self.k // self.groups
+        mag = math.lcm(math.lcm(cg, c0) // cg, math.lcm(kg, n0) // kg)
+        return max(d for d in range(1, min(mag, self.groups) + 1) if self.groups % d == 0)
+
+    def dense_view(self, c0: int, n0: int) -> ConvGeometry:
+        """The dense conv the kernel runs per super-group (:meth:`packing`), the super-groups as an
+        outer batch axis: x (N * G', C', H, W) is a free view of x (N, C, H, W) (a super-group's
+        channels are contiguous), w (G', K', C', kh, kw) block-diagonal. ``self`` when dense."""
+        if self.groups == 1:
+            return self
+        p = self.packing(c0, n0)
+        sg = self.groups // p
+        return dataclasses.replace(self, n=self.n * sg, c=self.c // sg, k=self.k // sg, groups=1)
+
+    def supergroups(self, c0: int, n0: int) -> int:
+        """G': super-groups of :meth:`packing` groups each (1 for a dense conv)."""
+        return self.groups // self.packing(c0, n0)
 
     def in_extent(self, out_tile: int, axis: int) -> int:
         """Input rows (axis 0) or cols (axis 1) an output tile of ``out_tile`` needs, halo included."""
@@ -63,17 +93,19 @@ class ConvGeometry:
         return (out_tile - 1) * s + (k - 1) * d + 1
 
     def describe(self) -> str:
+        grp = f" groups={self.groups}" if self.groups != 1 else ""
         return (
-            f"x({self.n},{self.c},{self.h},{self.w}) w({self.k},{self.c},{self.kh},{self.kw}) "
-            f"s{self.stride} d{self.dilation} p{self.pads} -> y({self.n},{self.k},{self.ho},{self.wo})"
+            f"x({self.n},{self.c},{self.h},{self.w}) w({self.k},{self.c // self.groups},{self.kh},{self.kw}) "
+            f"s{self.stride} d{self.dilation} p{self.pads}{grp} -> y({self.n},{self.k},{self.ho},{self.wo})"
         )
 
 
 def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> ConvGeometry:
-    """Check and canonicalise Conv2D arguments (NCHW input, OIHW weights).
+    """Check and canonicalise Conv2D arguments (NCHW input, OIHW weights (K, C / groups, kh, kw)).
 
     Args:
         padding: int, (ph, pw), ((top, bottom), (left, right)), "SAME" or "VALID".
+        groups: a positive int dividing C and K (depthwise: groups = C).
     Raises:
         ValueError / TypeError naming the parameter, the value and the fix.
     """
@@ -93,19 +125,24 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
         )
     if len(w_shape) != 4:
         raise InputError(f"w must be 4-D OIHW (K, C, kh, kw), got shape {w_shape}.")
-    if not is_int(groups) or groups != 1:
-        raise InputError(
-            f"groups={groups!r} is not supported: npu-jax emulates dense Conv2D only "
-            f"(groups=1). Split a grouped conv into per-group calls."
-        )
+    if not is_int(groups):
+        raise InputTypeError(f"groups must be a positive int (1 = dense, C = depthwise), got {groups!r}.")
+    groups = int(groups)
+    if groups < 1:
+        raise InputError(f"groups must be a positive int (1 = dense, C = depthwise), got groups={groups}.")
     n, c, h, w = x_shape
     k, cw, kh, kw = w_shape
     if min(x_shape) <= 0 or min(w_shape) <= 0:
         raise InputError(f"x {x_shape} and w {w_shape} must have positive sizes.")
-    if cw != c:
+    if c % groups or k % groups:
         raise InputError(
-            f"channel mismatch: x has C={c} channels (x.shape[1]) but w expects "
-            f"{cw} (w.shape[1]); w must be OIHW (K, C, kh, kw)."
+            f"groups={groups} must divide the input channels C={c} (x.shape[1]) and the output channels "
+            f"K={k} (w.shape[0]); use a divisor of both (depthwise: groups=C)."
+        )
+    if cw * groups != c:
+        raise InputError(
+            f"channel mismatch: x has C={c} channels (x.shape[1]), so with groups={groups} w.shape[1] "
+            f"must be C / groups = {c // groups}, got {cw}; w must be OIHW (K, C / groups, kh, kw)."
         )
     sh, sw = _pair("stride", stride)
     if sh < 1 or sw < 1:
@@ -158,11 +195,11 @@ def canonicalize(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int 
             f"Load3D supports kernel <= 255, dilation <= 255, stride <= 63; got "
             f"kernel {(kh, kw)}, dilation {(dh, dw)}, stride {(sh, sw)}."
         )
-    return ConvGeometry(n, c, h, w, k, kh, kw, (sh, sw), (dh, dw), pads)
+    return ConvGeometry(n, c, h, w, k, kh, kw, (sh, sw), (dh, dw), pads, groups)
 
 
 jax.tree_util.register_dataclass(
     ConvGeometry,
     data_fields=["n", "c", "h", "w", "k", "kh", "kw", "stride", "dilation", "pads"],
-    meta_fields=[],
+    meta_fields=["groups"],
 )

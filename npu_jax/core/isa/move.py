@@ -71,6 +71,7 @@ def data_copy_in(
             raise ValueError(f"layout='nc1hwc0' needs a (C, H, W) window, got {tile.shape}.")
         tile = formats.chw_to_c1hwc0(tile, c0)
     elif layout == "oihw_to_kn":
+        tile = tile[0] if tile.ndim == 5 and tile.shape[0] == 1 else tile  # one group of (G, O, C, kh, kw)
         if tile.ndim != 4:
             raise ValueError(f"layout='oihw_to_kn' needs an (O, C, kh, kw) window, got {tile.shape}.")
         kh, kw = kernel if kernel is not None else (None, None)
