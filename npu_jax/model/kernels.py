@@ -62,8 +62,9 @@ class Setting:
 # ---- conv ---------------------------------------------------------------------------------------------------
 def conv_geometry(layer: Layer, x_shape):
     a = layer.attrs
-    kw = {} if a["groups"] == 1 else {"groups": a["groups"]}
-    return canonicalize(tuple(x_shape), layer.weight.shape, a["stride"], a["pads"], a["dilation"], **kw)
+    return canonicalize(
+        tuple(x_shape), layer.weight.shape, a["stride"], a["pads"], a["dilation"], a["groups"]
+    )
 
 
 def conv_flops(layer: Layer, x_shape, y_shape) -> int:
@@ -79,7 +80,7 @@ def _tiling(g, epi, mid, s: Setting, cache: dict):
     if key not in cache:
         t = choose_tiling(g, s.strategy, s.hw, op, mid, epi)
         by = "chooser"
-        if s.search and s.strategy == "img2col" and getattr(g, "groups", 1) == 1:  # the search: dense img2col
+        if s.search and s.strategy == "img2col" and g.groups == 1:  # the search: dense img2col
             t, by = _searched(g, epi, mid, s, t)
         cache[key] = (t, by)
     return cache[key]
@@ -144,7 +145,7 @@ def conv_bottleneck(p) -> str:
     needs longer than the busiest core's summed work."""
     h = costs.HwNumbers.of(p.hw)
     # a grouped conv's schedule runs its dense view, which needs the channel block (layer_of(g, c0))
-    L = layer_of(p.g) if getattr(p.g, "groups", 1) == 1 else layer_of(p.g, p.c0)
+    L = layer_of(p.g, p.c0)
     c, q, pro = stacked_arrays([p], L, h)
     live, n_s = c["live"], q["steps"]
 
@@ -175,8 +176,8 @@ def _conv_kept(p) -> tuple[str, ...]:
     launches with, in its order: the same shapes, a grouped layer's super-groups as a leading
     axis), resident for the vector kernel after it. Held to the emulator by the run == estimate
     tests."""
-    sg = getattr(p, "sgroups", 1)  # grouped convs: super-groups (G', ...) of a dense view ``Bv``
-    B, op, e = getattr(p, "Bv", p.B), p.operand, p.epi
+    sg = p.sgroups  # grouped convs: super-groups (G', ...) of the dense view ``Bv``
+    B, op, e = p.Bv, p.operand, p.epi
     lead = (sg,) if sg > 1 else ()
     if p.spec.nc1hwc0_source:
         specs = [
