@@ -29,6 +29,9 @@ COMMANDS: tuple[Entry, ...] = (
     Entry("precision", "precision lab: strategies vs depth, formats, baselines", "precision.cli"),
     Entry("fuse", "Conv2D + epilogue (bias, ReLU, ...): unfused vs fused, what fusion saves", "fusion.cli"),
     Entry("search", "find a Conv2D tiling by gradient descent on the cost model", "npu_jax.cli.search"),
+    Entry(
+        "model", "an ONNX network layer by layer: time, fusion, numbers vs onnxruntime", "npu_jax.cli.model"
+    ),
 )
 
 # the demo's sections, in the order printed: the GEMM, the precision table, the Conv2D strategies

@@ -101,7 +101,19 @@ def read(model) -> onnx.ModelProto:
     if isinstance(model, (str, os.PathLike)):
         if not os.path.exists(model):
             raise InputError(f"npu_jax.model.load: no such file {os.fspath(model)!r}.")
-        return onnx.load(os.fspath(model))
+        if os.path.isdir(model):
+            raise InputError(f"npu_jax.model.load: {os.fspath(model)!r} is a folder; give an .onnx file.")
+        try:
+            return onnx.load(os.fspath(model))
+        except OSError as e:
+            raise InputError(
+                f"npu_jax.model.load: cannot read {os.fspath(model)!r}: {e.strerror or e}."
+            ) from None
+        except Exception as e:  # protobuf's DecodeError and kin: the file is not an ONNX model
+            raise InputError(
+                f"npu_jax.model.load: {os.fspath(model)!r} is not an ONNX model ({type(e).__name__}: "
+                f"{' '.join(str(e).split())[:120]}); give a file saved by onnx.save or an exporter."
+            ) from None
     raise InputTypeError(
         f"npu_jax.model.load takes a path to an .onnx file or an onnx.ModelProto, got {type(model).__name__}."
     )

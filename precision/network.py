@@ -1,0 +1,301 @@
+"""The precision lab on a real network: every layer of an ONNX model, emulated, against onnxruntime.
+
+``network_errors(model, x, policy=...)`` runs the model through the emulator (``npu_jax.model``, with
+data, every layer's output kept) and through onnxruntime (fp32, CPU, every node's output), and compares
+each emulated layer's output with the runtime's tensor of the same name (:func:`precision.compare`).
+Each layer gets a budget from the error analysis, and the result says where the error grows with depth
+and whether a policy keeps it inside.
+
+The budget (:func:`network_rel_l2_bound`) extends the conv stack's (``budgets.stack_rel_l2_bound``) to
+a graph. Every rounding of a tensor to the storage format perturbs it by at most ``u`` relative, in
+norm; a layer passes a relative perturbation on without growth to first order (ReLU is 1-Lipschitz;
+BatchNorm-folded He-initialised convs keep activation and error norms alike; a residual add of two
+tensors is no worse than its worse input when they do not cancel); so the errors reaching a tensor add
+up along the path with the most roundings to it. Roundings counted: the network input (1); per conv or
+GEMM its weights and its output (2: bias, residual and activation are applied in fp32 before the output
+conversion when fused); per pooling or vector kernel its output (1). Accumulation adds the
+probabilistic bound of each layer's inner product in the accumulator's format
+(:func:`~precision.budgets.gamma_tilde`, lambda = 6, over ``K`` terms in fp32, or ``K / 16`` fp16
+roundings for fp16 accumulation), which is negligible in fp32 and the point in fp16.
+
+    errs = network_errors(zoo.resnet18(image=64), x, policy=npu_jax.Policy())   # mixed: fp16 / fp32
+    print(errs.table()); errs.ok                # every layer within its budget
+    plot_network_errors([errs, errs_fp16], "depth.png")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import npu_jax
+from npu_jax.core.policy import Policy
+from npu_jax.errors import InputError, InputTypeError
+from npu_jax.model.plan import View
+from precision.budgets import gamma_tilde
+from precision.formats import get_format
+from precision.metrics import Metrics, compare
+
+_OWN_ROUNDINGS = {"conv": 2, "gemm": 2, "pool": 1, "eltwise": 1}
+
+
+def _proto(model) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        return onnx.load(model)
+    raise InputTypeError(
+        f"network_errors: model must be a path or an onnx.ModelProto, got {type(model).__name__}."
+    )
+
+
+def reference_tensors(model, inputs) -> dict[str, np.ndarray]:
+    """onnxruntime's value (fp32, CPU) of every node output of ``model`` on ``inputs``.
+
+    Args:
+        model: a path or an ``onnx.ModelProto``.
+        inputs: an array (a single-input model) or a dict by input name.
+    """
+    proto = onnx.ModelProto()
+    proto.CopyFrom(_proto(model))
+    names = [o for n in proto.graph.node for o in n.output if o]
+    del proto.graph.output[:]
+    proto.graph.output.extend(onnx.ValueInfoProto(name=nm) for nm in names)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed_names = [i.name for i in sess.get_inputs()]
+    if not isinstance(inputs, dict):
+        if len(feed_names) != 1:
+            raise InputError(f"the model has inputs {feed_names}: pass a dict by input name.")
+        inputs = {feed_names[0]: inputs}
+    feed = {k: np.asarray(v, np.float32) for k, v in inputs.items()}
+    return dict(zip(names, sess.run(None, feed)))
+
+
+def _acc_bound(K: int, policy: Policy) -> float:
+    """Probabilistic bound of one length-``K`` inner product accumulated as ``policy`` does."""
+    if policy.accumulate == "fp32":
+        return gamma_tilde(K, get_format("fp32").u)
+    block = {"fp16_mac": 1, "fp16_step": 16, "fp16_tile": 16}.get(policy.accumulate, 16)
+    return gamma_tilde(-(-K // block), get_format("fp16").u) + gamma_tilde(block, get_format("fp32").u)
+
+
+def network_rel_l2_bound(roundings: int, acc: float, fmt: str) -> float:
+    """First-order bound on a tensor's relative L2 error: ``roundings`` roundings to ``fmt`` along the
+    worst path to it, plus the accumulation bounds ``acc`` summed along that path."""
+    return roundings * get_format(fmt).u + acc
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerError:
+    """One emulated layer's output against onnxruntime's.
+
+    Attributes:
+        name, op, output: the layer (its first ONNX node), its kernel kind and its ONNX output tensor.
+        depth: conv / GEMM layers on the longest path from the input to it.
+        roundings: roundings to the storage format on the worst path (see the module docstring).
+        bound: the first-order relative L2 bound there. metrics: :func:`precision.compare`'s.
+    """
+
+    name: str
+    op: str
+    output: str
+    depth: int
+    roundings: int
+    bound: float
+    metrics: Metrics
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.metrics.rel_l2 <= self.bound)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkErrors:
+    """Per-layer errors of one emulated run of a network against onnxruntime (:func:`network_errors`)."""
+
+    network: str
+    label: str
+    policy: Policy
+    rows: tuple[LayerError, ...]
+    report: object  # the emulated run's npu_jax.model.NetworkReport
+
+    @property
+    def cycles(self) -> int:
+        return self.report.cycles
+
+    @property
+    def ok(self) -> bool:
+        """Every layer within its budget."""
+        return all(r.ok for r in self.rows)
+
+    @property
+    def final(self) -> LayerError:
+        return self.rows[-1]
+
+    @property
+    def worst(self) -> LayerError:
+        """The layer closest to (or furthest over) its budget."""
+        return max(self.rows, key=lambda r: r.metrics.rel_l2 / r.bound)
+
+    def table(self) -> str:
+        head = f"{self.network} under {self.label}: {sum(r.ok for r in self.rows)}/{len(self.rows)} layers within budget"
+        lines = [
+            head,
+            f"  {'layer':<28} {'op':<7} {'depth':>5} {'rel_l2':>10} {'budget':>10} {'max_abs':>10} {'cosine':>9}  ok",
+        ]
+        for r in self.rows:
+            m = r.metrics
+            lines.append(
+                f"  {r.name[:28]:<28} {r.op:<7} {r.depth:>5} {m.rel_l2:>10.3e} {r.bound:>10.3e} "
+                f"{m.max_abs:>10.3e} {m.cosine:>9.6f}  {'yes' if r.ok else 'NO'}"
+            )
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        return {
+            "network": self.network,
+            "label": self.label,
+            "ok": self.ok,
+            "cycles": self.cycles,
+            "layers": [
+                {
+                    "name": r.name,
+                    "op": r.op,
+                    "output": r.output,
+                    "depth": r.depth,
+                    "roundings": r.roundings,
+                    "bound": r.bound,
+                    "ok": r.ok,
+                    **{
+                        k: getattr(r.metrics, k)
+                        for k in ("rel_l2", "max_abs", "max_rel", "cosine", "ulp_max")
+                    },
+                }
+                for r in self.rows
+            ],
+        }
+
+
+def _policy_label(p: Policy) -> str:
+    return f"{p.operand} operands, {p.accumulate} accumulation, {p.output} activations"
+
+
+def network_errors(
+    model,
+    x,
+    *,
+    hw=None,
+    policy: Policy | None = None,
+    strategy: str = "img2col",
+    fused: bool = True,
+    label: str | None = None,
+    reference: dict | None = None,
+    checks=None,
+) -> NetworkErrors:
+    """Run ``model`` on ``x`` through the emulator under ``policy`` and compare every layer's output
+    with onnxruntime's (fp32, CPU).
+
+    Args:
+        model: a path or an ``onnx.ModelProto``.
+        x: the input (NCHW array) or a dict by input name.
+        hw, policy, strategy, fused, checks: as ``npu_jax.model.Model.run``.
+        label: what to call this run in tables and plots (default: the policy in words).
+        reference: :func:`reference_tensors`' result, to reuse across policies (computed if None).
+    """
+    policy = Policy() if policy is None else policy
+    if not isinstance(policy, Policy):
+        raise InputTypeError(f"network_errors: policy must be a Policy or None, got {type(policy).__name__}.")
+    proto = _proto(model)
+    m = npu_jax.model.load(proto)
+    ref = reference_tensors(proto, x) if reference is None else reference
+    _, rep = m.run(x, hw=hw, policy=policy, strategy=strategy, fused=fused, keep=True, checks=checks)
+    fmt = policy.output
+    K = _reductions(proto)
+    # per tensor: (depth, roundings, accumulation bound) on its worst path; graph inputs: one rounding
+    path = {name: (0, 1, 0.0) for name in m.graph.inputs}
+    views = {v.output: v.input for v in m.plan.items if isinstance(v, View)}  # Flatten, Reshape: no kernel
+    rows = []
+    for la in rep.layers:
+        for t in la.inputs:
+            src = t
+            while src not in path and src in views:
+                src = views[src]
+            if src in path:
+                path[t] = path[src]
+        prev = [path[t] for t in la.inputs if t in path] or [(0, 1, 0.0)]
+        depth = max(p[0] for p in prev) + (la.op in ("conv", "gemm"))
+        roundings = max(p[1] for p in prev) + _OWN_ROUNDINGS.get(la.op, 1)
+        acc = max(p[2] for p in prev) + (_acc_bound(K[la.name], policy) if la.name in K else 0.0)
+        path[la.output] = (depth, roundings, acc)
+        if la.output not in ref:
+            raise InputError(f"onnxruntime has no tensor {la.output!r} (layer {la.name}).")
+        out = rep.tensors[la.output]
+        r = ref[la.output]
+        metrics = compare(np.asarray(out, np.float64).reshape(r.shape), r.astype(np.float64), fmt=fmt)
+        rows.append(
+            LayerError(
+                la.name,
+                la.op,
+                la.output,
+                depth,
+                roundings,
+                network_rel_l2_bound(roundings, acc, fmt),
+                metrics,
+            )
+        )
+    return NetworkErrors(m.name, label or _policy_label(policy), policy, tuple(rows), rep)
+
+
+def _reductions(proto: onnx.ModelProto) -> dict[str, int]:
+    """Node name -> inner-product length K of every Conv (C/group * kh * kw, from its weights) and
+    Gemm / MatMul (the weights' reduced axis) whose weights are initializers."""
+    dims = {i.name: tuple(i.dims) for i in proto.graph.initializer}
+    out = {}
+    for n in proto.graph.node:
+        w = dims.get(n.input[1]) if len(n.input) > 1 else None
+        if w is None:
+            continue
+        if n.op_type == "Conv":
+            out[n.name] = int(np.prod(w[1:]))
+        elif n.op_type in ("Gemm", "MatMul"):
+            trans_b = any(a.name == "transB" and a.i for a in n.attribute)
+            out[n.name] = int(w[1] if trans_b else w[0])
+    return out
+
+
+def plot_network_errors(results, path=None, ax=None):
+    """Relative L2 error of every layer against its depth, one line per run, budgets dashed."""
+    import matplotlib
+
+    if ax is None and path is not None:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5)) if ax is None else (ax.figure, ax)
+    for res in results:
+        xs = np.arange(1, len(res.rows) + 1)
+        (line,) = ax.semilogy(
+            xs, [max(r.metrics.rel_l2, 1e-12) for r in res.rows], marker=".", label=res.label
+        )
+        ax.semilogy(xs, [r.bound for r in res.rows], ls="--", color=line.get_color(), lw=0.8)
+    ax.set_xlabel("layer (execution order)")
+    ax.set_ylabel("relative L2 error vs onnxruntime fp32")
+    ax.set_title(f"{results[0].network}: error through the depth (dashed: budget)" if results else "")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+__all__ = [
+    "LayerError",
+    "NetworkErrors",
+    "network_errors",
+    "network_rel_l2_bound",
+    "plot_network_errors",
+    "reference_tensors",
+]
