@@ -78,6 +78,8 @@ def _acc_bound(K: int, policy: Policy) -> float:
     """Probabilistic bound of one length-``K`` inner product accumulated as ``policy`` does."""
     if policy.accumulate == "fp32":
         return gamma_tilde(K, get_format("fp32").u)
+    # fp16 roundings every `block` products: 1 (each MAC), K0 = 16 (each fractal step); a K tile
+    # (fp16_tile) is at least K0 deep, so K0 there gives a bound that holds for every tiling
     block = {"fp16_mac": 1, "fp16_step": 16, "fp16_tile": 16}.get(policy.accumulate, 16)
     return gamma_tilde(-(-K // block), get_format("fp16").u) + gamma_tilde(block, get_format("fp32").u)
 
