@@ -50,7 +50,7 @@ CASES = [
         "channel mismatch",
         conv(w=W[:, :8]),
         ValueError,
-        r"channel mismatch: x has C=16.*w expects 8.*w\.shape\[1\]",
+        r"channel mismatch: x has C=16.*w\.shape\[1\] must be C / groups = 16, got 8",
     ),
     ("empty batch", conv(x=X[:0]), ValueError, r"x \(0, 16, 8, 8\).*must have positive sizes"),
     ("negative padding", conv(padding=-1), ValueError, r"padding must be >= 0.*\(-1, -1, -1, -1\)"),
