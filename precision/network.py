@@ -34,6 +34,7 @@ import onnxruntime as ort
 import npu_jax
 from npu_jax.core.policy import Policy
 from npu_jax.errors import InputError, InputTypeError
+from npu_jax.model.graph import read as read_model
 from npu_jax.model.plan import View
 from precision.budgets import gamma_tilde
 from precision.formats import get_format
@@ -43,13 +44,8 @@ _OWN_ROUNDINGS = {"conv": 2, "gemm": 2, "pool": 1, "eltwise": 1}
 
 
 def _proto(model) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-        return onnx.load(model)
-    raise InputTypeError(
-        f"network_errors: model must be a path or an onnx.ModelProto, got {type(model).__name__}."
-    )
+    """The ModelProto of a path or a ModelProto: the importer's own reader (its errors name the file)."""
+    return read_model(model)
 
 
 def reference_tensors(model, inputs) -> dict[str, np.ndarray]:
