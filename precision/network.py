@@ -30,15 +30,17 @@ import dataclasses
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 import npu_jax
 from npu_jax.core.policy import Policy
-from npu_jax.errors import InputError, InputTypeError
+from npu_jax.errors import InputError, InputTypeError, check_int
 from npu_jax.model.graph import read as read_model
 from npu_jax.model.plan import View
 from precision.budgets import gamma_tilde
 from precision.formats import get_format
 from precision.metrics import Metrics, compare
+from precision.strategies import pow2_scale
 
 _OWN_ROUNDINGS = {"conv": 2, "gemm": 2, "pool": 1, "eltwise": 1}
 
@@ -119,6 +121,7 @@ class NetworkErrors:
     policy: Policy
     rows: tuple[LayerError, ...]
     report: object  # the emulated run's npu_jax.model.NetworkReport
+    scale: float = 1.0  # the network-wide power-of-two scale the run used (scaled_model)
 
     @property
     def cycles(self) -> int:
@@ -156,6 +159,7 @@ class NetworkErrors:
         return {
             "network": self.network,
             "label": self.label,
+            "scale": self.scale,
             "ok": self.ok,
             "cycles": self.cycles,
             "layers": [
@@ -177,6 +181,107 @@ class NetworkErrors:
         }
 
 
+# ---- network-wide power-of-two scaling -------------------------------------------------------------
+# Ops whose output scales by s when every input does (positively homogeneous), given the constant
+# inputs listed in _SCALED scaled too; any other op would change its result under scaling.
+_HOMOGENEOUS = {
+    "Conv", "Gemm", "MatMul", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Add", "Sub", "Mul",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Flatten", "Reshape", "Identity",
+    "Squeeze", "Unsqueeze", "Transpose", "Concat",
+}  # fmt: skip
+_BILINEAR = ("Conv", "Gemm", "MatMul", "Mul")  # linear in the activation only beside a constant
+# op -> input positions that are offsets in the activations' units (scaled with them)
+_SCALED = {
+    "Conv": (2,),
+    "Gemm": (2,),
+    "BatchNormalization": (2, 3),
+    "Clip": (1, 2),
+    "Add": (0, 1),
+    "Sub": (0, 1),
+}
+
+
+def scaled_model(model, scale: float) -> onnx.ModelProto:
+    """``model`` with every activation multiplied by ``scale``: fed ``scale * x``, each node's output
+    is ``scale`` times the original's. Biases, BatchNorm shifts and running means, Clip bounds and the
+    constant operand of an Add / Sub are scaled (new initializers; shared ones are never scaled twice);
+    weights, BatchNorm scales and variances are not. A power-of-two ``scale`` changes no rounding in a
+    format's normal range, so it moves a network's activations into fp16's range and nothing else.
+
+    Raises:
+        InputError: a node whose op is not positively homogeneous (``Sigmoid``, ``Softmax``, ...), or
+            a Clip / Add / Sub constant given as an attribute or a non-initializer."""
+    s = _check_scale("scaled_model", scale)
+    proto = onnx.ModelProto()
+    proto.CopyFrom(_proto(model))
+    inits = {i.name: i for i in proto.graph.initializer}
+    made: dict[str, str] = {}
+    for node in proto.graph.node:
+        if node.op_type not in _HOMOGENEOUS:
+            raise InputError(
+                f"scaled_model: node {node.name!r} ({node.op_type}) does not scale with its input; "
+                f"scaling applies to networks of {', '.join(sorted(_HOMOGENEOUS))}."
+            )
+        if node.op_type == "Clip" and any(a.name in ("min", "max") for a in node.attribute):
+            raise InputError(f"scaled_model: Clip {node.name!r} has its bounds as attributes (opset < 11).")
+        if node.op_type in _BILINEAR and sum(t in inits for t in node.input[:2]) != 1:
+            raise InputError(
+                f"scaled_model: {node.op_type} {node.name!r} must take exactly one constant operand "
+                f"(a product of two activations scales by scale**2), got inputs {list(node.input[:2])}."
+            )
+        for pos in _SCALED.get(node.op_type, ()):
+            name = node.input[pos] if pos < len(node.input) else ""
+            if not name:
+                continue  # an absent optional input
+            if name not in inits:
+                if node.op_type in ("Add", "Sub"):
+                    continue  # an activation operand: scaled already
+                raise InputError(
+                    f"scaled_model: {node.op_type} {node.name!r}: input {name!r} must be an initializer to be scaled."
+                )
+            if name not in made:
+                arr = numpy_helper.to_array(inits[name])
+                new = numpy_helper.from_array((arr * arr.dtype.type(s)).astype(arr.dtype), f"{name}*{s:g}")
+                proto.graph.initializer.append(new)
+                made[name] = new.name
+            node.input[pos] = made[name]
+    return proto
+
+
+def _check_scale(fn: str, scale) -> float:
+    """``scale`` as a finite positive power of two (so that scaling is exact)."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise InputTypeError(
+            f"{fn}: scale must be a power of two (a float), got {type(scale).__name__} {scale!r}."
+        )
+    s = float(scale)
+    if not (np.isfinite(s) and s > 0) or np.frexp(s)[0] != 0.5:
+        raise InputError(
+            f"{fn}: scale must be a positive power of two (exact scaling), got {scale!r}; e.g. 2.0**-4."
+        )
+    return s
+
+
+def calibrated_scale(model, reference: dict, inputs: dict, fmt: str = "fp16", margin: int = 1) -> float:
+    """The network-wide power-of-two scale (``precision.strategies.pow2_scale``: fmt's max / amax,
+    rounded down to a power of two, over 2^``margin``) for the largest magnitude the emulated network
+    stores or sums: the inputs and every tensor of ``reference`` (:func:`reference_tensors`), and for
+    each average pool its running sum, up to its window's count times its input's largest magnitude
+    (the vector kernel adds the window's taps in the activations' format, then divides)."""
+    check_int("calibrated_scale", "margin", margin, 0, 64)
+    proto = _proto(model)
+    values = {**reference, **inputs}
+    amax = max(float(np.max(np.abs(v), initial=0.0)) for v in values.values())
+    for node in proto.graph.node:
+        x = values.get(node.input[0]) if node.input else None
+        if x is None or node.op_type not in ("GlobalAveragePool", "AveragePool"):
+            continue
+        kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
+        count = int(np.prod(x.shape[2:] if node.op_type == "GlobalAveragePool" else kernel))
+        amax = max(amax, count * float(np.max(np.abs(x), initial=0.0)))
+    return pow2_scale(amax, 1.0, margin, get_format(fmt).max)
+
+
 def _policy_label(p: Policy) -> str:
     return f"{p.operand} operands, {p.accumulate} accumulation, {p.output} activations"
 
@@ -192,6 +297,7 @@ def network_errors(
     label: str | None = None,
     reference: dict | None = None,
     checks=None,
+    scale: float | str | None = None,
 ) -> NetworkErrors:
     """Run ``model`` on ``x`` through the emulator under ``policy`` and compare every layer's output
     with onnxruntime's (fp32, CPU).
@@ -202,14 +308,29 @@ def network_errors(
         hw, policy, strategy, fused, checks: as ``npu_jax.model.Model.run``.
         label: what to call this run in tables and plots (default: the policy in words).
         reference: :func:`reference_tensors`' result, to reuse across policies (computed if None).
+        scale: None (no scaling), a power of two, or ``"auto"`` (:func:`calibrated_scale` from the
+            reference, for the policy's storage format): the emulator runs :func:`scaled_model` on
+            ``scale * x`` and its every output is divided by ``scale`` (exactly) before the comparison.
     """
     policy = Policy() if policy is None else policy
     if not isinstance(policy, Policy):
         raise InputTypeError(f"network_errors: policy must be a Policy or None, got {type(policy).__name__}.")
     proto = _proto(model)
     m = npu_jax.model.load(proto)
-    ref = reference_tensors(proto, x) if reference is None else reference
-    _, rep = m.run(x, hw=hw, policy=policy, strategy=strategy, fused=fused, keep=True, checks=checks)
+    feeds = x if isinstance(x, dict) else {name: x for name in m.graph.inputs}
+    ref = reference_tensors(proto, feeds) if reference is None else reference
+    if scale is None:
+        s = 1.0
+    elif isinstance(scale, str):
+        if scale != "auto":
+            raise InputError(f"network_errors: scale must be None, a power of two or 'auto', got {scale!r}.")
+        s = calibrated_scale(proto, ref, feeds, policy.output)
+    else:
+        s = _check_scale("network_errors", scale)
+    if s != 1.0:
+        m = npu_jax.model.load(scaled_model(proto, s))
+        feeds = {k: np.asarray(v, np.float32) * np.float32(s) for k, v in feeds.items()}
+    _, rep = m.run(feeds, hw=hw, policy=policy, strategy=strategy, fused=fused, keep=True, checks=checks)
     fmt = policy.output
     K = _reductions(proto)
     # per tensor: (depth, roundings, accumulation bound) on its worst path; graph inputs: one rounding
@@ -230,9 +351,9 @@ def network_errors(
         path[la.output] = (depth, roundings, acc)
         if la.output not in ref:
             raise InputError(f"onnxruntime has no tensor {la.output!r} (layer {la.name}).")
-        out = rep.tensors[la.output]
+        out = np.asarray(rep.tensors[la.output], np.float64) / s  # exact: s is a power of two
         r = ref[la.output]
-        metrics = compare(np.asarray(out, np.float64).reshape(r.shape), r.astype(np.float64), fmt=fmt)
+        metrics = compare(out.reshape(r.shape), r.astype(np.float64), fmt=fmt)
         rows.append(
             LayerError(
                 la.name,
@@ -244,7 +365,8 @@ def network_errors(
                 metrics,
             )
         )
-    return NetworkErrors(m.name, label or _policy_label(policy), policy, tuple(rows), rep)
+    label = label or _policy_label(policy) + (f", scaled 2^{int(np.log2(s))}" if s != 1.0 else "")
+    return NetworkErrors(m.name, label, policy, tuple(rows), rep, s)
 
 
 def _reductions(proto: onnx.ModelProto) -> dict[str, int]:
@@ -265,7 +387,8 @@ def _reductions(proto: onnx.ModelProto) -> dict[str, int]:
 
 
 def plot_network_errors(results, path=None, ax=None):
-    """Relative L2 error of every layer against its depth, one line per run, budgets dashed."""
+    """Relative L2 error of every layer against its depth, one line per run, budgets dashed; a layer
+    whose error is not finite (an overflow) is an x above the rest."""
     import matplotlib
 
     if ax is None and path is not None:
@@ -273,11 +396,16 @@ def plot_network_errors(results, path=None, ax=None):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5)) if ax is None else (ax.figure, ax)
-    for res in results:
+    errs = [np.array([r.metrics.rel_l2 for r in res.rows], np.float64) for res in results]
+    finite = [e[np.isfinite(e)] for e in errs] + [np.array([r.bound for res in results for r in res.rows])]
+    top = 2 * max((float(f.max()) for f in finite if f.size), default=1.0)  # where non-finite errors go
+    for res, e in zip(results, errs):
         xs = np.arange(1, len(res.rows) + 1)
-        (line,) = ax.semilogy(
-            xs, [max(r.metrics.rel_l2, 1e-12) for r in res.rows], marker=".", label=res.label
-        )
+        bad = ~np.isfinite(e)
+        label = res.label + (f" ({int(bad.sum())} non-finite: x)" if bad.any() else "")
+        (line,) = ax.semilogy(xs, np.where(bad, np.nan, np.maximum(e, 1e-12)), marker=".", label=label)
+        if bad.any():
+            ax.semilogy(xs[bad], np.full(int(bad.sum()), top), "x", color=line.get_color())
         ax.semilogy(xs, [r.bound for r in res.rows], ls="--", color=line.get_color(), lw=0.8)
     ax.set_xlabel("layer (execution order)")
     ax.set_ylabel("relative L2 error vs onnxruntime fp32")
@@ -294,6 +422,8 @@ __all__ = [
     "NetworkErrors",
     "network_errors",
     "network_rel_l2_bound",
+    "calibrated_scale",
     "plot_network_errors",
     "reference_tensors",
+    "scaled_model",
 ]

@@ -13,9 +13,15 @@ pytest.importorskip("onnxruntime")
 
 import npu_jax  # noqa: E402
 from npu_jax.cli import main as cli_main  # noqa: E402
-from npu_jax.errors import InputTypeError  # noqa: E402
+from npu_jax.errors import InputError, InputTypeError  # noqa: E402
 from npu_jax.model import zoo  # noqa: E402
-from precision.network import network_errors, plot_network_errors, reference_tensors  # noqa: E402
+from precision.network import (  # noqa: E402
+    calibrated_scale,
+    network_errors,
+    plot_network_errors,
+    reference_tensors,
+    scaled_model,
+)
 from precision.strategies import POLICIES  # noqa: E402
 
 
@@ -91,6 +97,55 @@ def test_bad_arguments(case):
         network_errors(42, x)
 
 
+# ---- network-wide power-of-two scaling ------------------------------------------------------------------
+@pytest.mark.parametrize("k", [-5, 7])
+def test_scaled_model_scales_every_tensor_exactly(case, k):
+    proto, x, ref = case
+    s = 2.0**k
+    got = reference_tensors(scaled_model(proto, s), x * np.float32(s))
+    for name, r in ref.items():  # BN shifts, biases scaled: every node's output is s times, bit for bit
+        np.testing.assert_array_equal(got[name], r * np.float32(s), err_msg=name)
+    assert len(proto.graph.initializer) < len(scaled_model(proto, s).graph.initializer)  # copies, not edits
+
+
+def test_calibrated_scaling_brings_an_overflowing_network_back_into_budget(case, tmp_path):
+    proto, x, _ = case
+    big = x * np.float32(2.0**13)  # activations past fp16's 65504 (the global pool's sum first)
+    ref = reference_tensors(proto, big)
+    s = calibrated_scale(proto, ref, {"input": big})
+    assert s < 1 and np.log2(s) == int(np.log2(s))
+    hw, mixed = npu_jax.presets.tiny(), POLICIES["mixed"]
+    plain = network_errors(proto, big, hw=hw, policy=mixed, reference=ref)
+    assert not plain.ok and not np.isfinite(plain.final.metrics.rel_l2), plain.table()
+    scaled = network_errors(proto, big, hw=hw, policy=mixed, reference=ref, scale="auto")
+    assert scaled.ok, scaled.table()
+    assert scaled.scale == s and "scaled 2^" in scaled.label and scaled.as_dict()["scale"] == s
+    fig = plot_network_errors([plain, scaled], tmp_path / "range.png")  # overflowed layers drawn as x
+    assert "non-finite" in fig.axes[0].get_legend().get_texts()[0].get_text()
+
+
+def test_scaling_refuses_what_it_cannot_scale(case):
+    proto, x, _ = case
+    for bad in (3.0, 0.0, -2.0, float("inf")):
+        with pytest.raises(InputError, match="power of two"):
+            scaled_model(proto, bad)
+    with pytest.raises(InputTypeError, match="scale"):
+        network_errors(proto, x, scale=True)
+    with pytest.raises(InputError, match="scale"):
+        network_errors(proto, x, scale="max")
+    sig = onnx.helper.make_node("Sigmoid", ["logits"], ["p"], name="head.sigmoid")
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    m.graph.node.append(sig)
+    with pytest.raises(InputError, match="head.sigmoid"):
+        scaled_model(m, 2.0)
+    sq = onnx.helper.make_node("Mul", ["logits", "logits"], ["sq"], name="head.square")
+    m.graph.node.pop()
+    m.graph.node.append(sq)
+    with pytest.raises(InputError, match="head.square"):
+        scaled_model(m, 2.0)
+
+
 # ---- npu-jax model --------------------------------------------------------------------------------------
 def test_cli_model_estimate_json(tmp_path, capsys):
     path = tmp_path / "net.onnx"
@@ -102,6 +157,15 @@ def test_cli_model_estimate_json(tmp_path, capsys):
     layers = data["report"]["layers"]
     assert [la["name"] for la in layers] == ["stem", "block.conv1", "block.conv2", "avgpool", "fc"]
     assert data["report"]["cycles"] == sum(la["cycles"] for la in layers)
+
+
+def test_cli_model_numbers_under_a_scale(tmp_path, capsys):
+    path = tmp_path / "net.onnx"
+    onnx.save(_net(5), str(path))
+    argv = ["model", str(path), "--preset", "tiny", "--batch", "2", "--numbers", "--scale", "2^-2", "--json"]
+    assert cli_main(argv) == 0
+    numbers = json.loads(capsys.readouterr().out)["numbers"]
+    assert numbers["scale"] == 0.25 and numbers["ok"] and "scaled 2^-2" in numbers["label"]
 
 
 def test_cli_model_text_trace_and_fusion(tmp_path, capsys):
@@ -121,6 +185,8 @@ def test_cli_model_text_trace_and_fusion(tmp_path, capsys):
         (["model", "nonexistent.onnx"], "does not exist"),
         (["model", "resnet18", "--batch", "0"], "--batch"),
         (["model", "resnet18", "--policy", "int4"], "--policy"),
+        (["model", "resnet18", "--numbers", "--scale", "3"], "--scale"),
+        (["model", "resnet18", "--scale", "auto"], "--scale"),
     ],
 )
 def test_cli_model_usage_errors(argv, needle, capsys):

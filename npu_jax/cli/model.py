@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
-from npu_jax.cli.types import add_preset_argument, positive_int
+from npu_jax.cli.types import add_preset_argument, positive_int, power_of_two_or_auto
 from npu_jax.mapping.conv import STRATEGIES
 
 ZOO = ("resnet18", "resnet50", "mobilenet_v2", "small_cnn")
@@ -72,6 +72,13 @@ def register(parser: argparse.ArgumentParser) -> None:
         default="mixed",
         help="precision policy of --numbers (default mixed)",
     )
+    parser.add_argument(
+        "--scale",
+        type=power_of_two_or_auto,
+        default=None,
+        metavar="auto|2^E",
+        help="--numbers under a network-wide power-of-two scale (auto: calibrated from the reference)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the zoo's weights and of the input")
     add_output_argument(parser, "--trace", "write the whole network's Chrome trace (JSON) to PATH")
     add_output_argument(parser, "--plot", "write a per-layer time plot (PNG) to PATH")
@@ -104,6 +111,8 @@ def run(args) -> int:
     proto, m = _load(args)
     fused = not args.unfused
     data: dict = {}
+    if args.scale is not None and not args.numbers:
+        args.parser.error("argument --scale: only with --numbers")
     if args.numbers:
         network = importlib.import_module("precision.network")
         policy = importlib.import_module("precision.strategies").POLICIES[args.policy]
@@ -113,7 +122,7 @@ def run(args) -> int:
         )
         x = _input(m, args.batch, args.seed)
         errs = network.network_errors(
-            proto, x, hw=hw, policy=policy, strategy=args.strategy, fused=fused, label=args.policy
+            proto, x, hw=hw, policy=policy, strategy=args.strategy, fused=fused, scale=args.scale
         )
         report = errs.report
         data["numbers"] = errs.as_dict()

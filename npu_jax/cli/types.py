@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable, Sequence
 
@@ -61,6 +62,22 @@ def fraction(text: str) -> float:
         v = float("nan")
     if not 0 < v <= 1:
         raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], e.g. 0.01; got {text!r}")
+    return v
+
+
+def power_of_two_or_auto(text: str) -> float | str:
+    """``auto`` or a positive power of two: ``0.125``, ``2^-3`` or ``2**-3``."""
+    if text == "auto":
+        return text
+    base, sep, exp = text.replace("**", "^").partition("^")
+    try:
+        v = 2.0 ** int(exp) if sep and base.strip() == "2" else float(text)
+    except (ValueError, OverflowError):
+        v = 0.0
+    if not (0 < v < float("inf")) or math.frexp(v)[0] != 0.5:
+        raise argparse.ArgumentTypeError(
+            f"must be 'auto' or a positive power of two such as 2^-3, got {text!r}"
+        )
     return v
 
 
