@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable
 
 import jax
 
+from npu_jax.core import diskcache
 from npu_jax.errors import ConfigError, check_int
 
 _DEFAULT_SIZE = 64
@@ -164,7 +165,9 @@ def enable_persistent_cache(
     path: str | os.PathLike | None = None, min_compile_secs: float = 0.5
 ) -> str | None:
     """Keep compiled programs on disk, so the next process (a CLI run, a notebook restarted) loads them
-    instead of compiling again: JAX's persistent compilation cache, pointed at ``path`` (default
+    instead of compiling again, and the tiling chooser's picks (``<path>/npu-jax-results``, keyed on
+    the layer, hardware, formats and the package's source: :mod:`npu_jax.core.diskcache`), so a layer
+    priced once is not searched again: JAX's persistent compilation cache, pointed at ``path`` (default
     :func:`default_cache_dir`; None there: nothing is enabled). Programs that compiled in under
     ``min_compile_secs`` are not written. Returns the directory used, or None.
 
@@ -195,6 +198,7 @@ def enable_persistent_cache(
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_secs))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    diskcache.set_dir(path)  # and the tiling chooser's picks (npu_jax/core/diskcache.py)
     return path
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 
+from npu_jax.core import diskcache
 from npu_jax.cost.conv import predict_many
 from npu_jax.errors import NpuError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
@@ -78,7 +80,17 @@ def choose_tiling(
     Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
     strategy allows) resident weights, each double-buffered where it fits (else serial); every one
     validated against every buffer. The cheap
-    lower bound prunes large grids to 48, which get the exact closed-form schedule."""
+    lower bound prunes large grids to 48, which get the exact closed-form schedule.
+
+    Picks are kept in memory (256) and, once :func:`npu_jax.enable_persistent_cache` is on, on disk
+    across processes (:mod:`npu_jax.core.diskcache`, keyed on every argument and the package's source)."""
+    key = (g, strategy, hw, operand, output, epi)
+    kept = diskcache.load("choose_tiling", key)
+    if kept is not None:
+        try:
+            return ConvTiling(**kept)
+        except (TypeError, NpuError):
+            pass  # not a tiling: chosen again and written over
     cands = candidate_tilings(g, strategy, hw, operand, output, epi)
     if not cands:
         extra = f" with epilogue {epi}" if epi is not None else ""
@@ -87,5 +99,6 @@ def choose_tiling(
             f"even the smallest tiles overflow a buffer."
         )
     cyc, gm = predict_many(g, strategy, cands, hw, operand, output, epi=epi)
-    best = min(range(len(cands)), key=lambda i: (cyc[i], gm[i]))
-    return cands[best]
+    best = cands[min(range(len(cands)), key=lambda i: (cyc[i], gm[i]))]
+    diskcache.store("choose_tiling", key, dataclasses.asdict(best))
+    return best
