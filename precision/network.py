@@ -209,8 +209,9 @@ def scaled_model(model, scale: float) -> onnx.ModelProto:
     format's normal range, so it moves a network's activations into fp16's range and nothing else.
 
     Raises:
-        InputError: a node whose op is not positively homogeneous (``Sigmoid``, ``Softmax``, ...), or
-            a Clip / Add / Sub constant given as an attribute or a non-initializer."""
+        InputError: a node whose op is not positively homogeneous (``Sigmoid``, ``Softmax``, ...), a
+            product of two activations, Clip bounds given as attributes, or a bias or Clip bound that
+            is not an initializer (an Add / Sub of two activations needs nothing scaled)."""
     s = _check_scale("scaled_model", scale)
     proto = onnx.ModelProto()
     proto.CopyFrom(_proto(model))
@@ -315,18 +316,15 @@ def network_errors(
     policy = Policy() if policy is None else policy
     if not isinstance(policy, Policy):
         raise InputTypeError(f"network_errors: policy must be a Policy or None, got {type(policy).__name__}.")
+    if isinstance(scale, str) and scale != "auto":
+        raise InputError(f"network_errors: scale must be None, a power of two or 'auto', got {scale!r}.")
+    s = 1.0 if scale is None or scale == "auto" else _check_scale("network_errors", scale)
     proto = _proto(model)
     m = npu_jax.model.load(proto)
     feeds = x if isinstance(x, dict) else {name: x for name in m.graph.inputs}
     ref = reference_tensors(proto, feeds) if reference is None else reference
-    if scale is None:
-        s = 1.0
-    elif isinstance(scale, str):
-        if scale != "auto":
-            raise InputError(f"network_errors: scale must be None, a power of two or 'auto', got {scale!r}.")
+    if scale == "auto":
         s = calibrated_scale(proto, ref, feeds, policy.output)
-    else:
-        s = _check_scale("network_errors", scale)
     if s != 1.0:
         m = npu_jax.model.load(scaled_model(proto, s))
         feeds = {k: np.asarray(v, np.float32) * np.float32(s) for k, v in feeds.items()}

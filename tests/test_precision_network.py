@@ -110,7 +110,7 @@ def test_scaled_model_scales_every_tensor_exactly(case, k):
 
 def test_calibrated_scaling_brings_an_overflowing_network_back_into_budget(case, tmp_path):
     proto, x, _ = case
-    big = x * np.float32(2.0**13)  # activations past fp16's 65504 (the global pool's sum first)
+    big = x * np.float32(2.0**13)  # activations (or the global pool's sum) past fp16's 65504
     ref = reference_tensors(proto, big)
     s = calibrated_scale(proto, ref, {"input": big})
     assert s < 1 and np.log2(s) == int(np.log2(s))
