@@ -16,7 +16,7 @@ import pytest
 import npu_jax
 from npu_jax.api.conv import conv2d, conv2d_bounded
 from npu_jax.core.policy import Policy
-from npu_jax.cost.conv import _floor, layer_of, lower_bound, predict, predict_many
+from npu_jax.cost.conv import floors, layer_of, lower_bound, predict, predict_many
 from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.hw.costs import HwNumbers
 from npu_jax.mapping.conv import STRATEGIES, ConvPlan, ConvTiling, make_plan
@@ -125,9 +125,10 @@ def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
 @pytest.mark.parametrize("preset", ["910b", "tiny-coupled"])
 def test_chooser_pruning_bounds_and_picks_like_bounding_every_tiling(preset, rng):
     """The chooser's costs of many tilings at once (``cost.many``, padded and masked) equal each
-    tiling's alone; ``predict_many`` bounds tilings in the order of ``_floor`` and stops when no
-    tiling left can rank: the floor never exceeds the bound, and the tilings costed exactly (so the
-    chooser's pick) are the ones bounding every tiling would give."""
+    tiling's alone; ``predict_many`` bounds tilings in the order of two floors (``floors``, then
+    core 0's share of the bound) and stops when no tiling left can rank: floor <= core-0 floor <=
+    bound in both rankings, and the tilings costed exactly (so the chooser's pick) are the ones
+    bounding every tiling would give."""
     hw = npu_jax.presets.ascend910b() if preset == "910b" else PRESETS[preset]
     h = HwNumbers.of(hw)
     c, k = 16 * int(rng.integers(1, 5)), 16 * int(rng.integers(1, 5))
@@ -139,8 +140,10 @@ def test_chooser_pruning_bounds_and_picks_like_bounding_every_tiling(preset, rng
         bounds = bounds_many(plans, layer_of(g))  # all at once (padded, masked) = one by one
         for k in rng.choice(len(plans), size=min(12, len(plans)), replace=False):
             assert bounds[k] == (lower_bound(plans[k]), lower_bound(plans[k], serial=True))
-        for p, b in zip(plans, bounds):
-            assert _floor(p, h) <= b[0], (g.describe(), strategy, p.t)
+        core0 = bounds_many(plans, layer_of(g), cores=1)
+        for p, f, f0, b in zip(plans, floors(plans, h), core0, bounds):
+            for r in (0, 1):
+                assert f[r] <= f0[r] <= b[r], (g.describe(), strategy, p.t, r)
         some = [plans[k] for k in rng.choice(len(plans), size=min(10, len(plans)), replace=False)]
         for p, s in zip(some, schedule_many(some, layer_of(g))):  # stacked = alone
             q = predict(p)
@@ -174,9 +177,10 @@ def test_grouped_bounds_and_model_on_every_candidate(preset, rng):
             t.weights_resident for t in cands if make_plan(g, strategy, t, hw).sgroups > 1
         )
         cyc, gm = predict_many(g, strategy, cands, hw, exact=None)
-        for t, c, b in zip(cands, cyc, gm):
-            p = make_plan(g, strategy, t, hw)
-            assert _floor(p, h_) <= lower_bound(p) <= c == predict(p).cycles, (strategy, t, g.describe())
+        plans = [make_plan(g, strategy, t, hw) for t in cands]
+        for p, f, c, b in zip(plans, floors(plans, h_), cyc, gm):
+            assert f[0] <= lower_bound(p) <= c == predict(p).cycles, (strategy, p.t, g.describe())
+            assert f[1] <= lower_bound(p, serial=True), (strategy, p.t, g.describe())
             assert b == predict(p).gm_bytes
     strategy = str(rng.choice(STRATEGIES))
     t = choose_tiling(g, strategy, hw)

@@ -13,6 +13,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.core.policy import OPERANDS
 from npu_jax.cost.many import bounds_many, schedule_many
@@ -136,30 +137,54 @@ def lower_bound(p: ConvPlan, serial: bool = False) -> int:
     return bounds_many([p], layer_of(p.g, p.c0))[0][int(serial)]
 
 
-_BATCH = 256  # tilings bounded per numpy pass of the chooser
+def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
+    """Cheap lower bounds on :func:`lower_bound` of every plan (one layer, strategy, hardware,
+    formats and epilogue): an array (plans, 2) of ``(parallel, serial)`` floors, each at most
+    ``lower_bound(p)`` / ``lower_bound(p, serial=True)``, from a few integers per plan.
+
+    Core 0 is the busiest (the most tiles, every Cout block of its group); each of its items is
+    costed at the layer's smallest tile and Cout block: its Mmads and MTE1 loads (the K steps as the
+    kernel takes them: each part's full steps and last one) and its drain (Fixpipe; or L0C -> UB and
+    MTE3 on coupled chips), its vector work and MTE2 counted as nothing. ``parallel`` is the busiest
+    of those pipes, ``serial`` their sum; HBM: the output written and every weight read once (the
+    first core of a Cout group misses); then the launch (:func:`kernel_cycles`)."""
+    p0 = plans[0]
+    g = p0.gv
+    isz, osz = itemsize(p0.operand), itemsize(p0.output)
+
+    def col(f):
+        return np.array([f(p) for p in plans], np.int64)
+
+    tho, two, tn, kl0 = (col(lambda p, a=a: getattr(p.t, a)) for a in ("ho", "wo", "n", "k_l0"))
+    n_th, n_tw, n_cb = col(lambda p: p.n_th), col(lambda p: p.n_tw), col(lambda p: p.n_cb)
+    n_parts, k_l1, k_total = col(lambda p: p.n_parts), col(lambda p: p.k_l1), col(lambda p: p.k_total)
+    items = col(lambda p: p.tiles_per_core) * np.minimum(col(lambda p: p.cb_per), n_cb)
+    ho_min, wo_min = g.ho - (n_th - 1) * tho, g.wo - (n_tw - 1) * two
+    m_min, n_min = (ho_min - 1) * two + wo_min, g.k - (n_cb - 1) * tn
+
+    def reduction(step):  # an item's K steps, ``step(kv)`` the cost of one of depth kv
+        def part(k):  # one weight part of depth k: its full k_l0 steps, then the rest
+            n_steps = cdiv(k, kl0)
+            return (n_steps - 1) * step(kl0) + step(k - (n_steps - 1) * kl0)
+
+        return (n_parts - 1) * part(k_l1) + part(k_total - (n_parts - 1) * k_l1)
+
+    l0a = costs.load_l0a(h, costs.load_l0a_bytes(h, m_min, kl0, isz))  # a fixed k_l0-deep window
+    cube = items * reduction(lambda kv: costs.mmad(h, m_min, n_min, kv, isz))
+    mte1 = items * reduction(lambda kv: l0a + costs.load_l0b(h, costs.load_l0b_bytes(h, kv, n_min, isz)))
+    out_min, rate = ho_min * wo_min * n_min * osz, costs.write_rate(h, col(lambda p: p.cores))
+    if p0.hw.coupled:
+        drain = costs.l0c_to_ub(h, m_min, n_min) + costs.dma_out(h, out_min, 1, rate)
+    else:
+        drain = costs.fixpipe_gm(h, m_min, n_min, out_min, 1, rate)
+    epi = items * drain
+    w_bytes = (p0.k_total * g.k if p0.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz * p0.sgroups
+    hbm = g.n * g.ho * g.wo * g.k * osz + w_bytes
+    par = kernel_cycles(h, np.maximum(cube, np.maximum(mte1, epi)), hbm)
+    return np.stack(np.broadcast_arrays(par, kernel_cycles(h, cube + mte1 + epi, hbm)), 1).astype(np.int64)
 
 
-def _floor(p: ConvPlan, h: HwNumbers) -> int:
-    """A lower bound on :func:`lower_bound` from a few integers: the launch, then the later of core 0's
-    Mmads and the HBM bytes no schedule avoids. Core 0 is the busiest (the most tiles, every Cout block
-    of its group); each of its items is costed at the layer's smallest tile and Cout block, its K
-    steps as the kernel takes them (``costs.mmad`` of each part's full steps and last one). HBM: the
-    output is written and every weight is read once from HBM (the first core of a Cout group
-    misses)."""
-    g, t = p.gv, p.t
-    isz, osz = itemsize(p.operand), itemsize(p.output)
-    items = p.tiles_per_core * min(p.cb_per, p.n_cb)
-    m_min = (g.ho - (p.n_th - 1) * t.ho - 1) * t.wo + g.wo - (p.n_tw - 1) * t.wo
-    n_min = g.k - (p.n_cb - 1) * t.n
-
-    def part(k):  # the Mmads of one weight part of depth k: full k_l0 steps, then the rest
-        steps = cdiv(k, t.k_l0)
-        full = costs.mmad(h, m_min, n_min, t.k_l0, isz)
-        return (steps - 1) * full + costs.mmad(h, m_min, n_min, k - (steps - 1) * t.k_l0, isz)
-
-    cube = items * ((p.n_parts - 1) * part(p.k_l1) + part(p.k_total - (p.n_parts - 1) * p.k_l1))
-    w_bytes = (p.k_total * g.k if p.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz * p.sgroups
-    return int(kernel_cycles(h, cube, g.n * g.ho * g.wo * g.k * osz + w_bytes))
+_BATCH = 256  # tilings given a core-0 floor per numpy pass of the chooser
 
 
 def predict_many(
@@ -178,29 +203,44 @@ def predict_many(
     Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
     schedule (the lowest :func:`lower_bound`, and where some are single-buffered half of them by
     the serial sum instead); the others rank after all of them (cycles: the worst exact cost plus
-    their bound). ``prune`` finds those k without bounding every tiling: tilings are bounded in the
-    order of :func:`_floor` (a bound on the bound) until the next floor exceeds the k-th best bound
-    found; no tiling left has a bound that could rank, so the k are the same as bounding all.
-    Bounds are computed :data:`_BATCH` tilings at a time (``cost.many``: one numpy pass each)."""
+    their bound, or a floor of it). ``prune`` finds those k without bounding every tiling, with two
+    floors under each bound: :func:`floors` (a few integers a tiling) and core 0's share of the
+    bound (``bounds_many(..., cores=1)``, a core-count-th of its work). For each ranking, tilings
+    are taken in the order of the first floor, :data:`_BATCH` at a time, until it exceeds the k-th
+    best bound found; each batch gets the second floor, and those under the k-th best bound are
+    bounded in its order, k at a time, until it exceeds it. Every tiling left out has a bound above
+    the k-th best, so the k are the same as bounding all (tested)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     L = layer_of(g, hw.c0(itemsize(operand)))
     if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
         preds = [_prediction(p, s) for p, s in zip(plans, schedule_many(plans, L))]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
-    h = HwNumbers.of(hw)
     serial = any(p.t.l1_stages == 1 for p in plans)
     k = exact // 2 if serial else exact  # taken by each ranking
-    floors = [_floor(p, h) if prune else 0 for p in plans]
-    by_floor = sorted(range(len(plans)), key=lambda i: floors[i])
+    cheap = floors(plans, HwNumbers.of(hw)) if prune else np.zeros((len(plans), 2), np.int64)
+    core0 = np.full((len(plans), 2), -1, np.int64)  # the second floor, where computed
     bounds: dict[int, tuple[int, int]] = {}
-    for start in range(0, len(plans), _BATCH):
-        if len(bounds) >= k:
-            par = sorted(b[0] for b in bounds.values())[k - 1]
-            ser = sorted(b[1] for b in bounds.values())[k - 1] if serial else 0
-            if floors[by_floor[start]] > max(par, ser):
-                break  # every tiling left: bound >= floor > the k-th best of both rankings
-        batch = by_floor[start : start + _BATCH]
-        bounds.update(zip(batch, bounds_many([plans[i] for i in batch], L)))
+
+    def kth(r):  # the k-th best bound of ranking r found so far (an upper limit on the true one)
+        return sorted(b[r] for b in bounds.values())[k - 1] if len(bounds) >= k else np.inf
+
+    def bound(idx):
+        bounds.update(zip(idx, bounds_many([plans[i] for i in idx], L)))
+
+    for r in (0, 1) if serial else (0,):  # the parallel ranking, then the serial one
+        by_cheap = np.argsort(cheap[:, r], kind="stable")
+        for start in range(0, len(plans), _BATCH):
+            batch = by_cheap[start : start + _BATCH]
+            if cheap[batch[0], r] > kth(r):
+                break  # every tiling left: bound >= floor > the k-th best bound of this ranking
+            new = batch[core0[batch, 0] < 0]
+            if len(new):
+                core0[new] = bounds_many([plans[i] for i in new], L, cores=1) if prune else 0
+            todo = [int(i) for i in batch[np.argsort(core0[batch, r], kind="stable")] if int(i) not in bounds]
+            for j in range(0, len(todo), k):
+                if core0[todo[j], r] > kth(r):
+                    break
+                bound(todo[j : j + k])
     seen = sorted(bounds)
     order = sorted(seen, key=lambda i: bounds[i][0])
     pick = order[:exact]
@@ -213,7 +253,7 @@ def predict_many(
         cyc[i], gmb[i] = q.cycles, q.gm_bytes
     # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
     worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
-    rank = [bounds[i][0] if i in bounds else floors[i] for i in range(len(plans))]
+    rank = [bounds[i][0] if i in bounds else int(max(cheap[i, 0], core0[i, 0])) for i in range(len(plans))]
     return [worst + rank[i] if x is None else x for i, x in enumerate(cyc)], [
         big if x is None else x for x in gmb
     ]

@@ -37,9 +37,10 @@ _D_FIELDS = {  # the schedule's loop counts (``cost.conv._inputs``) -> the ConvP
 }
 
 
-def _chunks(plans: list[ConvPlan]) -> list[list[int]]:
-    """Indices of ``plans`` in chunks of similar sizes, each under ``_CHUNK`` entries once padded."""
-    n_cores = plans[0].hw.num_cores
+def _chunks(plans: list[ConvPlan], cores: int | None = None) -> list[list[int]]:
+    """Indices of ``plans`` in chunks of similar sizes, each under ``_CHUNK`` entries once padded
+    (over the chip's cores, or its first ``cores``)."""
+    n_cores = plans[0].hw.num_cores if cores is None else min(cores, plans[0].hw.num_cores)
     size = [(p.tiles_per_core * p.cb_per, p.n_parts) for p in plans]
     chunks, cur, i_max, p_max = [], [], 0, 0
     for i in sorted(range(len(plans)), key=lambda i: size[i][0] * size[i][1]):
@@ -72,22 +73,23 @@ def _stack(plans: list[ConvPlan], ndim: int):
     return t, {k: col([getattr(p, attr) for p in plans]) for k, attr in _D_FIELDS.items()}
 
 
-def stacked_arrays(plans: list[ConvPlan], L: Layer, h: HwNumbers):
+def stacked_arrays(plans: list[ConvPlan], L: Layer, h: HwNumbers, cores: int | None = None):
     """(item costs (C, B, I, 1), part costs (C, B, I, P), prologue (C, B, 1, 1)) of C plans that share
-    a layer, strategy, hardware, formats and epilogue: B the chip's cores, I and P the plans' most
-    items and parts; zero outside each plan's cores, items and parts (``live``, ``fetch`` and
-    ``release`` False, no K steps)."""
+    a layer, strategy, hardware, formats and epilogue: B the chip's cores (or its first ``cores``),
+    I and P the plans' most items and parts; zero outside each plan's cores, items and parts
+    (``live``, ``fetch`` and ``release`` False, no K steps)."""
     pr = _program(plans[0])
     t, d = _stack(plans, 4)
     d = _with_l2(pr, L, t, d, h, np)
     items = d["tiles_per_core"] * d["cb_per"]
     n_i, n_p = int(items.max()), int(d["n_parts"].max())
-    b = np.arange(pr.num_cores).reshape(1, -1, 1, 1)
+    n_b = pr.num_cores if cores is None else min(cores, pr.num_cores)
+    b = np.arange(n_b).reshape(1, -1, 1, 1)
     j = np.arange(n_i).reshape(1, 1, -1, 1)
     pi = np.arange(n_p).reshape(1, 1, 1, -1)
     item_ok = (j < items) & (b < d["cores"])
     part_ok = item_ok & (pi < d["n_parts"])
-    shape_i, shape_p = (len(plans), pr.num_cores, n_i, 1), (len(plans), pr.num_cores, n_i, n_p)
+    shape_i, shape_p = (len(plans), n_b, n_i, 1), (len(plans), n_b, n_i, n_p)
     c = {
         k: np.where(item_ok, v, False if k in _FLAGS else 0)
         for k, v in _item(pr, L, t, d, h, j, b, np).items()
@@ -98,7 +100,7 @@ def stacked_arrays(plans: list[ConvPlan], L: Layer, h: HwNumbers):
         for k, v in _part(pr, L, t, d, h, c, pi, np).items()
     }
     pro = _prologue(pr, L, t, d, h, b, np)
-    shape_b = (len(plans), pr.num_cores, 1, 1)
+    shape_b = (len(plans), n_b, 1, 1)
     pro = {k: np.broadcast_to(np.where(b < d["cores"], v, 0), shape_b) for k, v in pro.items()}
     return c, q, pro
 
@@ -106,16 +108,20 @@ def stacked_arrays(plans: list[ConvPlan], L: Layer, h: HwNumbers):
 _FLAGS = ("live", "fetch", "release", "first_round")
 
 
-def bounds_many(plans: list[ConvPlan], layer: Layer) -> list[tuple[int, int]]:
+def bounds_many(plans: list[ConvPlan], layer: Layer, cores: int | None = None) -> list[tuple[int, int]]:
     """``(lower_bound(p), lower_bound(p, serial=True))`` of every plan (see :func:`stacked_arrays`
     for what they share): the later of the busiest pipe of the busiest core (each pipe's work
-    summed, no schedule) and the chip's HBM time, after the launch; or every pipe's work summed."""
+    summed, no schedule) and the chip's HBM time, after the launch; or every pipe's work summed.
+
+    ``cores=k`` looks at the first k cores only (their work, their HBM bytes): a floor under each
+    bound, at a k-th of the cost; with ``k = 1``, core 0 (the most tiles, every Cout block of its
+    group, the first reader of what it fetches), usually the busiest, so the floor is near the bound."""
     if not plans:
         return []
     h = HwNumbers.of(plans[0].hw)
     out: list = [None] * len(plans)
-    for chunk in _chunks(plans):
-        c, q, pro = stacked_arrays([plans[i] for i in chunk], layer, h)
+    for chunk in _chunks(plans, cores):
+        c, q, pro = stacked_arrays([plans[i] for i in chunk], layer, h, cores)
         for i, b in zip(chunk, _bounds(c, q, pro, h)):
             out[i] = b
     return out

@@ -9,6 +9,7 @@ The strategies themselves are described in ``kernels/conv.py``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +56,10 @@ class ConvPlan:
     A grouped layer (``g.groups > 1``) runs as :attr:`gv`, its dense view: :attr:`sgroups`
     super-groups of :attr:`pack` groups each, block-diagonal weights, the super-groups an outer batch
     axis (``docs/conv2d.md``). Every size and loop count below is the view's.
+
+    A plan is immutable: the properties every other one reads (the bound, the dense views, the
+    strategy's spec, C0) are computed once per plan and kept (the chooser reads them millions of
+    times).
     """
 
     g: ConvGeometry
@@ -67,31 +72,31 @@ class ConvPlan:
     epi: EpiloguePlan | None = None
     tiling_bound: ConvTiling | None = None
 
-    @property
+    @functools.cached_property
     def B(self) -> ConvGeometry:
         return self.g if self.bound is None else self.bound
 
-    @property
+    @functools.cached_property
     def pack(self) -> int:
         """Groups per super-group (``ConvGeometry.packing``; 1 for a dense conv)."""
         return self.g.packing(self.c0, FRACTAL_ROWS)
 
-    @property
+    @functools.cached_property
     def sgroups(self) -> int:
         """G': super-groups, run as an outer batch axis of the dense :attr:`gv` (1 for a dense conv)."""
         return self.g.supergroups(self.c0, FRACTAL_ROWS)
 
-    @property
+    @functools.cached_property
     def gv(self) -> ConvGeometry:
         """The dense conv the kernel runs (``ConvGeometry.dense_view``): ``g`` itself when dense."""
         return self.g.dense_view(self.c0, FRACTAL_ROWS)
 
-    @property
+    @functools.cached_property
     def Bv(self) -> ConvGeometry:
         """The bound's dense view (the bound of a grouped plan is its layer)."""
         return self.B.dense_view(self.c0, FRACTAL_ROWS)
 
-    @property
+    @functools.cached_property
     def T(self) -> ConvTiling:
         """The tiling that fixes shapes and structure: ``tiling_bound``, or ``t`` itself."""
         return self.t if self.tiling_bound is None else self.tiling_bound
@@ -104,11 +109,11 @@ class ConvPlan:
         ns = range(FRACTAL_ROWS, self.T.n + 1, FRACTAL_ROWS)
         return max(f(n, cs) for n in ns for cs in range(1, self.T.cout_split + 1))
 
-    @property
+    @functools.cached_property
     def spec(self) -> StrategySpec:
         return SPECS[self.strategy]
 
-    @property
+    @functools.cached_property
     def c0(self) -> int:
         return self.hw.c0(itemsize(self.operand))
 

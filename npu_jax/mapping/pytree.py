@@ -82,6 +82,8 @@ def check_ints(cls_name: str, name: str, v, ok, what: str, error, why: str = "")
     """Raise ``error`` unless every entry of the integer field ``v`` satisfies ``ok`` (a function of
     a numpy array). ``what`` completes "must be ..."; ``why`` follows the value. Traced values pass
     unchecked."""
+    if type(v) is int and ok(v):  # the common case, without numpy
+        return
     a = concrete(v)
     if a is None:
         return
