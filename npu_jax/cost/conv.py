@@ -185,6 +185,7 @@ def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
 
 
 _BATCH = 256  # tilings given a core-0 floor per numpy pass of the chooser
+_EXACT_BATCH = 8  # contenders costed exactly per pass
 
 
 def predict_many(
@@ -198,23 +199,55 @@ def predict_many(
     epi=None,
     prune: bool = True,
 ):
-    """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser).
+    """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser): exact for every
+    tiling that could be the cheapest, a rank after all of those for the others.
 
-    Grids of up to 8k tilings are all costed exactly. Larger ones: only k tilings get the full
-    schedule (the lowest :func:`lower_bound`, and where some are single-buffered half of them by
-    the serial sum instead); the others rank after all of them (cycles: the worst exact cost plus
-    their bound, or a floor of it). ``prune`` finds those k without bounding every tiling, with two
-    floors under each bound: :func:`floors` (a few integers a tiling) and core 0's share of the
-    bound (``bounds_many(..., cores=1)``, a core-count-th of its work). For each ranking, tilings
-    are taken in the order of the first floor, :data:`_BATCH` at a time, until it exceeds the k-th
-    best bound found; each batch gets the second floor, and those under the k-th best bound are
-    bounded in its order, k at a time, until it exceeds it. Every tiling left out has a bound above
-    the k-th best, so the k are the same as bounding all (tested)."""
+    ``exact=None`` costs every tiling exactly. Otherwise the *contenders* are every tiling (grids of
+    up to 8 x ``exact``) or, in larger grids, ``exact`` of them (:func:`_contenders`: the lowest
+    :func:`lower_bound`, and where some are single-buffered half of them by the serial sum instead).
+    Contenders are costed exactly in the order of their bound, :data:`_EXACT_BATCH` at a time, until
+    the next bound exceeds the best cost found: a bound never exceeds its tiling's cost, so the
+    cheapest contender (ties included) is among those costed. The others rank after every costed one
+    (cycles: the worst exact cost plus their bound, or a floor of it; GM bytes: more than any)."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     L = layer_of(g, hw.c0(itemsize(operand)))
-    if exact is None or len(plans) <= 8 * exact:  # small grids: cost every candidate exactly
+    if exact is None:
         preds = [_prediction(p, s) for p, s in zip(plans, schedule_many(plans, L))]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
+    if len(plans) <= 8 * exact:
+        bounds = dict(enumerate(bounds_many(plans, L)))
+        contenders, floor = list(bounds), np.zeros(len(plans), np.int64)
+    else:
+        contenders, bounds, floor = _contenders(plans, L, hw, exact, prune)
+    cyc, gmb = [None] * len(plans), [None] * len(plans)
+    todo, best = sorted(contenders, key=lambda i: bounds[i][0]), np.inf
+    for start in range(0, len(todo), _EXACT_BATCH):
+        batch = todo[start : start + _EXACT_BATCH]
+        if bounds[batch[0]][0] > best:
+            break  # every contender left costs at least its bound, more than the best found
+        for i, s in zip(batch, schedule_many([plans[i] for i in batch], L)):
+            q = _prediction(plans[i], s)
+            cyc[i], gmb[i], best = q.cycles, q.gm_bytes, min(best, q.cycles)
+    # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
+    worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
+    rank = [bounds[i][0] if i in bounds else int(floor[i]) for i in range(len(plans))]
+    return [worst + rank[i] if x is None else x for i, x in enumerate(cyc)], [
+        big if x is None else x for x in gmb
+    ]
+
+
+def _contenders(plans: list[ConvPlan], L: Layer, hw: HardwareConfig, exact: int, prune: bool):
+    """(contenders, their bounds and more: {index: (parallel, serial)}, a floor of every tiling's
+    parallel bound) of a large grid: the ``exact`` lowest :func:`lower_bound` or, where some tilings
+    are single-buffered, the ``exact // 2`` lowest of each bound.
+
+    ``prune`` finds them without bounding every tiling, with two floors under each bound:
+    :func:`floors` (a few integers a tiling) and core 0's share of the bound (``bounds_many(...,
+    cores=1)``, a core-count-th of its work). For each ranking, tilings are taken in the order of
+    the first floor, :data:`_BATCH` at a time, until it exceeds the k-th best bound found; each
+    batch gets the second floor, and those under the k-th best bound are bounded in its order, k at
+    a time, until it exceeds it. Every tiling left out has a bound above the k-th best, so the
+    contenders are those bounding every tiling gives (tested)."""
     serial = any(p.t.l1_stages == 1 for p in plans)
     k = exact // 2 if serial else exact  # taken by each ranking
     cheap = floors(plans, HwNumbers.of(hw)) if prune else np.zeros((len(plans), 2), np.int64)
@@ -223,9 +256,6 @@ def predict_many(
 
     def kth(r):  # the k-th best bound of ranking r found so far (an upper limit on the true one)
         return sorted(b[r] for b in bounds.values())[k - 1] if len(bounds) >= k else np.inf
-
-    def bound(idx):
-        bounds.update(zip(idx, bounds_many([plans[i] for i in idx], L)))
 
     for r in (0, 1) if serial else (0,):  # the parallel ranking, then the serial one
         by_cheap = np.argsort(cheap[:, r], kind="stable")
@@ -240,20 +270,9 @@ def predict_many(
             for j in range(0, len(todo), k):
                 if core0[todo[j], r] > kth(r):
                     break
-                bound(todo[j : j + k])
-    seen = sorted(bounds)
-    order = sorted(seen, key=lambda i: bounds[i][0])
+                bounds.update(zip(todo[j : j + k], bounds_many([plans[i] for i in todo[j : j + k]], L)))
+    order = sorted(sorted(bounds), key=lambda i: bounds[i][0])
     pick = order[:exact]
-    if serial:
-        # single-buffered work is mostly serial: also take the best by the serial sum
-        pick = list(dict.fromkeys(order[:k] + sorted(seen, key=lambda i: bounds[i][1])[:k]))
-    cyc, gmb = [None] * len(plans), [None] * len(plans)
-    for i, s in zip(pick, schedule_many([plans[i] for i in pick], L)):
-        q = _prediction(plans[i], s)
-        cyc[i], gmb[i] = q.cycles, q.gm_bytes
-    # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
-    worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
-    rank = [bounds[i][0] if i in bounds else int(max(cheap[i, 0], core0[i, 0])) for i in range(len(plans))]
-    return [worst + rank[i] if x is None else x for i, x in enumerate(cyc)], [
-        big if x is None else x for x in gmb
-    ]
+    if serial:  # single-buffered work is mostly serial: also take the best by the serial sum
+        pick = list(dict.fromkeys(order[:k] + sorted(sorted(bounds), key=lambda i: bounds[i][1])[:k]))
+    return pick, bounds, np.maximum(cheap[:, 0], core0[:, 0])
