@@ -142,10 +142,11 @@ def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
     formats and epilogue): an array (plans, 2) of ``(parallel, serial)`` floors, each at most
     ``lower_bound(p)`` / ``lower_bound(p, serial=True)``, from a few integers per plan.
 
-    Core 0 is the busiest (the most tiles, every Cout block of its group); each of its items is
-    costed at the layer's smallest tile and Cout block: its Mmads and MTE1 loads (the K steps as the
-    kernel takes them: each part's full steps and last one) and its drain (Fixpipe; or L0C -> UB and
-    MTE3 on coupled chips), its vector work and MTE2 counted as nothing. ``parallel`` is the busiest
+    Core 0 has the most tiles and every Cout block of its group (its work is at most the busiest
+    core's); each of its items is costed at the layer's smallest tile and Cout block: its Mmads and
+    MTE1 loads (the K steps as the kernel takes them: each part's full steps and last one) and its
+    drain (Fixpipe; or L0C -> UB and MTE3 on coupled chips), its vector work and MTE2 counted as
+    nothing. ``parallel`` is the busiest
     of those pipes, ``serial`` their sum; HBM: the output written and every weight read once (the
     first core of a Cout group misses); then the launch (:func:`kernel_cycles`)."""
     p0 = plans[0]
