@@ -12,13 +12,13 @@ it on each (``PYTHONPATH=<checkout> python benchmarks/chooser.py``) and diff the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 from npu_jax import presets
 from npu_jax.cost.conv import predict_many
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.search.choose import candidate_tilings
-from npu_jax.workload.conv import canonicalize
 from npu_jax.workload.resnet50 import RESNET50_REFERENCE
 
 
@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     total = 0.0
     for layer in RESNET50_REFERENCE[: args.layers]:
         for n in args.batch:
-            g = canonicalize((n, *layer.x_shape[1:]), layer.w_shape, layer.stride, layer.padding, 1)
+            g = dataclasses.replace(layer, n=n).geometry()
             for s in args.strategies:
                 t0 = time.process_time()
                 cands = candidate_tilings(g, s, hw)

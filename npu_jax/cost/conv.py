@@ -146,9 +146,9 @@ def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
     core's); each of its items is costed at the layer's smallest tile and Cout block: its Mmads and
     MTE1 loads (the K steps as the kernel takes them: each part's full steps and last one) and its
     drain (Fixpipe; or L0C -> UB and MTE3 on coupled chips), its vector work and MTE2 counted as
-    nothing. ``parallel`` is the busiest
-    of those pipes, ``serial`` their sum; HBM: the output written and every weight read once (the
-    first core of a Cout group misses); then the launch (:func:`kernel_cycles`)."""
+    nothing. ``parallel`` is the busiest of those pipes, ``serial`` their sum; HBM: the output
+    written and every weight read once (the first core of a Cout group misses); then the launch
+    (:func:`kernel_cycles`)."""
     p0 = plans[0]
     g = p0.gv
     isz, osz = itemsize(p0.operand), itemsize(p0.output)
