@@ -413,6 +413,27 @@ def test_story_output_tiled_refetches_the_input():
     assert out_t.bytes["L1->L0A"] == in_t.bytes["L1->L0A"]
 
 
+@pytest.mark.parametrize("preset", ["ascend910b", "ascend310p"])
+def test_output_tiled_fetches_the_window_per_tap_and_cout_block(preset, rng):
+    """One tile per image (the window is the whole image), two Cout blocks, weights per item for
+    both: output_tiled reads x kh * kw times per Cout block, input_tiled once; everything else the
+    same. The re-reads hit L2 (this core just read them): the HBM bytes are the same."""
+    hw = getattr(presets, preset)()
+    x = rng.standard_normal((2, 16, 8, 8)).astype(np.float16)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
+    t = ConvTiling(ho=6, wo=6, n=16, cin1=1, k_l0=16, weights_resident=False, l1_stages=2, l0_stages=2)
+    reps = {
+        s: conv2d(x, w, strategy=s, hw=hw, tiling=t, timing_only=True, policy=FP16)[1]
+        for s in ("output_tiled", "input_tiled")
+    }
+    out_t, in_t = reps["output_tiled"], reps["input_tiled"]
+    x_bytes = x.size * 2  # C = 16 = C0: no channel padding
+    assert out_t.bytes["GM->L1"] - in_t.bytes["GM->L1"] == (2 * 9 - 1) * x_bytes, (out_t.bytes, in_t.bytes)
+    assert out_t.hbm_bytes == in_t.hbm_bytes, (out_t.hbm_bytes, in_t.hbm_bytes)
+    assert out_t.l2_hit_bytes - in_t.l2_hit_bytes == (2 * 9 - 1) * x_bytes
+    assert out_t.cycles > in_t.cycles
+
+
 def test_story_relayout_moves_the_same_conv_bytes_as_input_tiled():
     rel, in_t = story_run("relayout")[1], story_run("input_tiled")[1]
     assert rel.bytes["GM->L1"] == in_t.bytes["GM->L1"], (rel.bytes, in_t.bytes)

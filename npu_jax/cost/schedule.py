@@ -1,9 +1,10 @@
 """The Conv2D kernel's schedule in closed form, written once over arrays of (layer, tiling, hardware).
 
 ``kernels/conv.py`` (``build_kernel``) is the truth: a core runs its items (an item = one output
-tile x one Cout block) one after another, each fetching its input tile and weight parts (MTE2),
-loading K steps into L0A / L0B (MTE1), multiplying them (Cube) and draining L0C (Fixpipe, or L0C
--> UB, vector steps and MTE3 on coupled chips). This module gives its cycles without running it:
+tile x one Cout block) one after another, each fetching its input tile (output tiling: once per
+tap) and weight parts (MTE2), loading K steps into L0A / L0B (MTE1), multiplying them (Cube) and
+draining L0C (Fixpipe, or L0C -> UB, vector steps and MTE3 on coupled chips). This module gives
+its cycles without running it:
 
 * every instruction's cost is a rule of ``npu_jax/hw/costs.py`` evaluated for every core at once
   (the core is the leading axis of every array);
@@ -212,6 +213,11 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     seen = chans * (ov_r * cols + (rows - ov_r) * ov_c) * isz * fetch
     hx = xp.where(m["x_res"] | (m["x_track"] & ~first), x_bytes, xp.where(m["x_track"], seen, 0))
     cx = costs.dma_in(h, x_bytes, x_bursts, gm_rate, hx)
+    if not pr.reuse_input:  # output tiling: the same window again for every further tap, all of
+        again = L.kh * L.kw - 1  # it in L2 where L2 keeps x (this core just read it), else missed
+        hx_again = xp.where(m["x_track"], x_bytes, 0)
+        cx = cx + again * costs.dma_in(h, x_bytes, x_bursts, gm_rate, hx_again)
+        hx, x_bytes = hx + again * hx_again, x_bytes * (again + 1)
 
     # one K step: Load3D (a fixed k_l0-deep window) and LoadData of kv rows, then the Mmad
     l3 = costs.load_l0a(h, costs.load_l0a_bytes(h, m_eff, t.k_l0, isz))

@@ -3,11 +3,12 @@
 A kernel engineer's path to a fast Conv2D, each step a real kernel on the instruction set:
 
 ``output_tiled``  every (output tile, Cout block) fetches the input window it needs (halo
-                  included, NCHW in GM, converted to NC1HWC0 on the DMA) and its weights (OIHW);
-                  neighbouring tiles and every Cout block re-read the input, every tile re-reads
-                  the weights. The Cube gets one (c1, tap) fractal of K per Mmad.
-``input_tiled``   each input tile is fetched once and reused by every Cout block; the weights stay
-                  in L1 when they fit. Same DMA shapes and Cube mapping as above.
+                  included, NCHW in GM, converted to NC1HWC0 on the DMA) once per tap of the
+                  kernel, and its weights (OIHW): taps, neighbouring tiles and Cout blocks re-read
+                  the input, every tile re-reads the weights. The Cube gets one (c1, tap) fractal
+                  of K per Mmad.
+``input_tiled``   each input tile is fetched once and reused by every Cout block and tap; the
+                  weights stay in L1 when they fit. Same DMA shapes and Cube mapping as above.
 ``relayout``      as ``input_tiled``, from an NC1HWC0 copy of the input (made by a separate relayout
                   kernel, reported on its own) and K-major weights: long contiguous bursts.
 ``img2col``       as ``relayout``, with the whole reduction C*kh*kw streamed onto the Cube in deep
@@ -185,12 +186,18 @@ def build_kernel(p: ConvPlan):
             rows = jnp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
             cols = jnp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
             core = core.wait_flag("MTE1_MTE2", IN + xs, fetch)
-            core = core.data_copy(
-                dst=x_l1[xs],
-                src=input_window(core, n, r0, c0_, rows, cols),
-                layout=None if sp.nc1hwc0_source else "nc1hwc0",
-                when=fetch,
-            )
+
+            def fetch_window(_, core):
+                return core.data_copy(
+                    dst=x_l1[xs],
+                    src=input_window(core, n, r0, c0_, rows, cols),
+                    layout=None if sp.nc1hwc0_source else "nc1hwc0",
+                    when=fetch,
+                )
+
+            # output tiling's defining waste: no reuse of the window across taps either (a direct
+            # conv bringing each tap's operand from GM): the window again for every tap
+            core = lax.fori_loop(0, 1 if sp.reuse_input else g.kh * g.kw, fetch_window, core)
             core = core.set_flag("MTE2_MTE1", IN + xs, fetch)
             core = core.wait_flag("MTE2_MTE1", IN + xs, fetch)
 
