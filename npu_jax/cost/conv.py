@@ -130,10 +130,13 @@ def _prediction(p: ConvPlan, s: dict) -> Prediction:
 
 
 def lower_bound(p: ConvPlan, serial: bool = False) -> int:
-    """A cheap lower bound on ``predict(p).cycles``: the launch, then the later of the busiest pipe of
-    the busiest core (each pipe's work summed, no schedule) and the chip's HBM time. ``serial=True``
-    instead sums every pipe's work (an upper bound for the single-buffered chain). Used to rank the
-    chooser's candidates (:func:`npu_jax.cost.many.bounds_many`, many at once)."""
+    """A cheap lower bound on ``predict(p).cycles``: the launch, then the later of the chip's HBM time
+    and the busiest pipe of the busiest core (each pipe's work summed, no schedule) with the fill
+    before it and the drain after it that no schedule avoids (the Cube: the first fetches and load
+    before it, each item's read-out of the one L0C between its Mmads, the last item's drain after).
+    ``serial=True`` instead sums every pipe's work (an upper bound for the single-buffered chain).
+    The chooser's branch and bound uses core 0's (:func:`npu_jax.cost.many.bounds_many`, many at
+    once)."""
     return bounds_many([p], layer_of(p.g, p.c0))[0][int(serial)]
 
 
@@ -185,8 +188,8 @@ def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
     return np.stack(np.broadcast_arrays(par, kernel_cycles(h, cube + mte1 + epi, hbm)), 1).astype(np.int64)
 
 
-_BATCH = 256  # tilings given a core-0 floor per numpy pass of the chooser
-_EXACT_BATCH = 8  # contenders costed exactly per pass
+_BATCH = 256  # tilings given core 0's bound per numpy pass of the chooser
+_EXACT_BATCH = 16  # tilings costed exactly per pass
 
 
 def predict_many(
@@ -196,84 +199,45 @@ def predict_many(
     hw: HardwareConfig,
     operand: str = "fp16",
     output: str = "fp16",
-    exact: int | None = 48,
     epi=None,
-    prune: bool = True,
+    every: bool = False,
 ):
     """(cycles, GM bytes) for many tilings of one layer (numpy; for the chooser): exact for every
-    tiling that could be the cheapest, a rank after all of those for the others.
+    tiling that could be the cheapest, ties included; the others rank after all of those (cycles:
+    the worst exact cost plus their best lower bound; GM bytes: more than any). ``every=True`` costs
+    every tiling exactly.
 
-    ``exact=None`` costs every tiling exactly. Otherwise the *contenders* are every tiling (grids of
-    up to 8 x ``exact``) or, in larger grids, ``exact`` of them (:func:`_contenders`: the lowest
-    :func:`lower_bound`, and where some are single-buffered half of them by the serial sum instead).
-    Contenders are costed exactly in the order of their bound, :data:`_EXACT_BATCH` at a time, until
-    the next bound exceeds the best cost found: a bound never exceeds its tiling's cost, so the
-    cheapest contender (ties included) is among those costed. The others rank after every costed one
-    (cycles: the worst exact cost plus their bound, or a floor of it; GM bytes: more than any)."""
+    A branch and bound over two lower bounds of a tiling's cycles, each at most the next:
+    :func:`floors` (a few integers a tiling) and core 0's bound (``bounds_many(..., cores=1)``: its
+    busiest pipe between the fill and drain no schedule avoids, a core-count-th of the work of the
+    whole chip's). Tilings are taken in the order of their floor, :data:`_BATCH` at a time, until
+    the floor exceeds the best cost found; each batch gets core 0's bound, and those not above the
+    best cost are costed exactly in its order. A bound never exceeds its tiling's cost (tested), so
+    no tiling left out can be cheaper than the pick: the pick is the grid's cheapest."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     L = layer_of(g, hw.c0(itemsize(operand)))
-    if exact is None:
+    if every:
         preds = [_prediction(p, s) for p, s in zip(plans, schedule_many(plans, L))]
         return [q.cycles for q in preds], [q.gm_bytes for q in preds]
-    if len(plans) <= 8 * exact:
-        bounds = dict(enumerate(bounds_many(plans, L)))
-        contenders, floor = list(bounds), np.zeros(len(plans), np.int64)
-    else:
-        contenders, bounds, floor = _contenders(plans, L, hw, exact, prune)
+    rank = floors(plans, HwNumbers.of(hw))[:, 0]  # the best lower bound known of each tiling
     cyc, gmb = [None] * len(plans), [None] * len(plans)
-    todo, best = sorted(contenders, key=lambda i: bounds[i][0]), np.inf
-    for start in range(0, len(todo), _EXACT_BATCH):
-        batch = todo[start : start + _EXACT_BATCH]
-        if bounds[batch[0]][0] > best:
-            break  # every contender left costs at least its bound, more than the best found
-        for i, s in zip(batch, schedule_many([plans[i] for i in batch], L)):
-            q = _prediction(plans[i], s)
-            cyc[i], gmb[i], best = q.cycles, q.gm_bytes, min(best, q.cycles)
-    # the others rank after every exactly costed one (a bound is not a cost: it may be far below it)
+    best = np.inf
+    order = np.argsort(rank, kind="stable")
+    for start in range(0, len(plans), _BATCH):
+        batch = order[start : start + _BATCH]
+        batch = batch[rank[batch] <= best]
+        if not len(batch):
+            break  # every tiling left: cost >= floor > the best cost found
+        rank[batch] = [b[0] for b in bounds_many([plans[i] for i in batch], L, cores=1)]
+        batch = batch[np.argsort(rank[batch], kind="stable")]
+        for j in range(0, len(batch), _EXACT_BATCH):
+            sub = [int(i) for i in batch[j : j + _EXACT_BATCH] if rank[i] <= best]
+            if not sub:
+                break  # in bound order: the rest of the batch costs more than the best found
+            for i, s in zip(sub, schedule_many([plans[i] for i in sub], L)):
+                q = _prediction(plans[i], s)
+                cyc[i], gmb[i], best = q.cycles, q.gm_bytes, min(best, q.cycles)
     worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
-    rank = [bounds[i][0] if i in bounds else int(floor[i]) for i in range(len(plans))]
-    return [worst + rank[i] if x is None else x for i, x in enumerate(cyc)], [
+    return [worst + int(rank[i]) if x is None else x for i, x in enumerate(cyc)], [
         big if x is None else x for x in gmb
     ]
-
-
-def _contenders(plans: list[ConvPlan], L: Layer, hw: HardwareConfig, exact: int, prune: bool):
-    """(contenders, their bounds and more: {index: (parallel, serial)}, a floor of every tiling's
-    parallel bound) of a large grid: the ``exact`` lowest :func:`lower_bound` or, where some tilings
-    are single-buffered, the ``exact // 2`` lowest of each bound.
-
-    ``prune`` finds them without bounding every tiling, with two floors under each bound:
-    :func:`floors` (a few integers a tiling) and core 0's share of the bound (``bounds_many(...,
-    cores=1)``, a core-count-th of its work). For each ranking, tilings are taken in the order of
-    the first floor, :data:`_BATCH` at a time, until it exceeds the k-th best bound found; each
-    batch gets the second floor, and those under the k-th best bound are bounded in its order, k at
-    a time, until it exceeds it. Every tiling left out has a bound above the k-th best, so the
-    contenders are those bounding every tiling gives (tested)."""
-    serial = any(p.t.l1_stages == 1 for p in plans)
-    k = exact // 2 if serial else exact  # taken by each ranking
-    cheap = floors(plans, HwNumbers.of(hw)) if prune else np.zeros((len(plans), 2), np.int64)
-    core0 = np.full((len(plans), 2), -1, np.int64)  # the second floor, where computed
-    bounds: dict[int, tuple[int, int]] = {}
-
-    def kth(r):  # the k-th best bound of ranking r found so far (an upper limit on the true one)
-        return sorted(b[r] for b in bounds.values())[k - 1] if len(bounds) >= k else np.inf
-
-    for r in (0, 1) if serial else (0,):  # the parallel ranking, then the serial one
-        by_cheap = np.argsort(cheap[:, r], kind="stable")
-        for start in range(0, len(plans), _BATCH):
-            batch = by_cheap[start : start + _BATCH]
-            if cheap[batch[0], r] > kth(r):
-                break  # every tiling left: bound >= floor > the k-th best bound of this ranking
-            new = batch[core0[batch, 0] < 0]
-            if len(new):
-                core0[new] = bounds_many([plans[i] for i in new], L, cores=1) if prune else 0
-            todo = [int(i) for i in batch[np.argsort(core0[batch, r], kind="stable")] if int(i) not in bounds]
-            for j in range(0, len(todo), k):
-                if core0[todo[j], r] > kth(r):
-                    break
-                bounds.update(zip(todo[j : j + k], bounds_many([plans[i] for i in todo[j : j + k]], L)))
-    order = sorted(sorted(bounds), key=lambda i: bounds[i][0])
-    pick = order[:exact]
-    if serial:  # single-buffered work is mostly serial: also take the best by the serial sum
-        pick = list(dict.fromkeys(order[:k] + sorted(sorted(bounds), key=lambda i: bounds[i][1])[:k]))
-    return pick, bounds, np.maximum(cheap[:, 0], core0[:, 0])

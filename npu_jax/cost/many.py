@@ -111,7 +111,8 @@ _FLAGS = ("live", "fetch", "release", "first_round")
 def bounds_many(plans: list[ConvPlan], layer: Layer, cores: int | None = None) -> list[tuple[int, int]]:
     """``(lower_bound(p), lower_bound(p, serial=True))`` of every plan (see :func:`stacked_arrays`
     for what they share): the later of the busiest pipe of the busiest core (each pipe's work
-    summed, no schedule) and the chip's HBM time, after the launch; or every pipe's work summed.
+    summed, no schedule, between its unavoidable fill and drain) and the chip's HBM time, after the
+    launch; or every pipe's work summed.
 
     ``cores=k`` looks at the first k cores only (their work, their HBM bytes): a floor under each
     bound, at a k-th of the cost; with ``k = 1``, core 0 (the most tiles, every Cout block of its
@@ -137,12 +138,34 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers) -> list[tuple[int, int]]:
         return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
 
     mte1 = per_core(steps(q["l_first"], c["lf"], q["l_last"]) * live)
-    cube = per_core(steps(q["mm_first"], c["mmf"], q["mm_last"]) * live)
-    mte2 = per_core(c["cx"]) + per_core(q["cw"] * live) + per_core(c["cr"])
-    mte2 = mte2 + pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
-    epi = per_core(c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"])
+    mm = steps(q["mm_first"], c["mmf"], q["mm_last"]) * live
+    cube = per_core(mm)
+    pro2 = pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
+    mte2 = per_core(c["cx"]) + per_core(q["cw"] * live) + per_core(c["cr"]) + pro2
+    drain = c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]
+    epi = per_core(drain)
     hbm = per_core(c["hbm"]).sum(1) + per_core(q["hbm"] * live).sum(1) + pro["hbm"].sum((1, 2, 3))
-    par = kernel_cycles(h, np.maximum(np.maximum(mte1, cube), np.maximum(mte2, epi)).max(1), hbm)
+    # each pipe's work sits between a fill and a drain no schedule avoids: before the first load,
+    # MTE2's work up to the first item's first weight part (item 0 is a working core's first live
+    # item); after the last fetch, load and Mmad, the last live item's drain (its L0C read out)
+    fill = pro2 + c["cx"][:, :, 0, 0] + q["cw"][:, :, 0, 0] * live[:, :, 0, 0]
+    first_load = q["l_first"][:, :, 0, 0] * (q["steps"][:, :, 0, 0] > 0) * live[:, :, 0, 0]
+    last = live.shape[2] - 1 - np.argmax(live[..., 0][:, :, ::-1], axis=2)  # (tilings, cores)
+
+    def at_last(v):
+        return np.take_along_axis(v[..., 0], last[..., None], 2)[..., 0] * live.any((2, 3))
+
+    tail = at_last(drain)
+    # one L0C: an item's first Mmad waits for the item before it to be read out of L0C
+    busy = np.maximum.reduce(
+        [
+            fill + mte1 + tail,
+            fill + first_load + cube + per_core(c["fx"]) + tail - at_last(c["fx"]),
+            mte2 + tail,
+            fill + first_load + mm[:, :, 0, :].sum(-1) + epi,
+        ]
+    )
+    par = kernel_cycles(h, busy.max(1), hbm)
     ser = kernel_cycles(h, (mte1 + cube + mte2 + epi).max(1), hbm)
     return [(int(a), int(s)) for a, s in zip(par, ser)]
 

@@ -79,10 +79,9 @@ def choose_tiling(
 
     Candidates: a grid of tile sizes, Cout blocks, channel parts, Mmad depths and (where the
     strategy allows) resident weights, each double-buffered where it fits (else serial); every one
-    validated against every buffer. The cheap
-    lower bound prunes large grids to 48 contenders (small grids: every tiling is one); contenders
-    get the exact closed-form schedule in the order of their bound until the next bound exceeds the
-    best cost found (:func:`npu_jax.cost.conv.predict_many`).
+    validated against every buffer. A branch and bound over two lower bounds of each tiling's
+    cycles costs exactly (closed-form schedule) every tiling that could be the cheapest, so the pick
+    is the grid's cheapest (:func:`npu_jax.cost.conv.predict_many`).
 
     Picks are kept in memory (256) and, once :func:`npu_jax.enable_persistent_cache` is on, on disk
     across processes (:mod:`npu_jax.core.diskcache`, keyed on every argument and the package's source)."""
