@@ -10,6 +10,8 @@ import jax
 import numpy as np
 import pytest
 
+from fusion import conv_relu
+from npu_jax import presets
 from npu_jax.core import l2
 from npu_jax.core.buffers import Plan
 from npu_jax.core.pipes import COUNTER_INDEX
@@ -157,3 +159,21 @@ def test_l2_record_is_shared_along_cores_only_under_an_outer_vmap(x):
     counters = jax.jit(jax.vmap(one))(np.stack([x, x, x]))
     hbm = np.asarray(counters)[..., 1].sum(axis=1)  # per lane, summed over cores (low limb)
     assert list(hbm[:, COUNTER_INDEX["HBM->L2"]]) == [WIN] * 3
+
+
+def test_910b_vector_work_runs_on_its_aiv_cores_through_l2(rng):
+    """910B4: unfused, the ReLU is a kernel of its own on the 40 AIV cores (their UB), reading the
+    conv's output back through L2 (the AIC cores wrote it there); fused, the ReLU stays in the AIC's
+    Fixpipe: one kernel, no vector work, no round trip."""
+    hw = presets.ascend910b()
+    x = rng.standard_normal((1, 32, 40, 40)).astype(np.float16)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float16)
+    _, seq = conv_relu(x, w, padding=1, fused=False, hw=hw, policy=Policy(), timing_only=True)
+    (_, conv), (_, relu) = seq.parts
+    inter = 1 * 64 * 40 * 40 * 2  # the conv's fp16 output
+    assert conv.n_cores <= hw.num_cores < relu.n_cores == hw.num_vector_cores == 40
+    assert conv.pipe_busy["VECTOR"] == 0 < relu.pipe_busy["VECTOR"]
+    assert relu.l2_hit_bytes == inter and relu.hbm_bytes == inter  # its reads hit; its writes go out
+    _, fused = conv_relu(x, w, padding=1, fused=True, hw=hw, policy=Policy(), timing_only=True)
+    assert len(fused.parts) == 1 and fused.pipe_busy["VECTOR"] == 0 < fused.pipe_busy["FIXP"]
+    assert fused.reports[0].hbm_bytes == conv.hbm_bytes and fused.cycles < seq.cycles
