@@ -98,8 +98,8 @@ def strategies_reading(rows) -> str:
         speedups = [o.cycles / max(1, b.cycles) for b, o in pairs]
         relaid = max((b.relayout_cycles for b, _ in pairs), default=0)
         lines.append(
-            f"Against output_tiled, which re-reads the input for every Cout block and the weights "
-            f"for every tile, in short NCHW bursts, the best averages "
+            f"Against output_tiled, which re-reads its input window for every tap and Cout block and "
+            f"its weights for every tile, in short NCHW bursts, the best averages "
             f"{np.mean([b.pct_peak for b, _ in pairs]):.1f}% of peak vs "
             f"{np.mean([o.pct_peak for _, o in pairs]):.1f}%: {span(speedups, '{:.2f}x')} fewer cycles "
             f"per layer"
