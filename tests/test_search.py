@@ -23,6 +23,7 @@ from npu_jax.cost.conv import predict
 from npu_jax.errors import NpuError
 from npu_jax.mapping.conv import ConvTiling, make_plan
 from npu_jax.search import baselines, exact, optimise, relaxed, space
+from npu_jax.search.codesign import l2_sweep, smallest_sufficient
 from npu_jax.workload.conv import canonicalize
 
 HW = {
@@ -380,3 +381,21 @@ def test_fused_exact_model_equals_predict_and_the_emulator(preset, rng):
     if hw.coupled:  # the emulator, on the UB path (the 910B's Fixpipe path: the tile_search test)
         i = int(rng.integers(len(idx)))
         assert optimise.emulate(g, exact.tiling_at(T, i), hw, fused=True) == fused[i]
+
+
+def test_l2_sweep_never_slower_with_more_l2(rng):
+    """The L2 co-design sweep: every layer's chooser pick at each L2 size, totals weighted by counts;
+    a larger L2 keeps more tensors, so no total grows, and with none (0 MiB) re-reads pay HBM."""
+    hw = npu_jax.presets.ascend910b()
+    c = 16 * int(rng.integers(2, 5))
+    layers = [
+        canonicalize((2, c, 14, 14), (2 * c, c, 3, 3), 1, 1, 1),
+        canonicalize((1, c, 8, 9), (c, c, 1, 1), 1, 0, 1),
+    ]
+    sizes, totals, per = l2_sweep(layers, hw, [0, 0.0625, 1, 96], counts=[3, 1])
+    assert per.shape == (2, 4) and list(sizes) == [0, 0.0625, 1, 96]
+    assert np.array_equal(totals, 3 * per[0] + per[1])
+    assert all(a >= b for a, b in zip(totals, totals[1:])), totals
+    assert totals[0] > totals[-1], totals
+    best = smallest_sufficient(sizes, totals)
+    assert best in sizes and totals[list(sizes).index(best)] == totals.min()

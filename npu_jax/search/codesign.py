@@ -6,6 +6,10 @@ Two questions, two tools:
   tilings are searched again (:func:`optimise.search_model`, or the sharded :func:`sweep.sweep`),
   and the network's total is the sum of its layers' best. More L1 never hurts (every tiling that fits still fits), so the answer is the
   *smallest* L1 that reaches the minimum: :func:`smallest_sufficient`.
+* :func:`l2_sweep` -- "how much L2 does the network need?": for each L2 size every layer gets the
+  chooser's tiling (the grid's cheapest by the closed-form model, L2 included) and the network's
+  total is their sum. A larger L2 keeps more of a kernel's tensors (never fewer), so a tiling never
+  gets slower and neither does the total: the answer is again the smallest size at the minimum.
 * :func:`hw_gradient` -- the gradient of the network's relaxed cycles with respect to every
   continuous hardware figure (rates, start-ups, capacities), at the tilings found: how many cycles
   one more B/cycle of GM bandwidth buys, per layer and in total. Capacities enter only through the
@@ -25,8 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from npu_jax.cost.conv import predict
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.mapping.conv import make_plan
 from npu_jax.search import exact, optimise, relaxed, sweep
+from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import ConvGeometry
 
 
@@ -77,12 +84,41 @@ def l1_sweep(
     return np.asarray(sizes), (w[:, None] * cyc).sum(0), res
 
 
-def smallest_sufficient(sizes, totals, tolerance: float = 0.0) -> int:
+def l2_sweep(
+    layers: list[ConvGeometry],
+    hw: HardwareConfig,
+    l2_mib,
+    *,
+    counts=None,
+    strategy: str = "img2col",
+    progress=None,
+):
+    """Total cycles of ``layers`` (each weighted by ``counts``, default 1) for each L2 size in MiB
+    (0: no L2, every GM byte from HBM), each layer with the chooser's tiling at that size. Returns
+    (sizes in MiB, totals (len(l2_mib),), per-layer cycles (layers, sizes)). ``progress(done,
+    total)`` is called after each layer."""
+    sizes = [float(m) for m in l2_mib]
+    hws = [hw.replace(l2_bytes=int(m * 2**20), name=f"{hw.name}-l2-{m:g}m") for m in sizes]
+    cyc = np.zeros((len(layers), len(hws)), np.int64)
+    found: dict = {}
+    for j, h in enumerate(hws):
+        for i, g in enumerate(layers):
+            if (g, j) not in found:
+                t = choose_tiling(g, strategy, h)
+                found[g, j] = predict(make_plan(g, strategy, t, h)).cycles
+            cyc[i, j] = found[g, j]
+            if progress is not None:
+                progress(j * len(layers) + i + 1, len(layers) * len(hws))
+    w = np.ones(len(layers)) if counts is None else np.asarray(counts, np.float64)
+    return np.asarray(sizes), (w[:, None] * cyc).sum(0), cyc
+
+
+def smallest_sufficient(sizes, totals, tolerance: float = 0.0):
     """The smallest size whose total is within ``tolerance`` (relative) of the best total."""
     totals = np.asarray(totals, np.float64)
     best = np.nanmin(totals)
     ok = np.nonzero(totals <= best * (1 + tolerance))[0]
-    return int(np.asarray(sizes)[ok[0]])
+    return np.asarray(sizes)[ok[0]].item()  # as given: KiB ints, MiB floats
 
 
 def hw_gradient(layers: list[ConvGeometry], hw: HardwareConfig, tilings, counts=None) -> dict:
