@@ -147,7 +147,8 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers) -> list[tuple[int, int]]:
     hbm = per_core(c["hbm"]).sum(1) + per_core(q["hbm"] * live).sum(1) + pro["hbm"].sum((1, 2, 3))
     # each pipe's work sits between a fill and a drain no schedule avoids: before the first load,
     # MTE2's work up to the first item's first weight part (item 0 is a working core's first live
-    # item); after the last fetch, load and Mmad, the last live item's drain (its L0C read out)
+    # item); after the last load and Mmad, the last live item's drain (its L0C read out); after the
+    # last read (a residual's, in the drain) what the drain does with it
     fill = pro2 + c["cx"][:, :, 0, 0] + q["cw"][:, :, 0, 0] * live[:, :, 0, 0]
     first_load = q["l_first"][:, :, 0, 0] * (q["steps"][:, :, 0, 0] > 0) * live[:, :, 0, 0]
     last = live.shape[2] - 1 - np.argmax(live[..., 0][:, :, ::-1], axis=2)  # (tilings, cores)
@@ -161,7 +162,7 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers) -> list[tuple[int, int]]:
         [
             fill + mte1 + tail,
             fill + first_load + cube + per_core(c["fx"]) + tail - at_last(c["fx"]),
-            mte2 + tail,
+            mte2 + at_last(c["vres"] + c["vpost"] + c["c3"]),  # a residual is read in the drain
             fill + first_load + mm[:, :, 0, :].sum(-1) + epi,
         ]
     )
