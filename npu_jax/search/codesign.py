@@ -64,53 +64,52 @@ def l1_sweep(
     if method == "sweep":
         res = sweep.sweep(layers, hws, starts=starts, steps=steps, seed=seed, progress=progress)
     else:
-        cyc = np.full((len(layers), len(hws)), sweep.BIG, np.int64)
-        rows = np.zeros((len(layers), len(hws), 8), np.int32)
-        found = {}
-        for j, h in enumerate(hws):
-            for i, g in enumerate(layers):
-                if (g, j) not in found:
-                    try:
-                        m = optimise.search_model(
-                            g, h, seed=seed, **({} if budget is None else {"budget": budget})
-                        )
-                        found[g, j] = (int(m.cycles[0]), m.rows[0])
-                    except RuntimeError:  # no legal tiling at this L1 size
-                        found[g, j] = (int(sweep.BIG), np.zeros(8, np.int32))
-                cyc[i, j], rows[i, j] = found[g, j]
+
+        def best(g, h):
+            try:
+                m = optimise.search_model(g, h, seed=seed, **({} if budget is None else {"budget": budget}))
+                return int(m.cycles[0]), m.rows[0]
+            except RuntimeError:  # no legal tiling at this L1 size
+                return int(sweep.BIG), np.zeros(8, np.int32)
+
+        found = _per_layer(layers, hws, best)
+        cyc = np.array([[c for c, _ in row] for row in found], np.int64)
+        rows = np.array([[r for _, r in row] for row in found], np.int32)
         res = sweep.SweepResult(cycles=cyc, tilings=rows, start_cycles=cyc[..., None], devices=1)
-    w = np.ones(len(layers)) if counts is None else np.asarray(counts, np.float64)
     cyc = np.where(res.cycles >= sweep.BIG, np.nan, res.cycles.astype(np.float64))
-    return np.asarray(sizes), (w[:, None] * cyc).sum(0), res
+    return np.asarray(sizes), _total(cyc, counts), res
+
+
+def _per_layer(layers, hws, fn) -> list[list]:
+    """``fn(layer, hw)`` for every layer (rows) and hardware (columns), once per distinct pair."""
+    found: dict = {}
+    for g in layers:
+        for j, h in enumerate(hws):
+            if (g, j) not in found:
+                found[g, j] = fn(g, h)
+    return [[found[g, j] for j in range(len(hws))] for g in layers]
+
+
+def _total(cyc, counts):
+    """The network's totals per hardware: per-layer cycles (layers, hws) weighted by ``counts``."""
+    w = np.ones(len(cyc)) if counts is None else np.asarray(counts, np.float64)
+    return (w[:, None] * cyc).sum(0)
 
 
 def l2_sweep(
-    layers: list[ConvGeometry],
-    hw: HardwareConfig,
-    l2_mib,
-    *,
-    counts=None,
-    strategy: str = "img2col",
-    progress=None,
+    layers: list[ConvGeometry], hw: HardwareConfig, l2_mib, *, counts=None, strategy: str = "img2col"
 ):
     """Total cycles of ``layers`` (each weighted by ``counts``, default 1) for each L2 size in MiB
     (0: no L2, every GM byte from HBM), each layer with the chooser's tiling at that size. Returns
-    (sizes in MiB, totals (len(l2_mib),), per-layer cycles (layers, sizes)). ``progress(done,
-    total)`` is called after each layer."""
+    (sizes in MiB, totals (len(l2_mib),), per-layer cycles (layers, sizes))."""
     sizes = [float(m) for m in l2_mib]
     hws = [hw.replace(l2_bytes=int(m * 2**20), name=f"{hw.name}-l2-{m:g}m") for m in sizes]
-    cyc = np.zeros((len(layers), len(hws)), np.int64)
-    found: dict = {}
-    for j, h in enumerate(hws):
-        for i, g in enumerate(layers):
-            if (g, j) not in found:
-                t = choose_tiling(g, strategy, h)
-                found[g, j] = predict(make_plan(g, strategy, t, h)).cycles
-            cyc[i, j] = found[g, j]
-            if progress is not None:
-                progress(j * len(layers) + i + 1, len(layers) * len(hws))
-    w = np.ones(len(layers)) if counts is None else np.asarray(counts, np.float64)
-    return np.asarray(sizes), (w[:, None] * cyc).sum(0), cyc
+
+    def cycles(g, h):
+        return predict(make_plan(g, strategy, choose_tiling(g, strategy, h), h)).cycles
+
+    cyc = np.array(_per_layer(layers, hws, cycles), np.int64)
+    return np.asarray(sizes), _total(cyc, counts), cyc
 
 
 def smallest_sufficient(sizes, totals, tolerance: float = 0.0):
