@@ -108,6 +108,22 @@ def test_demo_tiny(capsys, tmp_path):
     assert "bottleneck" in reading[2]
 
 
+def test_demo_strategy_rows_from_the_model_equal_the_emulators():
+    """The demo's Conv2D table reads the closed-form model (no conv compiles); every column equals
+    the emulator's timing-only run (``--emulate``), the relayout kernel's cycles included."""
+    from npu_jax.studies import conv_strategies
+
+    hw = presets.tiny()
+    layers = demo_layers(hw)[-1:]
+    model = conv_strategies(hw, layers, model=True)
+    emulated = conv_strategies(hw, layers)
+    assert [r.strategy for r in model] == ["output_tiled", "input_tiled", "relayout", "img2col"]
+    assert model == emulated
+    assert all(r.relayout_cycles > 0 for r in model[2:]) and model[0].relayout_cycles == 0
+    args = cli.parser().parse_args(["demo", "--preset", "tiny", "--emulate"])
+    assert args.emulate is True
+
+
 def test_demo_conv_layers_scaled_on_tiny_only():
     from npu_jax.workload.resnet50 import RESNET50_REFERENCE
 

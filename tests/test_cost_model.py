@@ -79,7 +79,7 @@ def test_model_matches_emulator_on_random_pairs(strategy):
     seed = int(np.random.SeedSequence().entropy % 2**32)
     rng = np.random.default_rng(seed)
     worst_cyc, worst_bytes, pairs, bounds_ok = 0.0, 0.0, 0, 0
-    rows = []
+    rows, lanes_off = [], []
     for i, tiling in enumerate(_tilings(strategy)):
         preset = list(PRESETS)[i % 2]
         run = _runner(strategy, tiling, preset)
@@ -91,6 +91,16 @@ def test_model_matches_emulator_on_random_pairs(strategy):
             cyc_err = abs(pred.cycles - rep.cycles) / rep.cycles
             byte_err = abs(pred.gm_bytes - rep.gm_bytes) / rep.gm_bytes
             bounds_ok += lower_bound(plan) <= rep.cycles
+            # each lane's busy cycles, the last core's end, the HBM time and so the bottleneck
+            got = (pred.pipe_busy, pred.core_end, pred.hbm_cycles, pred.bottleneck)
+            want = (
+                {k: int(v) for k, v in rep.pipe_busy.items()},
+                int(rep.core_end),
+                int(rep.hbm_cycles),
+                rep.bottleneck,
+            )
+            if got != want:
+                lanes_off.append((preset, g.describe(), tiling, got, want))
             worst_cyc, worst_bytes = max(worst_cyc, cyc_err), max(worst_bytes, byte_err)
             pairs += 1
             rows.append((cyc_err, strategy, preset, g.describe(), tiling, rep.cycles, pred.cycles))
@@ -105,6 +115,7 @@ def test_model_matches_emulator_on_random_pairs(strategy):
     assert bounds_ok == pairs, "lower_bound exceeded the emulated cycles"
     assert worst_bytes == 0.0
     assert worst_cyc == 0.0, rows[:3]  # the model is exact, not approximate
+    assert not lanes_off, lanes_off[:2]
 
 
 @pytest.mark.parametrize("strategy", ["relayout", "img2col"])
@@ -120,6 +131,7 @@ def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
     pred = predict(make_plan(g, strategy, t, hw))
     assert pred.cycles == rep.cycles
     assert pred.gm_bytes == rep.gm_bytes
+    assert (pred.pipe_busy, pred.ratios, pred.bottleneck) == (rep.pipe_busy, rep.ratios, rep.bottleneck)
     assert Policy().operand == "fp16"
 
 

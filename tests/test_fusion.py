@@ -173,6 +173,7 @@ def _check_layer(name, x_shape, w_shape, stride, padding, dilation, seed, fill=0
             epi, _, mid, _ = split(steps, hw, policy, True)
             pred = predict(make_plan(g, "img2col", TILING, hw, policy.operand, mid, bound=BOUND, epi=epi))
             assert (pred.cycles, pred.gm_bytes) == (conv.cycles, conv.gm_bytes), what
+            assert pred.pipe_busy == {k: int(v) for k, v in conv.pipe_busy.items()}, what
         outs[fused] = corner
     if bits_equal:
         assert_bits_equal(outs[True], outs[False], f"{what}: fused vs unfused")

@@ -38,6 +38,16 @@ RATIO_NAMES = {
     "SCALAR": "scalar_ratio",
 }
 
+
+def bottleneck(pipe_busy: dict, hbm_cycles: int, core_end: int) -> str:
+    """What sets a kernel's time: ``HBM`` when the chip's memory, shared by every core, needs longer
+    than any core runs (``hbm_cycles > core_end``), else the lane busy longest (summed over the
+    cores; ties in :data:`LANE_ORDER`). The one rule for every report and prediction."""
+    if hbm_cycles > core_end:
+        return "HBM"
+    return max(LANE_ORDER, key=lambda lane: pipe_busy[lane])
+
+
 # Data paths whose bytes are counted, then the compute counters.
 PATHS = ("GM->L1", "GM->UB", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "L0C->UB", "UB->GM", "UB->L1")
 # The chip's side of GM traffic: reads that missed L2 (brought in from HBM), and writes (to HBM).

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from npu_jax.core import pipes
+from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
 from npu_jax.core.policy import OPERANDS
 from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.cost.schedule import Layer, Program, Tile, derived, schedule
@@ -29,10 +31,37 @@ from npu_jax.workload.conv import ConvGeometry
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
+    """What the emulator's Report of the plan's launch says, in closed form: ``cycles`` (launch
+    included), ``gm_bytes`` and ``bytes`` per GM path, useful ``flops``, ``pipe_busy`` per profiler
+    lane (summed over the cores), ``core_end`` (the last core's end, after the launch), the chip's
+    ``hbm_bytes`` and ``hbm_cycles``, the cores launched (``n_cores``); ``pct_peak``, ``ratios`` and
+    ``bottleneck`` by the Report's rules. Held exactly to the emulator (``tests/test_cost_model.py``)."""
+
     cycles: int
     gm_bytes: int
     bytes: dict
     flops: int
+    pipe_busy: dict = dataclasses.field(default_factory=dict)
+    core_end: int = 0
+    hbm_bytes: int = 0
+    hbm_cycles: int = 0
+    n_cores: int = 1
+    peak_flops_per_cycle: int = 0  # the whole chip's, as Report's
+
+    @property
+    def pct_peak(self) -> float:
+        """Useful FLOPs / (cycles x the chip's peak FLOP per cycle), in percent, as ``Report.pct_peak``."""
+        return 100.0 * self.flops / max(1, self.cycles * self.peak_flops_per_cycle)
+
+    @property
+    def ratios(self) -> dict[str, float]:
+        """Busy / elapsed per lane over the launched cores, as ``Report.ratios``."""
+        total = max(1, self.cycles) * self.n_cores
+        return {RATIO_NAMES[lane]: self.pipe_busy[lane] / total for lane in LANE_ORDER}
+
+    @property
+    def bottleneck(self) -> str:
+        return pipes.bottleneck(self.pipe_busy, self.hbm_cycles, self.core_end)
 
 
 def layer_of(g, c0: int | None = None) -> Layer:
@@ -126,6 +155,12 @@ def _prediction(p: ConvPlan, s: dict) -> Prediction:
         gm_bytes=s["gm_l1"] + s["gm_ub"] + s["gm_out"],
         bytes={"GM->L1": s["gm_l1"], "GM->UB": s["gm_ub"], path_out: s["gm_out"]},
         flops=p.g.flops if isinstance(p.g.n, int) else None,
+        pipe_busy=s["pipe_busy"],
+        core_end=s["core_end"],
+        hbm_bytes=s["hbm"],
+        hbm_cycles=int(costs.hbm_cycles(HwNumbers.of(p.hw), s["hbm"])),
+        n_cores=p.cores,
+        peak_flops_per_cycle=p.hw.peak_flops_per_cycle(p.operand) * p.hw.num_cores,
     )
 
 

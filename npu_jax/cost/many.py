@@ -123,27 +123,54 @@ def bounds_many(plans: list[ConvPlan], layer: Layer, cores: int | None = None) -
     out: list = [None] * len(plans)
     for chunk in _chunks(plans, cores):
         c, q, pro = stacked_arrays([plans[i] for i in chunk], layer, h, cores)
-        for i, b in zip(chunk, _bounds(c, q, pro, h)):
+        for i, b in zip(chunk, _bounds(c, q, pro, h, plans[0].hw.coupled)):
             out[i] = b
     return out
 
 
-def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers) -> list[tuple[int, int]]:
+def _k_steps(n_s, first, full, last):
+    """A pipe's work over an item's n_s K steps: the first, the full ones, the last."""
+    return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
+
+
+def lane_work(c: dict, q: dict, pro: dict, coupled: bool) -> dict:
+    """Each profiler lane's busy cycles per plan and core ((plans, cores) int arrays) from the
+    instruction costs of :func:`stacked_arrays`: what the emulator's report counts in ``pipe_busy``
+    (summed over the cores, tested equal). MTE2: input and weight fetches, the residual, the
+    prologue's resident weights and bias; MTE1: the L0 loads; CUBE: the Mmads; the epilogue's L0C
+    read-out is the Fixpipe's (separated chips) or, with the vector steps, the Vector unit's
+    (coupled chips, L0C -> UB), its write MTE3's."""
+    live, n_s = c["live"], q["steps"]
+
+    def per_core(v):  # (plans, cores): summed over items and parts
+        return v.sum((2, 3))
+
+    pro2 = pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
+    fx, vec = per_core(c["fx"]), per_core(c["vpre"] + c["vres"] + c["vpost"])
+    zero = 0 * fx
+    return {
+        "MTE2": per_core(c["cx"]) + per_core(q["cw"] * live) + per_core(c["cr"]) + pro2,
+        "MTE1": per_core(_k_steps(n_s, q["l_first"], c["lf"], q["l_last"]) * live),
+        "CUBE": per_core(_k_steps(n_s, q["mm_first"], c["mmf"], q["mm_last"]) * live),
+        "FIXP": zero if coupled else fx,
+        "VECTOR": vec + fx if coupled else vec,
+        "MTE3": per_core(c["c3"]),
+        "SCALAR": zero,
+    }
+
+
+def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers, coupled: bool) -> list[tuple[int, int]]:
     live, n_s = c["live"], q["steps"]
 
     def per_core(v):  # (tilings, cores): summed over items and parts
         return v.sum((2, 3))
 
-    def steps(first, full, last):
-        return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
-
-    mte1 = per_core(steps(q["l_first"], c["lf"], q["l_last"]) * live)
-    mm = steps(q["mm_first"], c["mmf"], q["mm_last"]) * live
-    cube = per_core(mm)
+    lanes = lane_work(c, q, pro, coupled)
+    mte1, cube, mte2 = lanes["MTE1"], lanes["CUBE"], lanes["MTE2"]
+    mm = _k_steps(n_s, q["mm_first"], c["mmf"], q["mm_last"]) * live
     pro2 = pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
-    mte2 = per_core(c["cx"]) + per_core(q["cw"] * live) + per_core(c["cr"]) + pro2
     drain = c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]
-    epi = per_core(drain)
+    epi = lanes["FIXP"] + lanes["VECTOR"] + lanes["MTE3"]  # per_core(drain)
     hbm = per_core(c["hbm"]).sum(1) + per_core(q["hbm"] * live).sum(1) + pro["hbm"].sum((1, 2, 3))
     # each pipe's work sits between a fill and a drain no schedule avoids: before the first load,
     # MTE2's work up to the first item's first weight part (item 0 is a working core's first live
@@ -173,7 +200,8 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers) -> list[tuple[int, int]]:
 
 def schedule_many(plans: list[ConvPlan], layer: Layer) -> list[dict]:
     """The exact schedule of every plan (see :func:`stacked_arrays` for what they share): dicts of
-    ``cycles``, ``gm_l1``, ``gm_ub``, ``gm_out`` (ints)."""
+    ``cycles``, ``gm_l1``, ``gm_ub``, ``gm_out``, ``core_end``, ``hbm`` (bytes) (ints) and
+    ``pipe_busy`` (each lane's busy cycles summed over the cores, :func:`lane_work`)."""
     if not plans:
         return []
     h = HwNumbers.of(plans[0].hw)
@@ -184,9 +212,14 @@ def schedule_many(plans: list[ConvPlan], layer: Layer) -> list[dict]:
         arrs = stacked_arrays(ps, layer, h)
         t, d = _stack(ps, 2)
         s = schedule(pr, layer, t, d, h, np, stacked=arrs)
+        lanes = lane_work(*arrs, plans[0].hw.coupled)
         for k, i in enumerate(chunk):
-            out[i] = {f: int(np.asarray(s[f]).reshape(-1)[k]) for f in ("cycles", "gm_l1", "gm_ub", "gm_out")}
+            out[i] = {
+                f: int(np.asarray(s[f]).reshape(-1)[k])
+                for f in ("cycles", "gm_l1", "gm_ub", "gm_out", "core_end", "hbm")
+            }
+            out[i]["pipe_busy"] = {lane: int(v[k].sum()) for lane, v in lanes.items()}
     return out
 
 
-__all__ = ["bounds_many", "schedule_many", "stacked_arrays"]
+__all__ = ["bounds_many", "lane_work", "schedule_many", "stacked_arrays"]

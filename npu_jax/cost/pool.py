@@ -25,8 +25,8 @@ import dataclasses
 
 import numpy as np
 
-from npu_jax.core import l2
-from npu_jax.core.pipes import LANE_ORDER, LANES, PIPES
+from npu_jax.core import l2, pipes
+from npu_jax.core.pipes import LANES, PIPES
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.pool import pool_kernel
@@ -50,9 +50,7 @@ class PoolPrediction:
 
     @property
     def bottleneck(self) -> str:
-        if self.hbm_cycles > self.core_end:
-            return "HBM"
-        return max(LANE_ORDER, key=lambda lane: self.pipe_busy[lane])
+        return pipes.bottleneck(self.pipe_busy, self.hbm_cycles, self.core_end)
 
     @property
     def gm_bytes(self) -> int:

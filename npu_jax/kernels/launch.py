@@ -15,6 +15,7 @@ from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
+from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.conv import build_kernel, relayout_kernel
 from npu_jax.mapping.conv import ConvPlan
 from npu_jax.workload.conv import ConvGeometry
@@ -59,29 +60,10 @@ def run_plan(
     resident: tuple[str, ...] = ()  # GM tensors an earlier kernel of this sequence left in L2
     ext_x = (g.n, g.c, g.h, g.w)
     if p.spec.nc1hwc0_source:
-        rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, p.bound)
-        rctx = Context(
-            hw=hw,
-            allocs=tuple(rplan.allocs),
-            gm=rgm,
-            policy=policy,
-            n_cores=rcores,
-            trace_capacity=cap,
-            move_data=move_data,
-            checks=checks,
-        )
-        routs, rrep = launch(
-            rkern,
-            rctx,
-            {"x": x},
-            name="relayout",
-            operand=op,
-            workload=f"NCHW->NC1HWC0 {B.n}x{B.c}x{B.h}x{B.w}",
-            extents={"x": ext_x, "x5": (g.n, p.c1, g.h, g.w, p.c0)},
-            key=("relayout", g, op, p.bound),
+        routs, rrep, resident = run_relayout(
+            g, hw, op, x, policy, p.bound, cap, move_data=move_data, checks=checks
         )
         extras["relayout"] = rrep
-        resident = l2.kept(hw, rgm)
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
         # block's K rows are one contiguous run: (n_cb, K_total, n)
         if p.tiling_bound is None:
@@ -149,6 +131,47 @@ def run_plan(
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(user))
     y = outs["y"]
     return (y.reshape(user.n, p.ho_cap, p.wo_cap, user.k) if G > 1 else y), report
+
+
+def run_relayout(
+    g: ConvGeometry,
+    hw,
+    op: str,
+    x,
+    policy: Policy,
+    bound: ConvGeometry | None = None,
+    trace_capacity: int = 0,
+    *,
+    move_data: bool = True,
+    checks=None,
+):
+    """The NCHW -> NC1HWC0 relayout kernel that the ``relayout`` and ``img2col`` strategies launch
+    before the conv, on x (N, C, H, W) at the bound's shape in format ``op``: (its outputs, its
+    report, the GM tensors it leaves in L2 for the conv). One compiled program per (layer, format,
+    bound), shared by both strategies."""
+    rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, bound)
+    rctx = Context(
+        hw=hw,
+        allocs=tuple(rplan.allocs),
+        gm=rgm,
+        policy=policy,
+        n_cores=rcores,
+        trace_capacity=trace_capacity,
+        move_data=move_data,
+        checks=checks,
+    )
+    c1, c0 = -(-g.c // hw.c0(itemsize(op))), hw.c0(itemsize(op))
+    routs, rrep = launch(
+        rkern,
+        rctx,
+        {"x": x},
+        name="relayout",
+        operand=op,
+        workload=f"NCHW->NC1HWC0 {x.shape[0]}x{x.shape[1]}x{x.shape[2]}x{x.shape[3]}",
+        extents={"x": (g.n, g.c, g.h, g.w), "x5": (g.n, c1, g.h, g.w, c0)},
+        key=("relayout", g, op, bound),
+    )
+    return routs, rrep, l2.kept(hw, rgm)
 
 
 def _epi_input(what: str, arr, shape, fmt: str):

@@ -31,7 +31,7 @@ from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import GmSpec
 from npu_jax.cost.conv import layer_of, predict
-from npu_jax.cost.many import stacked_arrays
+from npu_jax.cost.many import lane_work, stacked_arrays
 from npu_jax.cost.pool import predict as pool_predict
 from npu_jax.errors import NpuError
 from npu_jax.hw import costs
@@ -147,22 +147,13 @@ def conv_bottleneck(p) -> str:
     # a grouped conv's schedule runs its dense view, which needs the channel block (layer_of(g, c0))
     L = layer_of(p.g, p.c0)
     c, q, pro = stacked_arrays([p], L, h)
-    live, n_s = c["live"], q["steps"]
-
-    def steps(first, full, last):
-        return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
-
+    live = c["live"]
+    lanes = lane_work(c, q, pro, p.hw.coupled)
     per_core = {
-        "MTE1": (steps(q["l_first"], c["lf"], q["l_last"]) * live).sum((0, 2, 3)),
-        "CUBE": (steps(q["mm_first"], c["mmf"], q["mm_last"]) * live).sum((0, 2, 3)),
-        "MTE2": c["cx"].sum((0, 2, 3))
-        + (q["cw"] * live).sum((0, 2, 3))
-        + c["cr"].sum((0, 2, 3))
-        + pro["cw_res"].sum((0, 2, 3))
-        + pro["cbias"].sum((0, 2, 3)),
-        ("VECTOR" if p.hw.coupled else "FIXP"): (c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]).sum(
-            (0, 2, 3)
-        ),
+        "MTE1": lanes["MTE1"],
+        "CUBE": lanes["CUBE"],
+        "MTE2": lanes["MTE2"],
+        ("VECTOR" if p.hw.coupled else "FIXP"): lanes["FIXP"] + lanes["VECTOR"] + lanes["MTE3"],
     }
     hbm = int(c["hbm"].sum() + (q["hbm"] * live).sum() + pro["hbm"].sum())
     busiest = max(int(np.max(v)) for v in per_core.values())

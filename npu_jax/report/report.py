@@ -13,7 +13,7 @@ import os
 import jax
 import numpy as np
 
-from npu_jax.core import sanitize, wide
+from npu_jax.core import pipes, sanitize, wide
 from npu_jax.core.pipes import COUNTER_INDEX, HBM_PATHS, LANE_ORDER, PATHS, RATIO_NAMES
 from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
@@ -192,10 +192,7 @@ class Report:
     def bottleneck(self) -> str:
         """What sets the time: the lane that was busy longest (the one to fix first), or ``HBM`` when
         the chip's memory, shared by every core, needs longer than any core runs."""
-        if self.hbm_cycles > self.core_end:
-            return "HBM"
-        busy = self.pipe_busy
-        return max(LANE_ORDER, key=lambda lane: busy[lane])
+        return pipes.bottleneck(self.pipe_busy, self.hbm_cycles, self.core_end)
 
     @property
     def roofline(self) -> str:
