@@ -15,6 +15,7 @@ from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
+from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.conv import build_kernel, relayout_kernel
 from npu_jax.mapping.conv import ConvPlan
@@ -135,7 +136,7 @@ def run_plan(
 
 def run_relayout(
     g: ConvGeometry,
-    hw,
+    hw: HardwareConfig,
     op: str,
     x,
     policy: Policy,
