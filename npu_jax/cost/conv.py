@@ -41,12 +41,12 @@ class Prediction:
     gm_bytes: int
     bytes: dict
     flops: int
-    pipe_busy: dict = dataclasses.field(default_factory=dict)
-    core_end: int = 0
-    hbm_bytes: int = 0
-    hbm_cycles: int = 0
-    n_cores: int = 1
-    peak_flops_per_cycle: int = 0  # the whole chip's, as Report's
+    pipe_busy: dict
+    core_end: int
+    hbm_bytes: int
+    hbm_cycles: int
+    n_cores: int
+    peak_flops_per_cycle: int  # the whole chip's, as Report's
 
     @property
     def pct_peak(self) -> float:
@@ -145,14 +145,14 @@ def predict(p: ConvPlan) -> Prediction:
     """Cycles and bytes of a ConvPlan, in closed form (numpy; the search runs the same schedule in
     jax through :mod:`npu_jax.search.exact`)."""
     _check_types("cost.predict", p=(p, ConvPlan))
-    return _prediction(p, schedule_many([p], layer_of(p.g, p.c0))[0])
+    return _prediction(p, schedule_many([p], layer_of(p.g, p.c0), lanes=True)[0])
 
 
 def _prediction(p: ConvPlan, s: dict) -> Prediction:
     path_out = "UB->GM" if p.hw.coupled else "L0C->GM"
     return Prediction(
         cycles=s["cycles"],
-        gm_bytes=s["gm_l1"] + s["gm_ub"] + s["gm_out"],
+        gm_bytes=_gm_bytes(s),
         bytes={"GM->L1": s["gm_l1"], "GM->UB": s["gm_ub"], path_out: s["gm_out"]},
         flops=p.g.flops if isinstance(p.g.n, int) else None,
         pipe_busy=s["pipe_busy"],
@@ -162,6 +162,11 @@ def _prediction(p: ConvPlan, s: dict) -> Prediction:
         n_cores=p.cores,
         peak_flops_per_cycle=p.hw.peak_flops_per_cycle(p.operand) * p.hw.num_cores,
     )
+
+
+def _gm_bytes(s: dict) -> int:
+    """A schedule's GM bytes: into L1, into UB, out."""
+    return s["gm_l1"] + s["gm_ub"] + s["gm_out"]
 
 
 def lower_bound(p: ConvPlan, serial: bool = False) -> int:
@@ -252,8 +257,8 @@ def predict_many(
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     L = layer_of(g, hw.c0(itemsize(operand)))
     if every:
-        preds = [_prediction(p, s) for p, s in zip(plans, schedule_many(plans, L))]
-        return [q.cycles for q in preds], [q.gm_bytes for q in preds]
+        sch = schedule_many(plans, L)
+        return [s["cycles"] for s in sch], [_gm_bytes(s) for s in sch]
     rank = floors(plans, HwNumbers.of(hw))[:, 0]  # the best lower bound known of each tiling
     cyc, gmb = [None] * len(plans), [None] * len(plans)
     best = np.inf
@@ -270,8 +275,7 @@ def predict_many(
             if not sub:
                 break  # in bound order: the rest of the batch costs more than the best found
             for i, s in zip(sub, schedule_many([plans[i] for i in sub], L)):
-                q = _prediction(plans[i], s)
-                cyc[i], gmb[i], best = q.cycles, q.gm_bytes, min(best, q.cycles)
+                cyc[i], gmb[i], best = s["cycles"], _gm_bytes(s), min(best, s["cycles"])
     worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
     return [worst + int(rank[i]) if x is None else x for i, x in enumerate(cyc)], [
         big if x is None else x for x in gmb

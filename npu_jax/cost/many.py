@@ -128,6 +128,11 @@ def bounds_many(plans: list[ConvPlan], layer: Layer, cores: int | None = None) -
     return out
 
 
+def _per_core(v):
+    """(plans, cores): an item / part array summed over items and parts."""
+    return v.sum((2, 3))
+
+
 def _k_steps(n_s, first, full, last):
     """A pipe's work over an item's n_s K steps: the first, the full ones, the last."""
     return np.where(n_s > 0, first + np.maximum(n_s - 2, 0) * full + np.where(n_s >= 2, last, 0), 0)
@@ -142,19 +147,16 @@ def lane_work(c: dict, q: dict, pro: dict, coupled: bool) -> dict:
     (coupled chips, L0C -> UB), its write MTE3's."""
     live, n_s = c["live"], q["steps"]
 
-    def per_core(v):  # (plans, cores): summed over items and parts
-        return v.sum((2, 3))
-
     pro2 = pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
-    fx, vec = per_core(c["fx"]), per_core(c["vpre"] + c["vres"] + c["vpost"])
+    fx, vec = _per_core(c["fx"]), _per_core(c["vpre"] + c["vres"] + c["vpost"])
     zero = 0 * fx
     return {
-        "MTE2": per_core(c["cx"]) + per_core(q["cw"] * live) + per_core(c["cr"]) + pro2,
-        "MTE1": per_core(_k_steps(n_s, q["l_first"], c["lf"], q["l_last"]) * live),
-        "CUBE": per_core(_k_steps(n_s, q["mm_first"], c["mmf"], q["mm_last"]) * live),
+        "MTE2": _per_core(c["cx"]) + _per_core(q["cw"] * live) + _per_core(c["cr"]) + pro2,
+        "MTE1": _per_core(_k_steps(n_s, q["l_first"], c["lf"], q["l_last"]) * live),
+        "CUBE": _per_core(_k_steps(n_s, q["mm_first"], c["mmf"], q["mm_last"]) * live),
         "FIXP": zero if coupled else fx,
         "VECTOR": vec + fx if coupled else vec,
-        "MTE3": per_core(c["c3"]),
+        "MTE3": _per_core(c["c3"]),
         "SCALAR": zero,
     }
 
@@ -162,16 +164,13 @@ def lane_work(c: dict, q: dict, pro: dict, coupled: bool) -> dict:
 def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers, coupled: bool) -> list[tuple[int, int]]:
     live, n_s = c["live"], q["steps"]
 
-    def per_core(v):  # (tilings, cores): summed over items and parts
-        return v.sum((2, 3))
-
     lanes = lane_work(c, q, pro, coupled)
     mte1, cube, mte2 = lanes["MTE1"], lanes["CUBE"], lanes["MTE2"]
     mm = _k_steps(n_s, q["mm_first"], c["mmf"], q["mm_last"]) * live
     pro2 = pro["cw_res"][:, :, 0, 0] + pro["cbias"][:, :, 0, 0]
     drain = c["fx"] + c["c3"] + c["vpre"] + c["vres"] + c["vpost"]
-    epi = lanes["FIXP"] + lanes["VECTOR"] + lanes["MTE3"]  # per_core(drain)
-    hbm = per_core(c["hbm"]).sum(1) + per_core(q["hbm"] * live).sum(1) + pro["hbm"].sum((1, 2, 3))
+    epi = lanes["FIXP"] + lanes["VECTOR"] + lanes["MTE3"]  # the drain, summed per core
+    hbm = _per_core(c["hbm"]).sum(1) + _per_core(q["hbm"] * live).sum(1) + pro["hbm"].sum((1, 2, 3))
     # each pipe's work sits between a fill and a drain no schedule avoids: before the first load,
     # MTE2's work up to the first item's first weight part (item 0 is a working core's first live
     # item); after the last load and Mmad, the last live item's drain (its L0C read out); after the
@@ -188,7 +187,7 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers, coupled: bool) -> list[tu
     busy = np.maximum.reduce(
         [
             fill + mte1 + tail,
-            fill + first_load + cube + per_core(c["fx"]) + tail - at_last(c["fx"]),
+            fill + first_load + cube + _per_core(c["fx"]) + tail - at_last(c["fx"]),
             mte2 + at_last(c["vres"] + c["vpost"] + c["c3"]),  # a residual is read in the drain
             fill + first_load + mm[:, :, 0, :].sum(-1) + epi,
         ]
@@ -198,10 +197,11 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers, coupled: bool) -> list[tu
     return [(int(a), int(s)) for a, s in zip(par, ser)]
 
 
-def schedule_many(plans: list[ConvPlan], layer: Layer) -> list[dict]:
+def schedule_many(plans: list[ConvPlan], layer: Layer, lanes: bool = False) -> list[dict]:
     """The exact schedule of every plan (see :func:`stacked_arrays` for what they share): dicts of
-    ``cycles``, ``gm_l1``, ``gm_ub``, ``gm_out``, ``core_end``, ``hbm`` (bytes) (ints) and
-    ``pipe_busy`` (each lane's busy cycles summed over the cores, :func:`lane_work`)."""
+    ``cycles``, ``gm_l1``, ``gm_ub``, ``gm_out``, ``core_end``, ``hbm`` (bytes) (ints); with
+    ``lanes``, also ``pipe_busy`` (each lane's busy cycles summed over the cores, :func:`lane_work`;
+    the chooser does without)."""
     if not plans:
         return []
     h = HwNumbers.of(plans[0].hw)
@@ -212,13 +212,14 @@ def schedule_many(plans: list[ConvPlan], layer: Layer) -> list[dict]:
         arrs = stacked_arrays(ps, layer, h)
         t, d = _stack(ps, 2)
         s = schedule(pr, layer, t, d, h, np, stacked=arrs)
-        lanes = lane_work(*arrs, plans[0].hw.coupled)
+        busy = lane_work(*arrs, plans[0].hw.coupled) if lanes else {}
         for k, i in enumerate(chunk):
             out[i] = {
                 f: int(np.asarray(s[f]).reshape(-1)[k])
                 for f in ("cycles", "gm_l1", "gm_ub", "gm_out", "core_end", "hbm")
             }
-            out[i]["pipe_busy"] = {lane: int(v[k].sum()) for lane, v in lanes.items()}
+            if lanes:
+                out[i]["pipe_busy"] = {lane: int(v[k].sum()) for lane, v in busy.items()}
     return out
 
 

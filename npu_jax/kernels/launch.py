@@ -16,6 +16,7 @@ from npu_jax.core.policy import Policy
 from npu_jax.core.run import launch
 from npu_jax.core.state import Context, GmSpec
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.costs import cdiv
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.conv import build_kernel, relayout_kernel
 from npu_jax.mapping.conv import ConvPlan
@@ -161,7 +162,7 @@ def run_relayout(
         move_data=move_data,
         checks=checks,
     )
-    c1, c0 = -(-g.c // hw.c0(itemsize(op))), hw.c0(itemsize(op))
+    c0 = hw.c0(itemsize(op))
     routs, rrep = launch(
         rkern,
         rctx,
@@ -169,7 +170,7 @@ def run_relayout(
         name="relayout",
         operand=op,
         workload=f"NCHW->NC1HWC0 {x.shape[0]}x{x.shape[1]}x{x.shape[2]}x{x.shape[3]}",
-        extents={"x": (g.n, g.c, g.h, g.w), "x5": (g.n, c1, g.h, g.w, c0)},
+        extents={"x": (g.n, g.c, g.h, g.w), "x5": (g.n, cdiv(g.c, c0), g.h, g.w, c0)},
         key=("relayout", g, op, bound),
     )
     return routs, rrep, l2.kept(hw, rgm)
