@@ -64,6 +64,9 @@ class Context:
     n_cores: int = 1
     trace_capacity: int = 0
     move_data: bool = True  # False = timing-only: every cost and counter, no data moved
+    # timing-only whose data is computed apart (kernels/values.py): GM output writes still marked,
+    # so the merge counts overlapping and unwritten elements as a full run does
+    mark_writes: bool = False
     checks: Checks | None = None  # sanitizers to run; None = the process default (sanitize.py)
     l2_modes: tuple = ()  # (GM input name, L2 mode) pairs: see l2.py; an input not named streams
 

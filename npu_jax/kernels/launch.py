@@ -19,8 +19,11 @@ from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.costs import cdiv
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.conv import build_kernel, relayout_kernel
+from npu_jax.kernels.values import block_diagonal, conv_values, covers
 from npu_jax.mapping.conv import ConvPlan
 from npu_jax.workload.conv import ConvGeometry
+
+DATA_PATHS = ("values", "instructions")
 
 
 def run_plan(
@@ -35,11 +38,17 @@ def run_plan(
     name: str | None = None,
     move_data: bool = True,
     checks=None,
+    data_path: str = "values",
 ):
     """Launch a ConvPlan on x (N, C, H, W) and w (K, C, kh, kw), both at the bound's shape and in
     the operand format. Returns (y NHWC at the bound's shape, report). ``move_data=False`` is the
     timing-only mode: the same program, every cost and counter, and no data work at all.
     ``checks``: the sanitizers (None = the process default); findings raise after a concrete run.
+
+    ``data_path``: ``"values"`` (default) runs the kernel timing-only, with its GM writes marked,
+    and computes y apart in whole-tensor operations (``kernels/values.py``: the same arithmetic,
+    the same bits) where that covers the plan and policy; ``"instructions"`` moves the data through
+    every instruction. The report is the same either way.
 
     A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
     (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them.
@@ -53,17 +62,22 @@ def run_plan(
     user = p.g
     g, B, t, hw, op = p.gv, p.Bv, p.t, p.hw, p.operand
     G = p.sgroups
-    w = _block_diagonal(w, user, p.pack)
+    w_user = w
+    w = block_diagonal(w, user, p.pack)
     x = x.reshape(B.n, B.c, B.h, B.w)  # free: a super-group's channels are contiguous
     if p.tiling_bound is not None and move_data:
         raise ValueError("a plan under a tiling_bound runs timing-only: pass move_data=False.")
+    if data_path not in DATA_PATHS:
+        raise ValueError(f"data_path must be one of {DATA_PATHS}, got {data_path!r}.")
+    apart = move_data and data_path == "values" and covers(p, policy)  # y from kernels/values.py
+    move_data = move_data and not apart
     cap = trace_capacity
     extras = {}
     resident: tuple[str, ...] = ()  # GM tensors an earlier kernel of this sequence left in L2
     ext_x = (g.n, g.c, g.h, g.w)
     if p.spec.nc1hwc0_source:
         routs, rrep, resident = run_relayout(
-            g, hw, op, x, policy, p.bound, cap, move_data=move_data, checks=checks
+            g, hw, op, x, policy, p.bound, cap, move_data=move_data, checks=checks, mark_writes=apart
         )
         extras["relayout"] = rrep
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
@@ -115,6 +129,7 @@ def run_plan(
         n_cores=p.cores,
         trace_capacity=cap,
         move_data=move_data,
+        mark_writes=apart,
         checks=checks,
     )
     outs, report = launch(
@@ -132,6 +147,9 @@ def run_plan(
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(user))
     y = outs["y"]
+    if apart:
+        bias_v = gm_in["bias"].reshape(-1) if "bias" in gm_in else None
+        y = conv_values(p, policy, x, w_user, bias_v, gm_in.get("res"))
     return (y.reshape(user.n, p.ho_cap, p.wo_cap, user.k) if G > 1 else y), report
 
 
@@ -146,11 +164,13 @@ def run_relayout(
     *,
     move_data: bool = True,
     checks=None,
+    mark_writes: bool = False,
 ):
     """The NCHW -> NC1HWC0 relayout kernel that the ``relayout`` and ``img2col`` strategies launch
     before the conv, on x (N, C, H, W) at the bound's shape in format ``op``: (its outputs, its
     report, the GM tensors it leaves in L2 for the conv). One compiled program per (layer, format,
-    bound), shared by both strategies."""
+    bound), shared by both strategies. ``mark_writes``: timing-only with its GM writes marked (the
+    conv's data is computed apart, ``kernels/values.py``)."""
     rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, bound)
     rctx = Context(
         hw=hw,
@@ -160,6 +180,7 @@ def run_relayout(
         n_cores=rcores,
         trace_capacity=trace_capacity,
         move_data=move_data,
+        mark_writes=mark_writes,
         checks=checks,
     )
     c0 = hw.c0(itemsize(op))
@@ -201,20 +222,6 @@ def _k_major(p: ConvPlan, w):
     return wk.reshape(p.k_total_cap, p.n_cb_cap, t.n).transpose(1, 0, 2)
 
 
-def _block_diagonal(w, g: ConvGeometry, pack: int):
-    """Grouped weights (K, C / groups, kh, kw) as the dense weights of each super-group of ``pack``
-    groups, zero off the diagonal blocks: (G', pack * K / groups, pack * C / groups, kh, kw), laid
-    out offline as the vendor's FRACTAL_Z_G weights are. Dense weights are returned as they are."""
-    if g.groups == 1:
-        return w
-    sg, kg, cg = g.groups // pack, g.k // g.groups, g.c // g.groups
-    w6 = w.reshape(sg, pack, kg, 1, cg, g.kh, g.kw)
-    diag = jnp.eye(pack, dtype=jnp.bool_)[None, :, None, :, None, None, None]
-    wd = jnp.where(diag, w6, jnp.zeros((), w.dtype))  # (G', pack, Kg, pack, Cg, kh, kw)
-    wd = wd.reshape(sg, pack * kg, pack * cg, g.kh, g.kw)
-    return wd[0] if sg == 1 else wd
-
-
 def _mask_layer(a, extent):
     """Zero everything of a bound-shaped array outside the layer's (traced) extent."""
     keep = jnp.ones(a.shape, jnp.bool_)
@@ -223,4 +230,4 @@ def _mask_layer(a, extent):
     return jnp.where(keep, a, jnp.zeros((), a.dtype))
 
 
-__all__ = ["run_plan"]
+__all__ = ["DATA_PATHS", "run_plan", "run_relayout"]

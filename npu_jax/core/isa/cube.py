@@ -22,8 +22,7 @@ from npu_jax.core.isa.data import (
     write_ref,
 )
 from npu_jax.core.isa.decl import Effect
-from npu_jax.core.isa.mac import mmad_sum
-from npu_jax.core.rounding import round_to
+from npu_jax.core.isa.mac import accumulate
 from npu_jax.core.state import Core
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
@@ -56,21 +55,9 @@ def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
     B32 = jnp.where(kk[:, None] & cols[None, :], B.astype(jnp.float32), 0.0)
     C = core.read(dst.alloc, dst.stage)
     C0 = jnp.where(jnp.asarray(init), 0.0, C)
-    acc = core.ctx.policy.accumulate
     isz = itemsize(a.alloc.dtype)
     # the order of the products and sums is the emulator's promise (isa/mac.py), not XLA's choice
-    split = a.alloc.dtype == "fp32"
-
-    def to_fp16(x):
-        return round_to(x, "fp16").astype(jnp.float32)
-
-    if acc == "fp16_mac":  # a true fp16 running sum: fractals one product deep, rounded after each
-        Cn = mmad_sum(C0, A32, B32, k0=1, split=split, after_fractal=to_fp16)
-    else:  # fp16_step rounds the running sum after every K0-deep fractal step
-        after = to_fp16 if acc == "fp16_step" else None
-        Cn = mmad_sum(C0, A32, B32, k0=core.hw.k0(isz), split=split, after_fractal=after)
-        if acc == "fp16_tile":
-            Cn = to_fp16(Cn)
+    Cn = accumulate(C0, A32, B32, core.ctx.policy.accumulate, core.hw.k0(isz), a.alloc.dtype == "fp32")
     Cn = jnp.where(rows[:, None] & cols[None, :], Cn, C)
     core = write_ref(core, dst, Cn, when)
     counts = (("flops", 2 * m_ * n_ * k_), ("flops_issued", costs.mmad_flops_issued(h, m_, n_, k_, isz)))
@@ -104,6 +91,15 @@ def _activation(x, act: str | None, alpha: float, clip: float | None):
     return x
 
 
+def fixpipe_values(acc, bias_row, act: str | None, alpha: float = 0.0, clip: float | None = None):
+    """Fixpipe's arithmetic on fp32 L0C values, before the output conversion: the bias row (fp32,
+    broadcast over rows) added, then one activation, then the clip. Shared by the instruction and
+    by the data path computed apart from the timing (``kernels/values.py``)."""
+    if bias_row is not None:
+        acc = acc + bias_row.astype(jnp.float32)
+    return _activation(acc, act, alpha, clip)
+
+
 def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, bias):
     """What both Fixpipe destinations share: the checks, L0C read, bias and activation (fp32)."""
     hw = core.hw
@@ -116,9 +112,8 @@ def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, b
         raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
     act = "relu" if relu else activation
     nd = _l0c_nd(core, src)
-    if bias is not None:
-        nd = nd + broadcast_row(core, bias, nd.shape[1]).astype(jnp.float32)
-    nd = _activation(nd, act, alpha, clip)
+    row = None if bias is None else broadcast_row(core, bias, nd.shape[1])
+    nd = fixpipe_values(nd, row, act, alpha, clip)
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     oob = sanitize.extent_oob(
         core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"

@@ -158,10 +158,11 @@ def write_gm(core: Core, dst: GmWindow, block, valid, when) -> tuple[Core, jax.A
     Returns (core, the mask of the window's elements written), for ``issue`` to hand to the
     sanitizers (``gm_writes``: racecheck names the instruction behind each element). The marks are
     kept in timing-only mode too when racecheck is on, so that overlaps between cores are caught
-    there as well; with neither data nor racecheck the mask is None.
+    there as well, and when the data is computed apart (``ctx.mark_writes``); with none of these
+    the mask is None.
     """
     race = bool(core.san) and core.ctx.checks.race
-    if not core.ctx.move_data and not race:
+    if not core.ctx.move_data and not race and not core.ctx.mark_writes:
         return core, None
     spec = core.ctx.gm_spec(dst.name)
     starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)

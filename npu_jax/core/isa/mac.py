@@ -42,6 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from npu_jax.core.rounding import round_to
+
 # sign, exponent and the top 11 of fp32's 23 fraction bits: a 12-bit significand, so the product of
 # two such halves (24 bits) is exact in fp32
 _HI_MASK = np.int32(-(1 << 12))
@@ -164,3 +166,20 @@ def _ordered(c, a, b, k0: int, split: bool, after_fractal):
 
     out, _ = lax.scan(fractal, c, xs)
     return out
+
+
+def _to_fp16(x):
+    return round_to(x, "fp16").astype(jnp.float32)
+
+
+def accumulate(c, a, b, mode: str, k0: int, split: bool):
+    """One Mmad's ``c + a @ b`` under the policy's accumulation ``mode`` (``Policy.accumulate``):
+    ``fp32`` (the hardware's L0C), ``fp16_step`` (rounded to fp16 after every ``k0``-deep fractal),
+    ``fp16_mac`` (after every product: fractals one deep) or ``fp16_tile`` (once, at the Mmad's
+    end). The arithmetic of the Mmad instruction, and of the data path computed apart from the
+    timing (``kernels/values.py``), which calls it once per Mmad of the kernel for ``fp16_tile``
+    and once over the whole K otherwise (a sum continued fractal by fractal: the same adds)."""
+    if mode == "fp16_mac":
+        return mmad_sum(c, a, b, k0=1, split=split, after_fractal=_to_fp16)
+    out = mmad_sum(c, a, b, k0=k0, split=split, after_fractal=_to_fp16 if mode == "fp16_step" else None)
+    return _to_fp16(out) if mode == "fp16_tile" else out

@@ -65,6 +65,38 @@ def _pairwise_sum(flat, fmt: str):
     return v[0]
 
 
+def elementwise(op: str, xs, *, scalar=None, alpha: float = 0.0):
+    """The fp32 result of an element-wise vector op (not ``VReduceSum`` / ``VDup``) on fp32 sources:
+    the arithmetic alone, shared by the instruction and by the data path computed apart from the
+    timing (``kernels/values.py``)."""
+    if op in BINARY:
+        return BINARY[op](xs[0], xs[1])
+    if op in WITH_SCALAR:
+        if scalar is None:
+            raise ValueError(f"{op} needs scalar=.")
+        return WITH_SCALAR[op](xs[0], jnp.asarray(scalar, jnp.float32))
+    if op == "VRelu":
+        return jnp.maximum(xs[0], 0.0)
+    if op == "VLeakyRelu":
+        return jnp.where(xs[0] >= 0, xs[0], xs[0] * jnp.float32(alpha))
+    if op == "VExp":
+        return jnp.exp(xs[0])
+    if op == "VAbs":
+        return jnp.abs(xs[0])
+    if op in ("VCopy", "VCast"):
+        return xs[0]
+    raise ValueError(f"{op} is not an element-wise vector op.")
+
+
+def store(y, op: str, fmt: str, policy, hw, mode: str = "nearest_even"):
+    """A vector op's fp32 result as stored in a ``fmt`` destination: rounded to the policy's vector
+    format first (every op but ``VCast``), then to ``fmt`` (``VCast`` in its own ``mode``)."""
+    over = policy.overflow_mode(hw)
+    if policy.vector != "fp32" and op != "VCast":  # the op runs in the policy's vector format
+        y = round_to(y, policy.vector, overflow=over).astype(jnp.float32)
+    return round_to(y, fmt, mode if op == "VCast" else "nearest_even", overflow=over)
+
+
 def vector(
     core: Core,
     h,
@@ -109,37 +141,19 @@ def vector(
             raise ValueError(f"{op}: source {s.alloc.name!r} {x.shape} != destination {shape}.")
     if len(srcs) != sources(op):
         raise ValueError(f"{op} takes {sources(op)} source(s), got {len(srcs)}.")
-    if op in BINARY:
-        y = BINARY[op](xs[0], xs[1])
-    elif op in FILL:
+    if op in FILL:
         if scalar is None:
             raise ValueError(f"{op} needs scalar=.")
         y = jnp.full(shape, jnp.asarray(scalar, jnp.float32))
-    elif op in WITH_SCALAR:
-        if scalar is None:
-            raise ValueError(f"{op} needs scalar=.")
-        y = WITH_SCALAR[op](xs[0], jnp.asarray(scalar, jnp.float32))
-    elif op == "VRelu":
-        y = jnp.maximum(xs[0], 0.0)
-    elif op == "VLeakyRelu":
-        y = jnp.where(xs[0] >= 0, xs[0], xs[0] * jnp.float32(alpha))
-    elif op == "VExp":
-        y = jnp.exp(xs[0])
-    elif op == "VAbs":
-        y = jnp.abs(xs[0])
     elif op == "VReduceSum":
         flat = xs[0].reshape(-1)
         if count_elems is not None:
             flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, 0.0)
         total = _pairwise_sum(flat, core.ctx.policy.vector)
         y = stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
-    else:  # VCopy, VCast
-        y = xs[0]
-    over = core.ctx.policy.overflow_mode(core.hw)
-    vfmt = core.ctx.policy.vector
-    if vfmt != "fp32" and op != "VCast":  # the op runs in the policy's vector format
-        y = round_to(y, vfmt, overflow=over).astype(jnp.float32)
-    out = round_to(y, dst.alloc.dtype, mode if op == "VCast" else "nearest_even", overflow=over)
+    else:
+        y = elementwise(op, xs, scalar=scalar, alpha=alpha)
+    out = store(y, op, dst.alloc.dtype, core.ctx.policy, core.hw, mode)
     n_el = math.prod(shape) if count_elems is None else count_elems
     if count_elems is not None:
         keep = (jnp.arange(math.prod(shape)) < jnp.asarray(count_elems, _i32)).reshape(shape)

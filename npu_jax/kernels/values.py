@@ -1,0 +1,183 @@
+"""A Conv2D kernel's output values computed apart from its timing: the same arithmetic, in whole-tensor
+operations instead of instruction by instruction.
+
+Every output element of a Conv2D plan is one L0C accumulator: the Cube's fractal sums over the K
+order of Load3D (``(c1, kh, kw, c0)``, channels zero-padded to whole fractals), added into L0C in
+ascending k (``isa/mac.py``'s promise), then converted on the way out (Fixpipe, or L0C -> UB and the
+vector unit). Nothing of that depends on the tiling: cores, output tiles and Cout blocks choose which
+accumulator an Mmad works on, never the order of its adds; a K step the kernel masks past the end
+adds whole fractals of +0, which leave an L0C value unchanged (it is never -0: it starts at +0, and
+an IEEE add gives -0 only from two -0s). So the values are a function of the layer, the weights
+and the policy alone, and can be computed in a few large operations:
+
+1. the im2col matrix of every image, in Load3D's K order (exact copies, zeros for padding);
+2. :func:`npu_jax.core.isa.mac.accumulate` over the whole K, on every output at once (the Mmad
+   instruction's own arithmetic); under ``fp16_tile`` once per Mmad of the kernel's K steps, whose
+   boundaries (``k_l1`` parts, ``k_l0`` steps) it then rounds at;
+3. the output step's own functions: ``fixpipe_values`` and the policy's conversion (910B), or the
+   conversion to UB and each vector instruction's ``elementwise`` / ``store`` (910/310P).
+
+``run_plan`` uses this for the data and runs the kernel timing-only (its report unchanged, its GM
+writes still marked, so coverage and overlaps are checked as before); ``data_path="instructions"``
+moves the data through every instruction instead. The two are held bit-identical by
+``tests/test_values.py``. Not covered (they run the instructions): stochastic rounding (its bits
+are keyed by instruction counts and tile offsets), layers inside a bound, tilings under a bound,
+and fused epilogues of grouped layers.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from npu_jax.core.buffers import DTYPES
+from npu_jax.core.formats import oihw_to_kn
+from npu_jax.core.isa.cube import fixpipe_values
+from npu_jax.core.isa.mac import accumulate
+from npu_jax.core.isa.vector import elementwise, store
+from npu_jax.core.policy import Policy
+from npu_jax.hw.costs import cdiv
+from npu_jax.hw.formats import itemsize
+from npu_jax.mapping.conv import ConvPlan
+
+# output rows per block of the accumulation: its accumulator (rows x Cout fp32) stays in cache
+_ROWS_BYTES = 1 << 19
+
+
+def covers(p: ConvPlan, policy: Policy) -> bool:
+    """Whether :func:`conv_values` computes this plan's output (else the instructions move it)."""
+    return (
+        policy.rounding != "stochastic"
+        and p.bound is None
+        and p.tiling_bound is None
+        and not (p.epi is not None and p.sgroups > 1)
+    )
+
+
+def mmad_bounds(p: ConvPlan) -> tuple[int, ...]:
+    """The K offsets at which the kernel's Mmads end, in order (each a multiple of the fractal):
+    ``k_l1``-deep parts of ``k_l0``-deep steps, the last of each part (and the last part) short."""
+    ends = []
+    for pi in range(p.n_parts):
+        for q in range(p.steps_per_part):
+            ks = pi * p.k_l1 + q * p.t.k_l0
+            kv = min(p.k_l1 - q * p.t.k_l0, p.k_total - ks, p.t.k_l0)
+            if kv > 0:
+                ends.append(ks + kv)
+    return tuple(ends)
+
+
+def im2col(x, p: ConvPlan):
+    """(N', Ho * Wo, K_total) in Load3D's K order ``((c1 * kh + i) * kw + j) * c0 + c``, from x
+    (N', C', H, W) of the dense view: exact copies of x, zeros where the window leaves the padded
+    image or a channel is past C'."""
+    g, c0 = p.gv, p.c0
+    n, c, _, _ = x.shape
+    c1 = cdiv(c, c0)
+    pt, pb, pl, pr = g.pads
+    xp = jnp.pad(x, ((0, 0), (0, c1 * c0 - c), (pt, pb), (pl, pr)))
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    taps = [
+        xp[:, :, i * dh : i * dh + (g.ho - 1) * sh + 1 : sh, j * dw : j * dw + (g.wo - 1) * sw + 1 : sw]
+        for i in range(g.kh)
+        for j in range(g.kw)
+    ]  # each (N', C1 * C0, Ho, Wo)
+    t = jnp.stack(taps).reshape(g.kh * g.kw, n, c1, c0, g.ho, g.wo)
+    return t.transpose(1, 4, 5, 2, 0, 3).reshape(n, g.ho * g.wo, c1 * g.kh * g.kw * c0)
+
+
+def _accumulators(a, b, p: ConvPlan, policy: Policy):
+    """fp32 L0C values (R, N) of rows ``a`` (R, K_total) against ``b`` (K_total, N), in blocks of
+    rows (``lax.map``) so that each block's accumulator stays in cache across the K loop."""
+    k0 = p.hw.k0(itemsize(p.operand))
+    split = p.operand == "fp32"
+    ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
+    rows = a.shape[0]
+    per = max(8, min(rows, _ROWS_BYTES // (4 * b.shape[1])))
+    blocks = cdiv(rows, per)
+    a = jnp.pad(a, ((0, blocks * per - rows), (0, 0))).reshape(blocks, per, a.shape[1])
+
+    def block(ab):
+        c, k = jnp.zeros((per, b.shape[1]), jnp.float32), 0
+        for e in ends:  # one call per Mmad under fp16_tile, else one over the whole K
+            c = accumulate(c, ab[:, k:e].astype(jnp.float32), b[k:e], policy.accumulate, k0, split)
+            k = e
+        return c
+
+    return lax.map(block, a).reshape(blocks * per, b.shape[1])[:rows]
+
+
+def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
+    """The output step on (N, Ho, Wo, K) accumulators: what leaves L0C for GM (``p.output``)."""
+    hw, e = p.hw, p.epi
+    if e is None:  # Fixpipe and L0C -> UB convert alike; MTE3 copies UB to GM as it is
+        return policy.convert_out(acc, p.output, hw)
+    if e.where == "fixpipe":
+        args = e.fixpipe_args()
+        nd = fixpipe_values(
+            acc,
+            bias if e.has("bias") else None,
+            args.get("activation"),
+            args.get("alpha", 0.0),
+            args.get("clip"),
+        )
+        return policy.convert_out(nd, p.output, hw)
+    cur = policy.convert_out(acc, e.vector, hw).astype(jnp.float32)  # L0C -> UB
+    clip = [s.arg for s in e.steps if s.op == "clipped_relu"]
+    alpha = [s.arg for s in e.steps if s.op == "leaky_relu"]
+    fmt = e.vector
+    for op, role in e.vector_ops():  # the instructions of kernels/epilogue.emit, in its order
+        xs = [cur]
+        if role == "bias":
+            xs.append(bias.astype(jnp.float32))
+        elif role == "residual":
+            xs.append(residual.astype(jnp.float32))
+        if role == "cast":
+            fmt = e.output
+        scalar = 0.0 if op == "VMaxs" else clip[0] if op == "VMins" else None
+        y = elementwise(op, xs, scalar=scalar, alpha=alpha[0] if alpha else 0.0)
+        cur = store(y, op, fmt, policy, hw).astype(jnp.float32)
+    return cur.astype(DTYPES[fmt])
+
+
+@functools.partial(jax.jit, static_argnames=("p", "policy"))
+def conv_values(p: ConvPlan, policy: Policy, x, w, bias=None, residual=None):
+    """The output run_plan's kernel writes, from x (N, C, H, W) and w (K, C / groups, kh, kw) in the
+    operand format: y (N, Ho, Wo, K) NHWC, or (N, Ho, Wo, G', K') with super-groups, in the
+    output's format. ``bias`` (K,) and ``residual`` (N, Ho, Wo, K) as run_plan takes them."""
+    if not covers(p, policy):
+        raise ValueError(f"conv_values does not cover this plan/policy ({p.strategy}, {policy}).")
+    user, g, G = p.g, p.gv, p.sgroups
+    xv = x.reshape(user.n * G, g.c, g.h, g.w)  # a super-group's channels are contiguous
+    wb = block_diagonal(w, user, p.pack)  # (G', K', C', kh, kw), or (K', C', kh, kw) when G' = 1
+    wb = wb.reshape((G,) + wb.shape[-4:])
+    bk = jax.vmap(lambda a: oihw_to_kn(a, p.c0, g.kh, g.kw))(wb)  # (G', K_total, K')
+    a = im2col(xv, p).reshape(user.n, G, g.ho * g.wo, p.k_total)
+    accs = [
+        _accumulators(a[:, s].reshape(-1, p.k_total), bk[s].astype(jnp.float32), p, policy) for s in range(G)
+    ]  # each (N * Ho * Wo, K')
+    acc = jnp.stack(accs, axis=1).reshape(user.n, g.ho, g.wo, G, g.k)
+    if G == 1:
+        acc = acc[:, :, :, 0]
+    return _out_step(acc, p, policy, bias, residual)
+
+
+def block_diagonal(w, g, pack: int):
+    """Grouped weights (K, C / groups, kh, kw) as the dense weights of each super-group of ``pack``
+    groups, zero off the diagonal blocks: (G', pack * K / groups, pack * C / groups, kh, kw), laid
+    out offline as the vendor's FRACTAL_Z_G weights are (one super-group: its dense weights alone).
+    Dense weights are returned as they are."""
+    if g.groups == 1:
+        return w
+    sg, kg, cg = g.groups // pack, g.k // g.groups, g.c // g.groups
+    w6 = w.reshape(sg, pack, kg, 1, cg, g.kh, g.kw)
+    diag = jnp.eye(pack, dtype=jnp.bool_)[None, :, None, :, None, None, None]
+    wd = jnp.where(diag, w6, jnp.zeros((), w.dtype))  # (G', pack, Kg, pack, Cg, kh, kw)
+    wd = wd.reshape(sg, pack * kg, pack * cg, g.kh, g.kw)
+    return wd[0] if sg == 1 else wd
+
+
+__all__ = ["block_diagonal", "conv_values", "covers", "im2col", "mmad_bounds"]
