@@ -140,13 +140,13 @@ def test_the_cache_is_bounded_least_recently_used_out():
         ]
         before = programs.program_cache_info()
         for a, b in mats:
-            npu_jax.matmul(a, b, hw=hw)
+            npu_jax.matmul(a, b, hw=hw, data_path="instructions")  # the program cache itself
         info = programs.program_cache_info()
         assert info["size"] == 2 and info["evictions"] - before["evictions"] >= 1
         # the two most recent are kept; the first was dropped and compiles again
-        _, _, compiled = _work(lambda: npu_jax.matmul(*mats[2], hw=hw))
+        _, _, compiled = _work(lambda: npu_jax.matmul(*mats[2], hw=hw, data_path="instructions"))
         assert compiled == 0
-        _, _, compiled = _work(lambda: npu_jax.matmul(*mats[0], hw=hw))
+        _, _, compiled = _work(lambda: npu_jax.matmul(*mats[0], hw=hw, data_path="instructions"))
         assert compiled >= 1
     finally:
         npu_jax.set_program_cache_size(old)

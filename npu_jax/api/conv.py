@@ -10,7 +10,7 @@ from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.errors import InputError, InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.launch import run_plan
+from npu_jax.kernels.launch import DATA_PATHS, run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import ConvGeometry, canonicalize
@@ -34,6 +34,7 @@ def conv2d(
     timing_only: bool = False,
     checks=None,
     tiling_bound: ConvTiling | None = None,
+    data_path: str = "values",
 ):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
@@ -73,6 +74,12 @@ def conv2d(
             ``timing_only=True``), each with its own run's cycles, per-pipe busy and bytes (the
             report's ``n_cores`` counts the launched cores). Each tiling must be legal on its own:
             a traced one cannot be checked. See docs/search.md.
+        data_path: ``"values"`` (default): y computed apart from the timing in whole-tensor
+            operations with the instructions' own arithmetic, the kernel run timing-only (its
+            report computed once per layer, plan, policy and checks, and kept: a repeat call, or a
+            jitted caller, does only the data work); ``"instructions"``: the data moved through
+            every instruction. The same bits and the same report either way
+            (``docs/performance.md``); stochastic rounding always runs the instructions.
 
     Returns:
         y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and
@@ -105,6 +112,7 @@ def conv2d(
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
     check_choice("conv2d", "strategy", strategy, STRATEGIES)
     timing_only = check_flag("timing_only", timing_only)
+    check_choice("conv2d", "data_path", data_path, DATA_PATHS)
     _check_tiling(tiling)
     _check_tiling_bound("conv2d", tiling, tiling_bound, timing_only)
     state_bytes("conv2d", hw, hw.num_cores, _gm_bytes(g), cap, checks)
@@ -114,7 +122,14 @@ def conv2d(
         tiling = choose_tiling(g, strategy, hw, op, policy.output)
     p = make_plan(g, strategy, tiling, hw, op, policy.output, tiling_bound=tiling_bound)
     y, report = run_plan(
-        p, x.astype(DTYPES[op]), w.astype(DTYPES[op]), policy, cap, move_data=not timing_only, checks=checks
+        p,
+        x.astype(DTYPES[op]),
+        w.astype(DTYPES[op]),
+        policy,
+        cap,
+        move_data=not timing_only,
+        checks=checks,
+        data_path=data_path,
     )
     return jnp.transpose(y, (0, 3, 1, 2)), report
 

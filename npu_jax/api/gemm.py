@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+
+import numpy as np
 
 from npu_jax.api.validate import as_array, check_common, no_grad, state_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy, notes_default_cast
-from npu_jax.core.run import launch
+from npu_jax.core.run import kept_report, launch, timing_apart
 from npu_jax.core.state import Context, GmSpec, padded_shape
-from npu_jax.errors import AlignmentError, CapacityError, InputError, InputTypeError, TilingError
+from npu_jax.errors import (
+    AlignmentError,
+    CapacityError,
+    InputError,
+    InputTypeError,
+    TilingError,
+    check_choice,
+)
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.gemm import build_kernel
+from npu_jax.kernels.gemm import build_kernel, gemm_values
+from npu_jax.kernels.launch import DATA_PATHS
 from npu_jax.mapping.gemm import MatmulTiling, allocate_gemm, default_tiling
 from npu_jax.mapping.hints import tiling_hint
 
@@ -26,6 +37,7 @@ def matmul(
     policy: Policy | None = None,
     trace: bool | int = False,
     checks=None,
+    data_path: str = "values",
 ):
     """C = A @ B on the emulated Cube. Returns ``(c, report)``.
 
@@ -45,6 +57,10 @@ def matmul(
         trace: keep a per-core event trace (True = 4096 events, or an int capacity).
         checks: sanitizers to run (``"all"``, ``"none"``, names, or a ``Checks``); None = the
             process default (``npu_jax.default_checks``). Findings raise a SanitizerError.
+        data_path: ``"values"`` (default): C computed apart from the timing in whole-matrix
+            operations with the Mmad's own arithmetic, the kernel run timing-only (its report
+            computed once per shape, tiling and policy and kept); ``"instructions"``: the data moved
+            through every instruction. The same bits and report (``docs/performance.md``).
 
     Example:
         >>> import jax.numpy as jnp, npu_jax
@@ -55,6 +71,7 @@ def matmul(
     """
 
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
+    check_choice("matmul", "data_path", data_path, DATA_PATHS)
     a, b = as_array("matmul", "a", a), as_array("matmul", "b", b)
     if a.ndim != 2 or b.ndim != 2:
         raise InputError(
@@ -116,17 +133,23 @@ def matmul(
         trace_capacity=cap,
         checks=checks,
     )
-    # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
-    outs, report = launch(
-        kern,
-        ctx,
-        {"a": a.astype(DTYPES[op]), "b": b.astype(DTYPES[op])},
-        name="matmul",
-        workload=f"({M}x{K}) @ ({K}x{N}) {op}",
-        operand=op,
-        key=("matmul", M, N, K, tiling, cores),
-    )
-    return outs["c"], report
+    a, b = a.astype(DTYPES[op]), b.astype(DTYPES[op])
+    workload = f"({M}x{K}) @ ({K}x{N}) {op}"
+    key = ("matmul", M, N, K, tiling, cores)
+
+    def run(ctx, gm):
+        # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
+        return launch(kern, ctx, gm, name="matmul", workload=workload, operand=op, key=key)
+
+    # stochastic rounding's bits key on the instructions; a mutation sweep changes the program
+    if data_path == "instructions" or policy.rounding == "stochastic" or not timing_apart():
+        outs, report = run(ctx, {"a": a, "b": b})
+        return outs["c"], report
+    # the data computed apart (kernels/gemm.gemm_values); the kernel timing-only, its writes marked
+    tctx = dataclasses.replace(ctx, move_data=False, mark_writes=True)
+    zeros = {"a": np.zeros((M, K), DTYPES[op]), "b": np.zeros((K, N), DTYPES[op])}
+    report = kept_report((key, tctx, workload), lambda: run(tctx, zeros)[1])
+    return gemm_values(a, b, hw, tiling, policy), report
 
 
 __all__ = ["matmul"]

@@ -14,6 +14,7 @@ once the values are concrete.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 from collections.abc import Callable, Hashable
@@ -146,6 +147,44 @@ def launch(
         outs, report = programs.call(full, run, gm)
     sanitize.raise_or_warn(report)
     return outs, report
+
+
+_REPORTS: collections.OrderedDict = collections.OrderedDict()
+_REPORTS_KEPT = 256
+
+
+def kept_report(key: Hashable, make: Callable[[], Report]) -> Report:
+    """The report ``make()`` returns, kept under ``key`` (the last 256, least recently used out).
+
+    For a kernel whose output values are computed apart from its timing (``kernels/values.py``):
+    ``make`` runs it timing-only, with its GM writes marked, on zeros of its inputs' shapes. No
+    figure of that report depends on the data, so it is computed once, concretely even inside a
+    caller's ``jax.jit`` or ``vmap`` (it then enters the caller's program as constants), and a
+    repeat call does only the data work. A kept report's sanitizer findings are raised or warned
+    again as a fresh run's would be."""
+    report = _REPORTS.get(key)
+    with jax.ensure_compile_time_eval():  # concrete under a caller's trace
+        if report is None:
+            report = make()
+            _REPORTS[key] = report
+            while len(_REPORTS) > _REPORTS_KEPT:
+                _REPORTS.popitem(last=False)
+        else:
+            _REPORTS.move_to_end(key)
+            sanitize.raise_or_warn(report)  # (make's launch raised or warned them the first time)
+    return report
+
+
+def timing_apart() -> bool:
+    """Whether a kernel's report may come from :func:`kept_report`, its data computed apart: not
+    while a kernel transform is in effect (the mutation sweep's, whose mutant index may be traced
+    and which changes the program without changing its key)."""
+    return not TRACE.flag_transforms
+
+
+def clear_kept_reports() -> None:
+    """Forget every report :func:`kept_report` keeps."""
+    _REPORTS.clear()
 
 
 def _frozen(extents):

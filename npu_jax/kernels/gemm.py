@@ -9,12 +9,18 @@ L0C -> UB (V) -> GM (MTE3) on 910/310P. Output blocks are spread round-robin ove
 
 from __future__ import annotations
 
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
+from npu_jax.core.policy import Policy
+from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
+from npu_jax.kernels.values import accumulators
 from npu_jax.mapping.gemm import MatmulTiling
 
 
@@ -80,4 +86,30 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
     return kernel
 
 
-__all__ = ["build_kernel"]
+def mmad_bounds(K: int, t: MatmulTiling, k0: int) -> tuple[int, ...]:
+    """Where the kernel's Mmads end along K (``k_l1`` slices of ``k_l0`` steps), each rounded up to
+    the fractal: the last Mmad's masked tail is a fractal's zeros."""
+    ends = []
+    for kt in range(math.ceil(K / t.k_l1)):
+        kv = min(K - kt * t.k_l1, t.k_l1)
+        for kk in range(t.k_l1 // t.k_l0):
+            kvv = min(max(kv - kk * t.k_l0, 0), t.k_l0)
+            if kvv > 0:
+                ends.append(round_up(kt * t.k_l1 + kk * t.k_l0 + kvv, k0))
+    return tuple(ends)
+
+
+@functools.partial(jax.jit, static_argnames=("hw", "t", "policy"))
+def gemm_values(a, b, hw, t: MatmulTiling, policy: Policy):
+    """The kernel's output C (M, N) in ``policy.output``, computed apart from its timing (as
+    ``kernels/values.py`` does for Conv2D): every block's L0C sums its fractals in K order, the
+    tiling decides no add, so one :func:`~npu_jax.kernels.values.accumulators` over all rows, and
+    the output step's conversion (Fixpipe or L0C -> UB convert alike)."""
+    k0 = hw.k0(itemsize(policy.operand))
+    K = a.shape[1]
+    ends = mmad_bounds(K, t, k0) if policy.accumulate == "fp16_tile" else (round_up(K, k0),)
+    acc = accumulators(a, b, ends, policy.accumulate, k0, policy.operand == "fp32")
+    return policy.convert_out(acc, policy.output, hw)
+
+
+__all__ = ["build_kernel", "gemm_values", "mmad_bounds"]

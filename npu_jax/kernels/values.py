@@ -89,21 +89,24 @@ def im2col(x, p: ConvPlan):
     return t.transpose(1, 4, 5, 2, 0, 3).reshape(n, g.ho * g.wo, c1 * g.kh * g.kw * c0)
 
 
-def _accumulators(a, b, p: ConvPlan, policy: Policy):
-    """fp32 L0C values (R, N) of rows ``a`` (R, K_total) against ``b`` (K_total, N), in blocks of
-    rows (``lax.map``) so that each block's accumulator stays in cache across the K loop."""
-    k0 = p.hw.k0(itemsize(p.operand))
-    split = p.operand == "fp32"
-    ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
-    rows = a.shape[0]
+def accumulators(a, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
+    """fp32 L0C values (R, N) of rows ``a`` (R, K) against ``b`` (K, N): the Mmad's ``accumulate``
+    (``mode``: ``Policy.accumulate``) once per K range ending at each of ``ends`` (the kernel's
+    Mmads under ``fp16_tile``; else one range, the whole K), every range a multiple of ``k0`` deep
+    (zeros past the operands' K). In blocks of rows (``lax.map``), so that each block's
+    accumulator stays in cache across the K loop."""
+    rows, depth = a.shape
+    kp = ends[-1]
+    a = jnp.pad(a, ((0, 0), (0, kp - depth)))
+    b = jnp.pad(b.astype(jnp.float32), ((0, kp - depth), (0, 0)))
     per = max(8, min(rows, _ROWS_BYTES // (4 * b.shape[1])))
     blocks = cdiv(rows, per)
-    a = jnp.pad(a, ((0, blocks * per - rows), (0, 0))).reshape(blocks, per, a.shape[1])
+    a = jnp.pad(a, ((0, blocks * per - rows), (0, 0))).reshape(blocks, per, kp)
 
     def block(ab):
         c, k = jnp.zeros((per, b.shape[1]), jnp.float32), 0
-        for e in ends:  # one call per Mmad under fp16_tile, else one over the whole K
-            c = accumulate(c, ab[:, k:e].astype(jnp.float32), b[k:e], policy.accumulate, k0, split)
+        for e in ends:
+            c = accumulate(c, ab[:, k:e].astype(jnp.float32), b[k:e], mode, k0, split)
             k = e
         return c
 
@@ -156,8 +159,11 @@ def conv_values(p: ConvPlan, policy: Policy, x, w, bias=None, residual=None):
     wb = wb.reshape((G,) + wb.shape[-4:])
     bk = jax.vmap(lambda a: oihw_to_kn(a, p.c0, g.kh, g.kw))(wb)  # (G', K_total, K')
     a = im2col(xv, p).reshape(user.n, G, g.ho * g.wo, p.k_total)
+    ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
+    k0, split = p.hw.k0(itemsize(p.operand)), p.operand == "fp32"
     accs = [
-        _accumulators(a[:, s].reshape(-1, p.k_total), bk[s].astype(jnp.float32), p, policy) for s in range(G)
+        accumulators(a[:, s].reshape(-1, p.k_total), bk[s], ends, policy.accumulate, k0, split)
+        for s in range(G)
     ]  # each (N * Ho * Wo, K')
     acc = jnp.stack(accs, axis=1).reshape(user.n, g.ho, g.wo, G, g.k)
     if G == 1:
@@ -180,4 +186,4 @@ def block_diagonal(w, g, pack: int):
     return wd[0] if sg == 1 else wd
 
 
-__all__ = ["block_diagonal", "conv_values", "covers", "im2col", "mmad_bounds"]
+__all__ = ["accumulators", "block_diagonal", "conv_values", "covers", "im2col", "mmad_bounds"]
