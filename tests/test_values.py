@@ -19,6 +19,7 @@ import npu_jax
 from npu_jax.core import run
 from npu_jax.core.pipes import PIPE_INDEX
 from npu_jax.core.policy import ACCUMULATE, Policy
+from npu_jax.cost.conv import predict
 from npu_jax.hw import presets
 from npu_jax.kernels import launch
 from npu_jax.kernels.values import covers, mmad_bounds
@@ -200,3 +201,23 @@ def test_matmul_values_equal_the_instructions(hw):
         c2, r2 = npu_jax.matmul(a, b, hw=hw, policy=policy)
         assert_bits_equal(np.asarray(c1), np.asarray(c2), what)
         _same_report(r1, r2, what)
+
+
+@pytest.mark.parametrize("strategy", ["output_tiled", "img2col"])
+def test_a_tile_whose_window_starts_past_the_image_fetches_nothing(strategy):
+    """Padding wider than the dilated kernel's reach: the last column of tiles reads only padding.
+    Its window starts at the image's edge (memcheck once found it starting past the stored tensor);
+    both data paths, and the closed-form model, agree."""
+    seed = new_seed()
+    rng = np.random.default_rng(seed)
+    g = canonicalize((1, 28, 9, 4), (8, 7, 1, 1), 1, 2, (1, 2), 4)
+    t = npu_jax.ConvTiling(ho=13, wo=7, n=16, cin1=4, k_l0=8)
+    policy = Policy(operand="fp32", output="fp32")
+    p = make_plan(g, strategy, t, TINY, "fp32", "fp32")
+    assert (p.n_tw - 1) * t.wo * g.stride[1] - g.pads[2] > g.w  # the case
+    x = rng.standard_normal((1, 28, 9, 4)).astype(np.float32)
+    w = rng.standard_normal((8, 7, 1, 1)).astype(np.float32)
+    y = _both(p, x, w, policy, f"{strategy} past the edge seed={seed}")
+    assert np.all(y[:, :2] == 0) and np.all(y[:, -2:] == 0)  # rows of padding only
+    _, rep = launch.run_plan(p, x, w, policy)
+    assert predict(p).cycles == rep.cycles

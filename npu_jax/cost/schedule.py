@@ -190,7 +190,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     # the input tile: fetched per item, or once per spatial tile (reuse)
     fetch = live & (cbl == 0) if pr.reuse_input else live
     ih0, iw0 = th * t.ho * L.sh - L.pt, tw * t.wo * L.sw - L.pl
-    r0, col0 = xp.maximum(ih0, 0), xp.maximum(iw0, 0)
+    r0, col0 = xp.clip(ih0, 0, L.h), xp.clip(iw0, 0, L.w)  # as the kernel: a window past the image is empty
     rows = xp.minimum((ho_v - 1) * L.sh + (L.kh - 1) * L.dh + 1 + ih0, L.h) - r0
     cols = xp.minimum((wo_v - 1) * L.sw + (L.kw - 1) * L.dw + 1 + iw0, L.w) - col0
     cols_full = (col0 == 0) & (cols == L.w)

@@ -182,7 +182,9 @@ def build_kernel(p: ConvPlan):
             fidx = (j // cb_per) if sp.reuse_input else j
             xs = fidx % t.l1_stages
             ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
-            r0, c0_ = jnp.maximum(ih0, 0), jnp.maximum(iw0, 0)
+            # a tile whose window starts past the image (padding wider than the kernel's reach)
+            # fetches nothing, from the image's edge: its window stays inside the stored tensor
+            r0, c0_ = jnp.clip(ih0, 0, g.h), jnp.clip(iw0, 0, g.w)
             rows = jnp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
             cols = jnp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
             core = core.wait_flag("MTE1_MTE2", IN + xs, fetch)

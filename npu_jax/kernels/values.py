@@ -39,7 +39,7 @@ from npu_jax.core.isa.cube import fixpipe_values
 from npu_jax.core.isa.mac import accumulate
 from npu_jax.core.isa.vector import elementwise, store
 from npu_jax.core.policy import Policy
-from npu_jax.hw.costs import cdiv
+from npu_jax.hw.costs import cdiv, round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import ConvPlan
 
@@ -99,8 +99,8 @@ def accumulators(a, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
     kp = ends[-1]
     a = jnp.pad(a, ((0, 0), (0, kp - depth)))
     b = jnp.pad(b.astype(jnp.float32), ((0, kp - depth), (0, 0)))
-    per = max(8, min(rows, _ROWS_BYTES // (4 * b.shape[1])))
-    blocks = cdiv(rows, per)
+    blocks = cdiv(rows, max(8, _ROWS_BYTES // (4 * b.shape[1])))
+    per = round_up(cdiv(rows, blocks), 8)  # blocks of equal size: little padding
     a = jnp.pad(a, ((0, blocks * per - rows), (0, 0))).reshape(blocks, per, kp)
 
     def block(ab):
