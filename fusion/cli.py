@@ -34,7 +34,7 @@ from fusion.study import (
     reference_rows,
     traced_analysis,
 )
-from npu_jax.cli.data import demo_layers_text
+from npu_jax.cli.data import demo_fusion_layers, demo_layers_text
 from npu_jax.cli.layers import COLUMNS_HELP, layer_file
 from npu_jax.cli.output import add_output_argument, add_results_arguments, print_written, write_results
 from npu_jax.cli.progress import Progress
@@ -462,8 +462,12 @@ def _run_reference(args, hws) -> int:
 def demo_section(opts) -> str:
     """The demo's fusion table: Conv -> bias -> ReLU, unfused vs fused, on the demo's preset."""
     hw = opts.hw
-    rows = _rows(opts.progress, (hw,))
-    what = demo_layers_text(hw)
+    rows = _rows(opts.progress, (hw,), layers=demo_fusion_layers(hw))
+    what = (
+        demo_layers_text(hw)
+        if hw.name.startswith("tiny")
+        else "ResNet-50 conv2_x and conv5_x (every reference layer: npu-jax fuse --reference)"
+    )
     where = "UB: L0C -> UB -> vector -> GM" if hw.coupled else "Fixpipe: L0C -> bias -> ReLU -> GM"
     return "\n".join(
         [

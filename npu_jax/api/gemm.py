@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import jax
 import numpy as np
 
 from npu_jax.api.validate import as_array, check_common, no_grad, state_bytes
@@ -148,7 +149,8 @@ def matmul(
     # the data computed apart (kernels/gemm.gemm_values); the kernel timing-only, its writes marked
     tctx = dataclasses.replace(ctx, move_data=False, mark_writes=True)
     zeros = {"a": np.zeros((M, K), DTYPES[op]), "b": np.zeros((K, N), DTYPES[op])}
-    report = kept_report((key, tctx, workload), lambda: run(tctx, zeros)[1])
+    traced = isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer)
+    report = kept_report((key, tctx, workload), lambda: run(tctx, zeros)[1], traced)
     return gemm_values(a, b, hw, tiling, policy), report
 
 

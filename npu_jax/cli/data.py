@@ -59,6 +59,15 @@ def demo_layers(hw: HardwareConfig) -> tuple:
     )
 
 
+def demo_fusion_layers(hw: HardwareConfig) -> tuple:
+    """The demo's fusion section: the first and the last 3x3 reference layer (conv2_x, conv5_x: the
+    largest and the smallest intermediate), or the tiny preset's pair; ``npu-jax fuse --reference``
+    runs every reference layer."""
+    if hw.name.startswith("tiny"):
+        return demo_layers(hw)
+    return tuple(layer for layer in RESNET50_REFERENCE if layer.name.startswith(("conv2_x", "conv5_x")))
+
+
 def demo_layers_text(hw: HardwareConfig) -> str:
     """What :func:`demo_layers` returns, in words, for a section's title."""
     return (
@@ -68,4 +77,4 @@ def demo_layers_text(hw: HardwareConfig) -> str:
     )
 
 
-__all__ = ["conv_reference", "demo_layers", "demo_layers_text", "random_operands"]
+__all__ = ["conv_reference", "demo_fusion_layers", "demo_layers", "demo_layers_text", "random_operands"]

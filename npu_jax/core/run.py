@@ -15,7 +15,9 @@ once the values are concrete.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
+import functools
 import gc
 from collections.abc import Callable, Hashable
 
@@ -34,21 +36,31 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False):
     flat index, core a, site a, core b, site b), -1s when there is none."""
     outs, overlap, unwritten = {}, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
     at = jnp.full((6,), -1, jnp.int32)
+    # timing-only: the outputs are zeros, and with no write marks kept every element is unwritten;
+    # computed as such, not from the untouched (constant) state, which XLA would fold for seconds
+    marked = ctx.move_data or ctx.mark_writes or with_site
     for gi, spec in enumerate(s for s in ctx.gm if s.output):
         if not spec.output:
             continue
-        vals, written = cores.gm[spec.name], cores.gm_written[spec.name]
         sl = tuple(slice(0, s) for s in spec.shape)
-        vals, written = vals[(slice(None),) + sl], written[(slice(None),) + sl]
+        extent = cores.gm_shape[spec.name][0]
+        if not marked:
+            outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
+            inside = [jnp.minimum(extent[d], spec.shape[d]) for d in range(len(spec.shape))]
+            unwritten = unwritten + functools.reduce(jnp.multiply, inside, jnp.int32(1))
+            continue
+        written = cores.gm_written[spec.name][(slice(None),) + sl]
         writers = jnp.sum(written.astype(jnp.int32), axis=0)
-        first = jnp.argmax(written, axis=0)
-        val = jnp.take_along_axis(vals, first[None], axis=0)[0]
-        outs[spec.name] = jnp.where(writers > 0, val, jnp.zeros((), val.dtype))
+        if ctx.move_data:
+            vals = cores.gm[spec.name][(slice(None),) + sl]
+            first = jnp.argmax(written, axis=0)
+            val = jnp.take_along_axis(vals, first[None], axis=0)[0]
+            outs[spec.name] = jnp.where(writers > 0, val, jnp.zeros((), val.dtype))
+        else:
+            outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
         inside = jnp.ones(spec.shape, jnp.bool_)
         for d in range(len(spec.shape)):
-            inside = inside & (
-                jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < cores.gm_shape[spec.name][0, d]
-            )
+            inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < extent[d])
         overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
         unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
         if with_site:
@@ -153,25 +165,33 @@ _REPORTS: collections.OrderedDict = collections.OrderedDict()
 _REPORTS_KEPT = 256
 
 
-def kept_report(key: Hashable, make: Callable[[], Report]) -> Report:
+def kept_report(key: Hashable, make: Callable[[], Report], traced: bool = False) -> Report:
     """The report ``make()`` returns, kept under ``key`` (the last 256, least recently used out).
 
     For a kernel whose output values are computed apart from its timing (``kernels/values.py``):
     ``make`` runs it timing-only, with its GM writes marked, on zeros of its inputs' shapes. No
-    figure of that report depends on the data, so it is computed once, concretely even inside a
-    caller's ``jax.jit`` or ``vmap`` (it then enters the caller's program as constants), and a
-    repeat call does only the data work. A kept report's sanitizer findings are raised or warned
-    again as a fresh run's would be."""
+    figure of that report depends on the data, so it is computed once, and a repeat call does only
+    the data work. ``traced``: the caller is inside a trace (its inputs are tracers, under
+    ``jax.jit`` or ``vmap``); ``make`` then runs in a thread of its own, where no trace is active,
+    so the launch compiles and runs as one program and its report is concrete (it enters the
+    caller's program as constants). A kept report's sanitizer findings are raised or warned again
+    as a fresh run's would be."""
+
+    def outside(fn, *args):
+        if not traced:
+            return fn(*args)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # JAX's trace state is per thread
+            return pool.submit(fn, *args).result()
+
     report = _REPORTS.get(key)
-    with jax.ensure_compile_time_eval():  # concrete under a caller's trace
-        if report is None:
-            report = make()
-            _REPORTS[key] = report
-            while len(_REPORTS) > _REPORTS_KEPT:
-                _REPORTS.popitem(last=False)
-        else:
-            _REPORTS.move_to_end(key)
-            sanitize.raise_or_warn(report)  # (make's launch raised or warned them the first time)
+    if report is None:
+        report = outside(make)
+        _REPORTS[key] = report
+        while len(_REPORTS) > _REPORTS_KEPT:
+            _REPORTS.popitem(last=False)
+    else:
+        _REPORTS.move_to_end(key)
+        outside(sanitize.raise_or_warn, report)  # (make's launch raised or warned them the first time)
     return report
 
 

@@ -77,23 +77,15 @@ def run_plan(
     res_v = None
     if e is not None and e.has("residual"):
         res_v = _epi_input("residual", residual, (p.g.n, p.g.ho, p.g.wo, p.g.k), e.vector)
-    report = timing_report(
-        p,
-        policy,
-        trace_capacity,
-        name,
-        Checks.parse(checks),
-        x.shape,
-        w.shape,
-        bias_v is not None,
-        res_v is not None,
-    )
+    traced = any(isinstance(a, jax.core.Tracer) for a in (x, w, bias_v, res_v))
+    shapes = (tuple(x.shape), tuple(w.shape), bias_v is not None, res_v is not None)
+    report = timing_report(p, policy, trace_capacity, name, Checks.parse(checks), *shapes, traced)
     y = conv_values(p, policy, x, w, bias_v, res_v)
     return y.reshape(p.g.n, p.g.ho, p.g.wo, p.g.k), report
 
 
 def timing_report(
-    p: ConvPlan, policy: Policy, cap: int, name, checks, x_shape, w_shape, bias: bool, res: bool
+    p: ConvPlan, policy: Policy, cap: int, name, checks, x_shape, w_shape, bias: bool, res: bool, traced=False
 ):
     """The report of plan ``p``'s kernel (and its relayout kernel) run timing-only with its GM writes
     marked: every cycle, byte, count, trace and sanitizer finding of a full run, none of which
@@ -116,7 +108,7 @@ def timing_report(
         )[1]
 
     key = ("conv", p, policy, cap, name, checks, tuple(x_shape), tuple(w_shape), bias, res)
-    return kept_report(key, make)
+    return kept_report(key, make, traced)
 
 
 def _launch_plan(
