@@ -163,10 +163,12 @@ def launch(
 
 _REPORTS: collections.OrderedDict = collections.OrderedDict()
 _REPORTS_KEPT = 256
+_REPORTS_BYTES = 256 << 20  # a checked run's sanitizer log is MBs: bound the bytes too
 
 
 def kept_report(key: Hashable, make: Callable[[], Report], traced: bool = False) -> Report:
-    """The report ``make()`` returns, kept under ``key`` (the last 256, least recently used out).
+    """The report ``make()`` returns, kept under ``key`` (the last 256, and at most 256 MB of arrays:
+    least recently used out).
 
     For a kernel whose output values are computed apart from its timing (``kernels/values.py``):
     ``make`` runs it timing-only, with its GM writes marked, on zeros of its inputs' shapes. No
@@ -187,8 +189,9 @@ def kept_report(key: Hashable, make: Callable[[], Report], traced: bool = False)
     if report is None:
         report = outside(make)
         _REPORTS[key] = report
-        while len(_REPORTS) > _REPORTS_KEPT:
-            _REPORTS.popitem(last=False)
+        nbytes = {k: sum(getattr(a, "nbytes", 0) for a in jax.tree.leaves(r)) for k, r in _REPORTS.items()}
+        while len(_REPORTS) > 1 and (len(_REPORTS) > _REPORTS_KEPT or sum(nbytes.values()) > _REPORTS_BYTES):
+            nbytes.pop(_REPORTS.popitem(last=False)[0])
     else:
         _REPORTS.move_to_end(key)
         outside(sanitize.raise_or_warn, report)  # (make's launch raised or warned them the first time)
