@@ -12,7 +12,9 @@ from precision.budgets import budget_for, gamma_tilde
 
 
 def test_compare_against_hand_computed(rng):
-    ref = rng.uniform(1, 2, 1000)  # binade [1, 2): fp16 ulp = 2^-10
+    # binade [1, 2): fp16 ulp = 2^-10; on a 2^-20 grid, so out - ref is exactly k ulps (a uniform
+    # draw made it k ulps +- float64 noise, and ulp_above_1 then counted some 1-ulp errors)
+    ref = 1.0 + rng.integers(0, 2**20, 1000) * 2.0**-20
     k = rng.integers(-3, 4, 1000)
     out = ref + k * 2.0**-10
     m = compare(out, ref, fmt="fp16")
