@@ -31,6 +31,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_conv import xla_conv  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from jax import lax
 
 import fusion
@@ -70,23 +71,6 @@ def best(fn, *args) -> float:
         jax.block_until_ready(fn(*args))
         out = min(out, time.perf_counter() - t0)
     return out
-
-
-def xla_conv(layer):
-    g = layer.geometry()
-    pt, pb, pl, pr = g.pads
-
-    def f(x, w):
-        return lax.conv_general_dilated(
-            x.astype(jnp.float32),
-            w.astype(jnp.float32),
-            g.stride,
-            ((pt, pb), (pl, pr)),
-            rhs_dilation=g.dilation,
-            precision=HIGHEST,
-        )
-
-    return jax.jit(f)
 
 
 def batched(layer, n: int):
