@@ -108,7 +108,7 @@ def gemm_values(a, b, hw, t: MatmulTiling, policy: Policy):
     k0 = hw.k0(itemsize(policy.operand))
     K = a.shape[1]
     ends = mmad_bounds(K, t, k0) if policy.accumulate == "fp16_tile" else (round_up(K, k0),)
-    acc = accumulators(a, b, ends, policy.accumulate, k0, policy.operand == "fp32")
+    acc = accumulators(a.T, b, ends, policy.accumulate, k0, policy.operand == "fp32")
     return policy.convert_out(acc, policy.output, hw)
 
 

@@ -10,7 +10,8 @@ adds whole fractals of +0, which leave an L0C value unchanged (it is never -0: i
 an IEEE add gives -0 only from two -0s). So the values are a function of the layer, the weights
 and the policy alone, and can be computed in a few large operations:
 
-1. the im2col matrix of every image, in Load3D's K order (exact copies, zeros for padding);
+1. the im2col matrix of every image, in Load3D's K order (exact copies, zeros for padding), built
+   k-major as the scan over fractals reads it;
 2. :func:`npu_jax.core.isa.mac.accumulate` over the whole K, on every output at once (the Mmad
    instruction's own arithmetic); under ``fp16_tile`` once per Mmad of the kernel's K steps, whose
    boundaries (``k_l1`` parts, ``k_l0`` steps) it then rounds at;
@@ -71,46 +72,51 @@ def mmad_bounds(p: ConvPlan) -> tuple[int, ...]:
 
 
 def im2col(x, p: ConvPlan):
-    """(N', Ho * Wo, K_total) in Load3D's K order ``((c1 * kh + i) * kw + j) * c0 + c``, from x
-    (N', C', H, W) of the dense view: exact copies of x, zeros where the window leaves the padded
-    image or a channel is past C'."""
+    """The im2col matrix k-major, (K_total, N' * Ho * Wo): row ``((c1 * kh + i) * kw + j) * c0 + c``
+    in Load3D's K order, columns in (n, ho, wo) order, from x (N', C', H, W) of the dense view:
+    exact copies of x, zeros where the window leaves the padded image or a channel is past C'.
+    Built k-major, as the scan over fractals reads it: from NCHW each tap is a strided window with
+    (ho, wo) innermost, so no transpose is needed at N' = 1."""
     g, c0 = p.gv, p.c0
     n, c, _, _ = x.shape
     c1 = cdiv(c, c0)
     pt, pb, pl, pr = g.pads
     xp = jnp.pad(x, ((0, 0), (0, c1 * c0 - c), (pt, pb), (pl, pr)))
+    xp = xp.reshape(n, c1, c0, xp.shape[2], xp.shape[3])
     (sh, sw), (dh, dw) = g.stride, g.dilation
     taps = [
-        xp[:, :, i * dh : i * dh + (g.ho - 1) * sh + 1 : sh, j * dw : j * dw + (g.wo - 1) * sw + 1 : sw]
+        xp[..., i * dh : i * dh + (g.ho - 1) * sh + 1 : sh, j * dw : j * dw + (g.wo - 1) * sw + 1 : sw]
         for i in range(g.kh)
         for j in range(g.kw)
-    ]  # each (N', C1 * C0, Ho, Wo)
-    t = jnp.stack(taps).reshape(g.kh * g.kw, n, c1, c0, g.ho, g.wo)
-    return t.transpose(1, 4, 5, 2, 0, 3).reshape(n, g.ho * g.wo, c1 * g.kh * g.kw * c0)
+    ]  # each (N', C1, C0, Ho, Wo)
+    t = jnp.stack(taps, axis=2)  # (N', C1, kh * kw, C0, Ho, Wo)
+    if n > 1:
+        t = t.transpose(1, 2, 3, 0, 4, 5)
+    return t.reshape(c1 * g.kh * g.kw * c0, n * g.ho * g.wo)
 
 
-def accumulators(a, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
-    """fp32 L0C values (R, N) of rows ``a`` (R, K) against ``b`` (K, N): the Mmad's ``accumulate``
-    (``mode``: ``Policy.accumulate``) once per K range ending at each of ``ends`` (the kernel's
-    Mmads under ``fp16_tile``; else one range, the whole K), every range a multiple of ``k0`` deep
-    (zeros past the operands' K). In blocks of rows (``lax.map``), so that each block's
-    accumulator stays in cache across the K loop."""
-    rows, depth = a.shape
+def accumulators(at, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
+    """fp32 L0C values (R, N) of the rows of ``at`` (K, R), given k-major, against ``b`` (K, N):
+    the Mmad's ``accumulate`` (``mode``: ``Policy.accumulate``) once per K range ending at each of
+    ``ends`` (the kernel's Mmads under ``fp16_tile``; else one range, the whole K), every range a
+    multiple of ``k0`` deep (zeros past the operands' K). In blocks of rows (``lax.map``), so that
+    each block's accumulator stays in cache across the K loop."""
+    depth, rows = at.shape
     kp = ends[-1]
-    a = jnp.pad(a, ((0, 0), (0, kp - depth)))
     b = jnp.pad(b.astype(jnp.float32), ((0, kp - depth), (0, 0)))
     blocks = cdiv(rows, max(8, _ROWS_BYTES // (4 * b.shape[1])))
     per = round_up(cdiv(rows, blocks), 8)  # blocks of equal size: little padding
-    a = jnp.pad(a, ((0, blocks * per - rows), (0, 0))).reshape(blocks, per, kp)
+    at = jnp.pad(at, ((0, kp - depth), (0, blocks * per - rows)))
 
-    def block(ab):
+    def block(i):
+        a = lax.dynamic_slice_in_dim(at, i * per, per, axis=1).astype(jnp.float32)
         c, k = jnp.zeros((per, b.shape[1]), jnp.float32), 0
         for e in ends:
-            c = accumulate(c, ab[:, k:e].astype(jnp.float32), b[k:e], mode, k0, split)
+            c = accumulate(c, a[k:e], b[k:e], mode, k0, split, kmajor=True)
             k = e
         return c
 
-    return lax.map(block, a).reshape(blocks * per, b.shape[1])[:rows]
+    return lax.map(block, jnp.arange(blocks)).reshape(blocks * per, b.shape[1])[:rows]
 
 
 def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
@@ -154,15 +160,17 @@ def conv_values(p: ConvPlan, policy: Policy, x, w, bias=None, residual=None):
     if not covers(p, policy):
         raise ValueError(f"conv_values does not cover this plan/policy ({p.strategy}, {policy}).")
     user, g, G = p.g, p.gv, p.sgroups
-    xv = x.reshape(user.n * G, g.c, g.h, g.w)  # a super-group's channels are contiguous
+    # a super-group's channels are contiguous: x viewed (G' * N, C', H, W), super-group-major
+    xv = x.reshape(user.n, G, g.c, g.h, g.w).transpose(1, 0, 2, 3, 4).reshape(G * user.n, g.c, g.h, g.w)
     wb = block_diagonal(w, user, p.pack)  # (G', K', C', kh, kw), or (K', C', kh, kw) when G' = 1
     wb = wb.reshape((G,) + wb.shape[-4:])
     bk = jax.vmap(lambda a: oihw_to_kn(a, p.c0, g.kh, g.kw))(wb)  # (G', K_total, K')
-    a = im2col(xv, p).reshape(user.n, G, g.ho * g.wo, p.k_total)
+    a = im2col(xv, p)  # (K_total, G' * N * Ho * Wo)
     ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
     k0, split = p.hw.k0(itemsize(p.operand)), p.operand == "fp32"
+    cols = user.n * g.ho * g.wo
     accs = [
-        accumulators(a[:, s].reshape(-1, p.k_total), bk[s], ends, policy.accumulate, k0, split)
+        accumulators(a[:, s * cols : (s + 1) * cols], bk[s], ends, policy.accumulate, k0, split)
         for s in range(G)
     ]  # each (N * Ho * Wo, K')
     acc = jnp.stack(accs, axis=1).reshape(user.n, g.ho, g.wo, G, g.k)

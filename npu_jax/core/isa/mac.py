@@ -117,7 +117,7 @@ def _operand_rows(x, k0: int, split: bool):
     return rows, hi, lo, finite
 
 
-def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = None):
+def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = None, kmajor: bool = False):
     """``c + a @ b`` in the Cube's order (module docstring): fp32 (M, N) from fp32 (M, K) and (K, N).
 
     Args:
@@ -128,32 +128,37 @@ def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = 
         split: True for fp32 operands (products via the hi/lo split), False for fp16/bf16.
         after_fractal: applied to the L0C value after each fractal's sum is added (the fp16
             what-ifs round there); None for the hardware's fp32 L0C.
+        kmajor: ``a`` is given transposed, (K, M), as the scan over fractals reads it (a caller
+            that builds it so saves the transpose).
     """
-    K = a.shape[1]
+    K = a.shape[0] if kmajor else a.shape[1]
     if K % k0:
         raise ValueError(f"Mmad K={K} is not a multiple of the fractal depth K0={k0}.")
     if not split or k0 & (k0 - 1):
-        return _ordered(c, a, b, k0, split, after_fractal)
+        return _ordered(c, a, b, k0, split, after_fractal, kmajor)
 
     def interleaved(c, a, b):
         # finite fp32 operands: the partial products as terms of their own, hh hl lh ll adjacent per k,
         # so the pairwise tree over 4 K0 terms is (hh + hl) + (lh + ll) per product, then the tree over
         # the K0 products (K0 a power of two): the same adds as below, on the fast fp16 path
         (ah, al), (bh, bl) = split_fp32(a), split_fp32(b)
-        a4 = jnp.stack([ah, ah, al, al], axis=2).reshape(a.shape[0], 4 * K)
+        if kmajor:
+            a4 = jnp.stack([ah, ah, al, al], axis=1).reshape(4 * K, a.shape[1])
+        else:
+            a4 = jnp.stack([ah, ah, al, al], axis=2).reshape(a.shape[0], 4 * K)
         b4 = jnp.stack([bh, bl, bh, bl], axis=1).reshape(4 * K, b.shape[1])
-        return _ordered(c, a4, b4, 4 * k0, False, after_fractal)
+        return _ordered(c, a4, b4, 4 * k0, False, after_fractal, kmajor)
 
     def with_specials(c, a, b):
-        return _ordered(c, a, b, k0, True, after_fractal)
+        return _ordered(c, a, b, k0, True, after_fractal, kmajor)
 
     finite = jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b))
     return lax.cond(finite, interleaved, with_specials, c, a, b)
 
 
-def _ordered(c, a, b, k0: int, split: bool, after_fractal):
+def _ordered(c, a, b, k0: int, split: bool, after_fractal, kmajor: bool):
     """The scan over fractals (see :func:`mmad_sum`)."""
-    xs = (_operand_rows(a.T, k0, split), _operand_rows(b, k0, split))
+    xs = (_operand_rows(a if kmajor else a.T, k0, split), _operand_rows(b, k0, split))
     # Traced (the kernels run under jit): one fused loop per fractal, which XLA compiles best from
     # per-k products. Run eagerly (``jax.disable_jit``), every operation is a dispatch, so the same
     # products and adds go as a few (K0, M, N) operations instead.
@@ -172,14 +177,16 @@ def _to_fp16(x):
     return round_to(x, "fp16").astype(jnp.float32)
 
 
-def accumulate(c, a, b, mode: str, k0: int, split: bool):
+def accumulate(c, a, b, mode: str, k0: int, split: bool, kmajor: bool = False):
     """One Mmad's ``c + a @ b`` under the policy's accumulation ``mode`` (``Policy.accumulate``):
     ``fp32`` (the hardware's L0C), ``fp16_step`` (rounded to fp16 after every ``k0``-deep fractal),
     ``fp16_mac`` (after every product: fractals one deep) or ``fp16_tile`` (once, at the Mmad's
     end). The arithmetic of the Mmad instruction, and of the data path computed apart from the
     timing (``kernels/values.py``), which calls it once per Mmad of the kernel for ``fp16_tile``
-    and once over the whole K otherwise (a sum continued fractal by fractal: the same adds)."""
+    and once over the whole K otherwise (a sum continued fractal by fractal: the same adds).
+    ``kmajor``: ``a`` is given (K, M) (:func:`mmad_sum`)."""
     if mode == "fp16_mac":
-        return mmad_sum(c, a, b, k0=1, split=split, after_fractal=_to_fp16)
-    out = mmad_sum(c, a, b, k0=k0, split=split, after_fractal=_to_fp16 if mode == "fp16_step" else None)
+        return mmad_sum(c, a, b, k0=1, split=split, after_fractal=_to_fp16, kmajor=kmajor)
+    after = _to_fp16 if mode == "fp16_step" else None
+    out = mmad_sum(c, a, b, k0=k0, split=split, after_fractal=after, kmajor=kmajor)
     return _to_fp16(out) if mode == "fp16_tile" else out
