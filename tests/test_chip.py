@@ -161,6 +161,7 @@ def test_l2_record_is_shared_along_cores_only_under_an_outer_vmap(x):
     assert list(hbm[:, COUNTER_INDEX["HBM->L2"]]) == [WIN] * 3
 
 
+@pytest.mark.slow
 def test_910b_vector_work_runs_on_its_aiv_cores_through_l2(rng):
     """910B4: unfused, the ReLU is a kernel of its own on the 40 AIV cores (their UB), reading the
     conv's output back through L2 (the AIC cores wrote it there); fused, the ReLU stays in the AIC's

@@ -50,6 +50,7 @@ def test_matmul_json(capsys):
     assert 0 <= d["max_abs_err"] < 0.1
 
 
+@pytest.mark.slow
 def test_matmul_text_with_trace_and_cores(capsys, tmp_path):
     path = tmp_path / "mm.json"
     assert (
@@ -77,6 +78,7 @@ def test_matmul_text_with_trace_and_cores(capsys, tmp_path):
     assert json.loads(path.read_text())["traceEvents"]
 
 
+@pytest.mark.slow
 def test_demo_tiny(capsys, tmp_path):
     assert cli.main(["demo", "--preset", "tiny", "--trace", str(tmp_path / "d.json")]) == 0
     captured = capsys.readouterr()
@@ -108,6 +110,7 @@ def test_demo_tiny(capsys, tmp_path):
     assert "bottleneck" in reading[2]
 
 
+@pytest.mark.slow
 def test_demo_strategy_rows_from_the_model_equal_the_emulators():
     """The demo's Conv2D table reads the closed-form model (no conv compiles); every column equals
     the emulator's timing-only run (``--emulate``), the relayout kernel's cycles included."""
@@ -168,6 +171,7 @@ def test_strategies_reading_is_read_off_the_rows():
 _SMALL = ["--preset", "tiny", "--c", "24", "--h", "10", "--w", "12", "--k", "40"]
 
 
+@pytest.mark.slow
 def test_conv2d_json_small_layer(capsys, tmp_path):
     trace, plot = tmp_path / "c.json", tmp_path / "c.png"
     assert (
@@ -186,6 +190,7 @@ def test_conv2d_json_small_layer(capsys, tmp_path):
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_conv2d_text_dilated_same_padding(capsys):
     assert (
         cli.main(["conv2d", *_SMALL, "--strategy", "input_tiled", "--dilation", "2", "--padding", "same"])
@@ -197,6 +202,7 @@ def test_conv2d_text_dilated_same_padding(capsys):
     assert "relayout " not in out  # input_tiled reads NCHW directly
 
 
+@pytest.mark.slow
 def test_conv2d_timing_only_matches_full_run(capsys):
     argv = ["conv2d", *_SMALL, "--strategy", "output_tiled", "--json"]
     assert cli.main(argv) == 0
@@ -208,6 +214,7 @@ def test_conv2d_timing_only_matches_full_run(capsys):
         assert timing[key] == full[key], key
 
 
+@pytest.mark.slow
 def test_conv2d_all_strategies(capsys):
     assert cli.main(["conv2d", *_SMALL, "--strategy", "all", "--timing-only", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -259,6 +259,7 @@ def test_layers_refuse_shape_flags(tmp_path, capsys):
     _one_error_line(capsys.readouterr().err, "conv2d", "--c", "--layers")
 
 
+@pytest.mark.slow
 def test_conv2d_runs_a_layer_file(tmp_path, capsys):
     (tmp_path / "l.csv").write_text(_CSV)
     argv = ["conv2d", "--layers", str(tmp_path / "l.csv"), "--preset", "tiny", "--timing-only"]
@@ -299,6 +300,7 @@ def _run_timed(argv: list[str], timeout: float = 300) -> tuple[int, float, list[
     return rc, time.perf_counter() - t0, lines, out
 
 
+@pytest.mark.slow
 def test_progress_on_stderr_within_two_seconds():
     """Acceptance (issue 17): progress appears within 2 s of starting a command that runs longer than
     5 s; before the first compile a line names the kernel and the shape."""

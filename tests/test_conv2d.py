@@ -205,6 +205,7 @@ def test_grid_covers_every_value():
     assert len(CASES) >= 35
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,strategy", GRID)
 def test_grid_matches_reference(c: Case, strategy: str):
     grp = GROUPS[c.group]
@@ -317,6 +318,7 @@ def assert_same_report(a, b, what):
         assert_same_report(a.extras[k], b.extras[k], f"{what} extras[{k!r}]")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_story_layer_matches_reference_and_invariants(strategy):
     _, x, w = story_inputs()
@@ -345,6 +347,7 @@ def test_eager_and_jit_are_bit_identical(strategy):
     assert_same_report(rep, repj, what)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_conv2d_and_bounded_are_bit_identical(strategy):
     """The story layer inside the fp16 grid's bound (a traced geometry, larger static shapes) gives
@@ -362,6 +365,7 @@ def test_conv2d_and_bounded_are_bit_identical(strategy):
     assert_same_report(rep, repb, what)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["relayout", "img2col"])  # with the relayout kernel; 1 and 2 stages
 def test_timing_only_gives_the_same_report(strategy):
     y, rep = story_run(strategy)
@@ -413,6 +417,7 @@ def test_story_output_tiled_refetches_the_input():
     assert out_t.bytes["L1->L0A"] == in_t.bytes["L1->L0A"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["ascend910b", "ascend310p"])
 def test_output_tiled_fetches_the_window_per_tap_and_cout_block(preset, rng):
     """One tile per image (the window is the whole image), two Cout blocks, weights per item for

@@ -124,12 +124,14 @@ GRID = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", GRID)
 def test_grouped_matches_lax_and_model(case, rng):
     xs, ws, groups, strategy, tiling, s, pad, d = case
     run_case(rng, xs, ws, groups, strategy, tiling, s, pad, d)
 
 
+@pytest.mark.slow
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     data=st.fixed_dictionaries(
@@ -174,6 +176,7 @@ def test_packing_follows_the_vendor_rule():
     assert (v.n, v.c, v.k, v.groups) == (2 * 9, 16, 16, 1) and g.flops == 2 * 2 * 64 * 144 * 9
 
 
+@pytest.mark.slow
 def test_search_schedule_equals_predict_grouped(rng):
     """The search's jax schedule (``exact``) on a grouped layer's Layer (dense view + super-groups)
     gives ``predict``'s cycles (so does ``cost.cycles``), and ``legal`` refuses resident weights with several super-groups."""
@@ -264,6 +267,7 @@ ONNX_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ONNX_CASES)
 def test_onnx_backend_conv(name):
     """The ONNX backend's Conv2d node data (model.onnx, input_0.pb, output_0.pb) through conv2d at

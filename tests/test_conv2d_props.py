@@ -84,12 +84,14 @@ def run_property(strategy: str, tiling: ConvTiling, hw, max_examples: int, capsy
     return len(ran)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(TILINGS))
 def test_bounded_layers_match_reference(strategy, capsys):
     n = run_property(strategy, TILINGS[strategy], TINY, EXAMPLES, capsys)
     assert n >= EXAMPLES
 
 
+@pytest.mark.slow
 def test_bounded_layers_two_cores_img2col(capsys):
     t = ConvTiling(ho=2, wo=4, n=16, cin1=1, k_l0=32, l1_stages=2, l0_stages=2, cores=2)
     n = run_property("img2col", t, TINY, 25, capsys)

@@ -74,6 +74,7 @@ def _draw(rng):
             continue
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["output_tiled", "input_tiled", "relayout", "img2col"])
 def test_model_matches_emulator_on_random_pairs(strategy):
     seed = int(np.random.SeedSequence().entropy % 2**32)
@@ -118,6 +119,7 @@ def test_model_matches_emulator_on_random_pairs(strategy):
     assert not lanes_off, lanes_off[:2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["relayout", "img2col"])
 def test_model_on_a_resnet_layer_matches_a_full_run(strategy):
     """On a real 910B layer with the chooser's tiling, model == full (data-moving) emulation."""
@@ -169,6 +171,7 @@ def test_chooser_bounds_and_pick_are_exact(preset, rng):
         assert (pc[best], pg[best]) == (cyc[best], gm[best])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["tiny", "tiny-coupled"])
 def test_grouped_bounds_and_model_on_every_candidate(preset, rng):
     """A random grouped layer (several super-groups): on every candidate tiling of every strategy the

@@ -68,6 +68,7 @@ def assert_same_run(r1, r2, what):
     assert f1 == f2, f"{what}: " + ", ".join(k for k in f1 if f1[k] != f2.get(k))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["gemm", "conv"])
 def test_repeated_jit_runs_and_checks_on_off_are_bit_identical(kernel):
     make, args = (gemm, (A, B)) if kernel == "gemm" else (conv, (X, W))
@@ -79,6 +80,7 @@ def test_repeated_jit_runs_and_checks_on_off_are_bit_identical(kernel):
     assert first[1].cycles > 0 and np.all(np.isfinite(np.asarray(first[0], np.float32)))
 
 
+@pytest.mark.slow
 def test_eager_equals_jit_and_checks_do_not_change_it():
     a, b = A[:32, :64], B[:64, :32]  # one output block, two K steps: disable_jit runs op by op
     eager = gemm("all")(a, b)  # eager: launch runs the analysis and raises on any finding
@@ -88,6 +90,7 @@ def test_eager_equals_jit_and_checks_do_not_change_it():
     assert_same_run(eager, jax.jit(gemm("all"))(a, b), "gemm: eager vs jit (checks on)")
 
 
+@pytest.mark.slow
 def test_timing_only_with_and_without_checks():
     on = jax.jit(conv("all", timing_only=True))(X, W)
     off = jax.jit(conv("none", timing_only=True))(X, W)
@@ -124,6 +127,7 @@ print(hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest())
 """
 
 
+@pytest.mark.slow
 def test_xla_optimisation_level_does_not_change_a_bit(rng):
     """conftest.py compiles the suite at XLA's backend optimisation level 0 (faster compiles). A
     kernel's outputs and cycles must be the same bits at the default level, as users run it."""

@@ -98,6 +98,7 @@ def test_the_conversion_is_at_the_boundary_so_figures_match_fp16_inputs(rng, fre
     assert rep32.pipe_busy == rep16.pipe_busy
 
 
+@pytest.mark.slow
 def test_conv_entry_points_note_once_per_process(rng, fresh_note):
     x = rng.standard_normal((1, 16, 6, 6)).astype(ml_dtypes.bfloat16)
     w = rng.standard_normal((32, 16, 3, 3)).astype(ml_dtypes.bfloat16)

@@ -188,6 +188,7 @@ EDGE_LAYERS = [  # (x shape, w shape, stride, padding, dilation)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONFIGS)
 def test_edge_layers_fused_and_unfused(name):
     seed = new_seed()
@@ -251,6 +252,7 @@ def test_padded_lanes_never_leak(name):
     assert np.count_nonzero(y.view(np.uint16 if y.itemsize == 2 else np.uint32)) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_conv_relu_public_api(jit):
     """The contract call, eager and jitted, on both data paths: relu(conv + bias) within bound; the
@@ -282,6 +284,7 @@ def test_conv_relu_public_api(jit):
         assert reps[True].gm_bytes < un.gm_bytes
 
 
+@pytest.mark.slow
 def test_analysis_reads_the_reports():
     a = fusion.analyze((1, 16, 10, 10), (32, 16, 3, 3), ["bias", "relu"], padding=1, hw=TINY)
     conv_u = a.unfused.part("conv")
@@ -297,6 +300,7 @@ def test_analysis_reads_the_reports():
     assert row["cycles_fused"] == a.fused.cycles and json.dumps(row)
 
 
+@pytest.mark.slow
 def test_sequence_report_timeline_and_trace(tmp_path):
     rng = np.random.default_rng(new_seed())
     x, w = rng.standard_normal((1, 8, 6, 6)), rng.standard_normal((16, 8, 3, 3))

@@ -43,6 +43,7 @@ def _fake_analyze(direct, calls):
     return analyze
 
 
+@pytest.mark.slow
 def test_fuse_json_trace_and_plot_agree_with_analyze(capsys, tmp_path, direct):
     trace, plot = tmp_path / "f.json", tmp_path / "f.png"
     assert cli.main(["fuse", *_SMALL, "--json", "--trace", str(trace), "--plot", str(plot)]) == 0
@@ -92,6 +93,7 @@ def test_fuse_default_text_is_analyze_of_the_default_layer(capsys, monkeypatch, 
     assert f"unfused {direct.unfused_tiling}" in out and f"fused   {direct.fused_tiling}" in out
 
 
+@pytest.mark.slow
 def test_fuse_fused_run_checks_its_numbers(capsys):
     assert cli.main(["fuse", *_SMALL, "--fused", "--epilogue", "bias,leaky_relu:0.1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -133,6 +133,7 @@ HW = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "hw_name, shape, tiling", CASES, ids=[f"{h}-{'x'.join(map(str, s))}" for h, s, _ in CASES]
 )

@@ -77,6 +77,7 @@ def _result(name: str, proc: subprocess.Popen) -> dict | None:
     return json.loads(lines[-1][len("HOST_BITS ") :])
 
 
+@pytest.mark.slow
 @x86_only
 def test_kernels_give_the_same_bits_and_cycles_under_every_xla_cpu_setting():
     seed = int(np.random.default_rng().integers(1 << 31))
@@ -118,6 +119,7 @@ def _model(a, b, k0: int, split: bool):
     return c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operand", ["fp16", "bf16", "fp32"])
 def test_mmad_follows_the_promised_order_bit_for_bit(operand):
     """A GEMM whose K spans several Mmads of several fractals, fp32 out: every output bit is the

@@ -251,6 +251,7 @@ def test_clip_that_is_no_relu_is_refused_by_name(rng):
 
 
 # ---- with data ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_conv_bn_relu_matches_onnxruntime_fp32(rng):
     model = conv_bn_relu(rng)
     x = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
@@ -273,6 +274,7 @@ def resnetish_runs():
     return model, m, x, hw, out, rep
 
 
+@pytest.mark.slow
 def test_network_run_matches_onnxruntime_and_keeps_tensors(resnetish_runs):
     model, m, x, hw, out, rep = resnetish_runs
     np.testing.assert_allclose(out["fc"], ort_run(model, x), rtol=1e-4, atol=1e-4)
@@ -331,6 +333,7 @@ def test_fusion_saving_and_report_outputs(rng, tmp_path):
     assert d["cycles"] == est.cycles and len(d["layers"]) == len(est.layers)
 
 
+@pytest.mark.slow
 def test_pooling_layers_match_onnxruntime_and_their_closed_form(rng):
     g = G(rng, 16, 8)
     x = g.op("Relu", [g.bn(g.conv("x", "conv", 16, 16), "bn", 16)], "relu")  # resnetish's first conv

@@ -169,6 +169,7 @@ def check_triples(rng, hw, strategy, chain, n_tilings, n_layers):
     return checked
 
 
+@pytest.mark.slow
 def test_model_equals_emulator_on_random_hardware(rng):
     """>= 300 random triples over presets and random configs, all four strategies, epilogues."""
     presets = [
@@ -291,6 +292,7 @@ def test_abs_step_needs_no_model_edit(rng):
     assert checked > 0
 
 
+@pytest.mark.slow
 def test_model_equals_emulator_grouped_on_random_hardware(rng):
     """Grouped layers (depthwise, multipliers, several super-groups) on random hardware, a random
     strategy and a random legal tiling of the chooser's grid: model == emulator (cycles and bytes)."""

@@ -80,6 +80,7 @@ def _run_all(model, x):
     return dict(zip(names, sess.run(None, {"input": x})))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,image", [("small_cnn", 32), ("resnet18", 64), ("mobilenet_v2", 64)])
 def test_runs_in_onnxruntime_with_fp16_safe_activations(name, image):
     seed = int(np.random.default_rng().integers(1 << 30))

@@ -49,6 +49,7 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebooks found under notebooks/"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes(path, python3_kernel):
     nb = nbformat.read(path, as_version=4)

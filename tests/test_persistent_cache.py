@@ -51,6 +51,7 @@ def _cli(cache, *argv):
     return r.stdout
 
 
+@pytest.mark.slow
 def test_the_cli_keeps_programs_on_disk_and_a_second_run_reads_them(tmp_path):
     cache = tmp_path / "xla"
     argv = ("matmul", "--m", "48", "--n", "40", "--k", "72", "--preset", "tiny", "--json")

@@ -49,6 +49,7 @@ def test_reference_tensors_are_onnxruntimes_every_node(case):
     assert ref["logits"].shape == (2, 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed", "fp32"])
 def test_every_layer_within_its_budget(case, policy):
     proto, x, ref = case
@@ -71,6 +72,7 @@ def test_every_layer_within_its_budget(case, policy):
         assert min(r.metrics.rel_l2 for r in res.rows) > 1e-5  # fp16 storage shows
 
 
+@pytest.mark.slow
 def test_a_wrong_answer_fails_its_budget(case):
     proto, x, ref = case
     bad = {k: v * (1 + 1e-2) for k, v in ref.items()}  # a 1% error everywhere
@@ -168,6 +170,7 @@ def test_cli_model_numbers_under_a_scale(tmp_path, capsys):
     assert numbers["scale"] == 0.25 and numbers["ok"] and "scaled 2^-2" in numbers["label"]
 
 
+@pytest.mark.slow
 def test_cli_model_text_trace_and_fusion(tmp_path, capsys):
     trace = tmp_path / "t.json"
     code = cli_main(

@@ -45,6 +45,7 @@ def _ref_conv(x, w):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["img2col", "relayout"])
 def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right(strategy):
     hw, rng = presets.tiny(), np.random.default_rng()
@@ -125,6 +126,7 @@ def test_findings_are_raised_by_every_call_through_a_kept_program():
             assert (traced, compiled) == (0, 0)
 
 
+@pytest.mark.slow
 def test_the_cache_is_bounded_least_recently_used_out():
     hw, rng = presets.tiny(), np.random.default_rng()
     old = programs.program_cache_info()["maxsize"]

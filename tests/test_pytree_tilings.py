@@ -109,6 +109,7 @@ def test_traced_values_are_not_checked():
     assert int(f(jnp.int32(-3))) == -6  # the value is unknown at trace time
 
 
+@pytest.mark.slow
 def test_vmap_64_tilings_equals_single_calls_and_predict(rng):
     """The acceptance: 64 stacked img2col tilings of one layer, one vmapped call, the same cycles as
     64 single calls and as cost.predict on each plan."""
@@ -130,6 +131,7 @@ def test_vmap_other_strategies_equals_predict(strategy, rng):
     assert np.asarray(got).tolist() == want
 
 
+@pytest.mark.slow
 def test_vmapped_cycles_equal_emulator_timing_only(rng):
     """Four of the stacked tilings through the emulator's timing-only run (one compile each)."""
     ts = draw(rng, "img2col", 64)

@@ -104,6 +104,7 @@ MUTATION_KERNELS = {
 _RESULTS: dict[str, sanitize.MutationResult] = {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MUTATION_KERNELS))
 def test_every_removed_waitflag_is_caught(name):
     r = sanitize.sweep_waits(MUTATION_KERNELS[name], name)  # raises if the unmutated kernel reports anything
@@ -552,6 +553,7 @@ def test_inline_analysis_and_timing_only_agree():
     assert [f.message() for f in _launch(build, move_data=False, **kw)[0].findings()] == base
 
 
+@pytest.mark.slow
 def test_under_jit_findings_travel_in_the_report_and_check_raises():
     def one(k):
         with sanitize.mutate(k), npu_jax.default_checks("all"):  # checks=None: the default

@@ -62,6 +62,7 @@ def _random_tilings(g, rng, count):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["910b", "910", "tiny"])
 def test_exact_model_and_legality_equal_predict_and_make_plan(preset, rng):
     """The array-valued schedule equals cost.conv.predict on every legal tiling, and exact.legal
@@ -92,6 +93,7 @@ def test_exact_model_and_legality_equal_predict_and_make_plan(preset, rng):
     assert checked >= (8 if preset == "tiny" else 50)  # the tiny core rejects most draws
 
 
+@pytest.mark.slow
 def test_relaxed_model_equals_exact_at_legal_integer_points(rng):
     """relaxed_cycles at x = log(legal tiling) is the exact model's cycles; its gradient is finite."""
     hw = HW["910b"]
@@ -179,6 +181,7 @@ def test_race_spends_its_share_and_never_loses_the_best():
     assert ledger.best()[0][1] <= first and history and history[-1]["evals"] == len(ledger.seen)
 
 
+@pytest.mark.slow
 def test_exhaustive_and_random_baselines():
     hw = HW["910b"]
     g = canonicalize(*LAYERS[0])
@@ -195,6 +198,7 @@ def test_exhaustive_and_random_baselines():
         assert predict(make_plan(g, "img2col", t, hw)).cycles >= ex.cycles
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fused", [False, True])
 def test_tile_search_finds_a_verified_tiling_near_the_optimum(fused, rng):
     """Within 2% of the exhaustive optimum on a small layer with 5% of its evaluations (the
@@ -217,6 +221,7 @@ def test_tile_search_finds_a_verified_tiling_near_the_optimum(fused, rng):
     assert r.model_cycles <= rnd.cycles
 
 
+@pytest.mark.slow
 def test_budget_and_any_optax_optimizer():
     hw = HW["910b"]
     g = canonicalize(*LAYERS[0])
@@ -261,6 +266,7 @@ print(json.dumps(dict(one=one.start_cycles.tolist(), four=four.start_cycles.toli
 """
 
 
+@pytest.mark.slow
 def test_sweep_is_identical_on_one_and_four_host_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run(
@@ -283,6 +289,7 @@ def test_sweep_is_identical_on_one_and_four_host_devices():
     assert cyc[0, 1].min() >= baselines.exhaustive(g, hw).cycles
 
 
+@pytest.mark.slow
 def test_cli_search_one_layer(capsys):
     from npu_jax.cli import main
 
@@ -339,6 +346,7 @@ def test_cli_search_one_layer(capsys):
     assert "fraction" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hw_gradient_more_gm_bandwidth_means_fewer_cycles():
     from npu_jax.search import codesign
 
@@ -350,6 +358,7 @@ def test_hw_gradient_more_gm_bandwidth_means_fewer_cycles():
     assert grad["l1"] == 0.0  # capacities act through the penalty only, zero at a legal point
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["910b", "910", "tiny"])
 def test_fused_exact_model_equals_predict_and_the_emulator(preset, rng):
     """The Conv + bias + ReLU kernel: exact.cycles == cost.conv.predict of the fused plan on random

@@ -41,6 +41,7 @@ def data(rng, x_shape=X_SHAPE, w_shape=W_SHAPE):
     return rng.standard_normal(x_shape).astype(np.float16), rng.standard_normal(w_shape).astype(np.float16)
 
 
+@pytest.mark.slow
 def test_vmap_64_tilings_timing_only_equals_single_calls(rng):
     """The acceptance: 64 stacked img2col tilings of one layer (mixed tile sizes, Cout blocks, depths,
     stages, Cout splits and resident weights) through the emulator's timing-only run in one vmapped
@@ -68,6 +69,7 @@ def test_vmap_64_tilings_timing_only_equals_single_calls(rng):
         assert (one.cycles, one.pipe_busy, one.bytes) == (rep.cycles, rep.pipe_busy, rep.bytes), ts[i]
 
 
+@pytest.mark.slow
 def test_vmap_coupled_chip_output_tiled(rng):
     """The UB output path (a coupled chip), a strategy reading NCHW, and a layer that leaves some
     tilings fewer tiles than cores (the bound's launch idles the cores a tiling does not use), with

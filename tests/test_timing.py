@@ -48,6 +48,7 @@ def _run(hw, k, stages, jit=False, rng=None):
     return f(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_serial_and_double_buffered_gemm_match_hand_derivation(jit):
     hw = npu_jax.presets.tiny()

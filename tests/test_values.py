@@ -78,6 +78,7 @@ def _draw_policy(rng):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_values_equal_the_instructions_on_random_layers_and_policies(strategy):
     seed = new_seed()
@@ -110,6 +111,7 @@ def test_values_keep_non_finite_inputs_and_fp32_operands_bit_exact():
     assert np.isnan(y).any() and np.isfinite(y).any()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hw", [presets.ascend910b(), presets.ascend910()], ids=lambda h: h.name)
 def test_values_equal_the_instructions_through_fused_epilogues(hw):
     """Fixpipe's bias and activation (910B) and the vector unit's chain in UB (910), in both vector
@@ -190,6 +192,7 @@ def test_a_jitted_conv_does_only_the_data_work_and_keeps_its_report():
     assert len(run._REPORTS) == kept and r2 is r0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hw", [TINY, presets.ascend910()], ids=lambda h: h.name)
 def test_matmul_values_equal_the_instructions(hw):
     """GEMM: K not a multiple of the tiles or the fractal, every accumulation mode and format."""
