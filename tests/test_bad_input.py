@@ -310,6 +310,7 @@ def test_bad_input_is_refused_clearly(case, tmp_path_factory):
 
 
 # ---- NaN and inf inputs: no error; they flow as the chip's overflow mode says -----------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("coupled", [False, True], ids=["910B-like inf mode", "910-like saturate mode"])
 def test_nan_and_inf_inputs_follow_the_overflow_mode(coupled, rng):
     hw = presets.tiny(coupled)

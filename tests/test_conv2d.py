@@ -219,6 +219,7 @@ def test_grid_matches_reference(c: Case, strategy: str):
     assert int(rep.overlapping_writes) == 0, what
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "c",
     # C = 16 with whole 2x4 tiles; C = 3 and C = 17 (channels padded to C1 x C0 = 16, 32);
@@ -338,6 +339,7 @@ def test_story_layer_matches_reference_and_invariants(strategy):
     assert ("relayout" in rep.extras) == (strategy in ("relayout", "img2col")), what
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_eager_and_jit_are_bit_identical(strategy):
     y, rep = story_run(strategy)
@@ -390,6 +392,7 @@ def test_strategies_agree():
         assert np.all(diff <= 2 * bound), story_what(f"{s} vs img2col")
 
 
+@pytest.mark.slow
 def test_multicore_gives_the_same_output():
     """cores=2 and cores=1 run the same tiles with the same arithmetic; the split is disjoint."""
     y2, rep2 = story_run("img2col")
@@ -464,6 +467,7 @@ def test_story_img2col_issues_fewer_mmads():
 
 
 # ---- presets ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_coupled_preset_matches_reference():
     """910/310P data path: L0C -> UB (V) -> GM (MTE3). Same arithmetic and one rounding at the way
     out, so the same bits as the separated preset's Fixpipe."""

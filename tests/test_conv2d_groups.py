@@ -199,6 +199,7 @@ def test_search_schedule_equals_predict_grouped(rng):
         make_plan(g, "img2col", ConvTiling(ho=7, wo=14, n=16, cin1=1, k_l0=16, weights_resident=True), hw)
 
 
+@pytest.mark.slow
 def test_mobilenet_depthwise_timing_only():
     """MobileNetV2's 56x56x144 depthwise 3x3 on the 910B, one launch, timing-only: useful FLOPs are
     the real ones, so % of peak is low (the Cube multiplies 16x16 blocks of which 1/16 hold real

@@ -98,6 +98,7 @@ def test_bounded_layers_two_cores_img2col(capsys):
     assert n >= 25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(TILINGS))
 def test_bounded_never_reads_outside_the_layer(strategy):
     """NaN (not zeros) around the layer in the bound's x and w: init_core documents data outside a

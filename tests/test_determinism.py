@@ -153,6 +153,7 @@ def test_xla_optimisation_level_does_not_change_a_bit(rng):
     assert runs["0"] == runs["default"], runs
 
 
+@pytest.mark.slow
 def test_releasing_compiled_programs_changes_nothing():
     """launch() drops JAX's compile caches near the process's mapping limit (run.py); a kernel
     recompiled afterwards gives the same bits and cycles."""

@@ -84,6 +84,7 @@ def test_explicit_policy_decides_the_output_dtype_and_no_note(rng, policy, fresh
     assert notes == [], "an explicit policy must not be noted"
 
 
+@pytest.mark.slow
 def test_the_conversion_is_at_the_boundary_so_figures_match_fp16_inputs(rng, fresh_note):
     """fp32 inputs under the default Policy run the very kernel fp16 inputs run: same bits out,
     same cycles and bytes (the note changes no figure)."""

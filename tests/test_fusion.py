@@ -208,6 +208,7 @@ def _layers(draw):
     return (n, c, h, w), (k, c, kh, kw), stride, ((pads[0], pads[1]), (pads[2], pads[3])), dilation
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONFIGS)
 def test_hypothesis_layers_fused_and_unfused(name, capsys):
     ran = []

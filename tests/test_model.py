@@ -287,6 +287,7 @@ def test_network_run_matches_onnxruntime_and_keeps_tensors(resnetish_runs):
     assert [k.label for k in rep.layer("fc").kernels] == ["gemm", "eltwise"]
 
 
+@pytest.mark.slow
 def test_run_cycles_equal_estimate(resnetish_runs):
     model, m, x, hw, out, rep = resnetish_runs
     est = m.estimate(batch=2, hw=hw, policy=FP32)
@@ -297,6 +298,7 @@ def test_run_cycles_equal_estimate(resnetish_runs):
     assert est.cycles == rep.cycles
 
 
+@pytest.mark.slow
 def test_estimate_totals_and_flops(resnetish_runs):
     model, m, x, hw, out, rep = resnetish_runs
     r = m.estimate(batch=2, hw=hw, policy=FP32)  # the run's kernels, priced (cached)

@@ -196,6 +196,7 @@ def test_model_equals_emulator_on_random_hardware(rng):
     assert checked >= 300, checked
 
 
+@pytest.mark.slow
 def test_cube_32x32_mmad_cost_matches():
     """A 32x32 Cube takes one (32 x K0 x 32) block per cycle: the model used 16x16 blocks and said
     686 cycles where the emulator says 683 (a 1x1 conv 3 -> 24 channels on 10x10, one 80 x 64 tile,
@@ -283,6 +284,7 @@ def test_ceil_rate_same_in_numpy_and_jit(rate):
     assert np.array_equal(want, exact), ns[want != exact][:5]
 
 
+@pytest.mark.slow
 def test_abs_step_needs_no_model_edit(rng):
     """docs/design.md's worked example: VAbs was declared (isa/vector.py, table.py) and an ``abs``
     epilogue step added (mapping/epilogue.py); the schedule charges the chain's vector ops through

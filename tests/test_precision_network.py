@@ -81,6 +81,7 @@ def test_a_wrong_answer_fails_its_budget(case):
     assert "NO" in res.table()
 
 
+@pytest.mark.slow
 def test_plot_and_dict(case, tmp_path):
     proto, x, ref = case
     res = network_errors(proto, x, hw=npu_jax.presets.tiny(), policy=POLICIES["mixed"], reference=ref)
@@ -149,6 +150,7 @@ def test_scaling_refuses_what_it_cannot_scale(case):
 
 
 # ---- npu-jax model --------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_model_estimate_json(tmp_path, capsys):
     path = tmp_path / "net.onnx"
     onnx.save(_net(3), str(path))

@@ -123,6 +123,7 @@ def test_vmap_64_tilings_equals_single_calls_and_predict(rng):
     assert np.asarray(batched).tolist() == single == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "img2col"])
 def test_vmap_other_strategies_equals_predict(strategy, rng):
     ts = draw(rng, strategy, 16)
@@ -149,6 +150,7 @@ def test_cycles_refuses_a_core_count():
         cycles(G, t, HW)
 
 
+@pytest.mark.slow
 def test_search_space_is_a_stacked_conv_tiling(rng):
     """The search's type is ConvTiling: a space's points, its rows and its single entries agree,
     and its batch cycles equal cost.cycles vmapped over the same stacked tilings."""

@@ -114,6 +114,7 @@ def test_every_removed_waitflag_is_caught(name):
     assert r.caught == r.mutants, f"{r.figure}; not reported: {r.escaped}"
 
 
+@pytest.mark.slow
 def test_mutation_figure():
     """The overall figure, printed; 100% (runs after the per-kernel sweeps, or runs them)."""
     for name, run in MUTATION_KERNELS.items():

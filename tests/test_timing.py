@@ -66,6 +66,7 @@ def test_serial_and_double_buffered_gemm_match_hand_derivation(jit):
     assert double.pipe_busy["MTE2"] == n * t2 and double.pipe_busy["CUBE"] == n * tm
 
 
+@pytest.mark.slow
 def test_steady_state_is_max_of_pipes():
     """The marginal cost of K steps: max over pipes when double-buffered, the sum when serial."""
     hw = npu_jax.presets.tiny()

@@ -227,6 +227,7 @@ def test_fused_conv_relu_trace_lanes_and_counters(fused_trace):
     assert tiles and all({"item", "tile", "cout_block"} <= set(t) for t in tiles)
 
 
+@pytest.mark.slow
 def test_side_by_side_panels_share_axes(fused_trace, tmp_path):
     """The unfused and fused timelines: one cycle axis and the same lanes in the same rows."""
     import matplotlib
