@@ -23,7 +23,7 @@ from npu_jax.core.pipes import PIPE_INDEX
 from npu_jax.core.policy import ACCUMULATE, Policy
 from npu_jax.cost.conv import predict
 from npu_jax.hw import presets
-from npu_jax.kernels import launch
+from npu_jax.kernels import launch, values
 from npu_jax.kernels.values import covers, mmad_bounds
 from npu_jax.mapping.conv import STRATEGIES, make_plan
 from npu_jax.mapping.epilogue import canonical_steps, split
@@ -231,3 +231,35 @@ def test_a_tile_whose_window_starts_past_the_image_fetches_nothing(strategy):
     assert np.all(y[:, :2] == 0) and np.all(y[:, -2:] == 0)  # rows of padding only
     _, rep = launch.run_plan(p, x, w, policy)
     assert predict(p).cycles == rep.cycles
+
+
+@pytest.mark.parametrize("operand", ["fp16", "fp32"])
+def test_the_hosts_blocking_decides_no_bit(monkeypatch, operand):
+    """conv_values works in blocks sized for the host's caches: chunks of images for im2col, blocks
+    of columns and of rows for the accumulation. No add depends on them: blocks far smaller than
+    the defaults (chunks of two images, the last one padded; blocks of 8 columns and 8 rows) give the same bits as one
+    block of everything, for every accumulation mode, on grouped and strided layers."""
+    seed = new_seed()
+    rng = np.random.default_rng(seed)
+    raw = jax.jit(values.conv_values.__wrapped__, static_argnums=(0, 1))
+    for i, accumulate in enumerate(ACCUMULATE):
+        n, groups = int(rng.choice([3, 5])), int(rng.choice([1, 2]))
+        c, k = groups * int(rng.integers(3, 20)), groups * int(rng.integers(9, 40))
+        g = canonicalize((n, c, 9, 11), (k, c // groups, 3, 2), (1, 2), 1, 1, groups)
+        policy = Policy(operand=operand, accumulate=accumulate, output="fp32")
+        p = make_plan(g, "img2col", choose_tiling(g, "img2col", TINY, operand, "fp32"), TINY, operand, "fp32")
+        x = (rng.standard_normal((n, c, 9, 11)) * 2.0).astype(NP_DTYPE[operand])
+        w = rng.standard_normal((k, c // groups, 3, 2)).astype(NP_DTYPE[operand])
+        two_images = 2 * p.k_total * p.gv.ho * p.gv.wo * np.dtype(NP_DTYPE[operand]).itemsize
+        ys = []
+        for im2col_bytes, cols, col_rows, rows_bytes in (
+            (1 << 40, 1 << 20, 1 << 40, 1 << 40),
+            (two_images, 8, 8, 256),
+        ):
+            monkeypatch.setattr(values, "_IM2COL_BYTES", im2col_bytes)
+            monkeypatch.setattr(values, "_COLS", cols)
+            monkeypatch.setattr(values, "_COL_BLOCK_ROWS", col_rows)
+            monkeypatch.setattr(values, "_ROWS_BYTES", rows_bytes)
+            raw.clear_cache()
+            ys.append(np.asarray(raw(p, policy, x, w)))
+        assert_bits_equal(ys[0], ys[1], f"{g.describe()} {policy} seed={seed} draw {i}")

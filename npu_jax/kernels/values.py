@@ -46,6 +46,12 @@ from npu_jax.mapping.conv import ConvPlan
 
 # output rows per block of the accumulation: its accumulator (rows x Cout fp32) stays in cache
 _ROWS_BYTES = 1 << 19
+# columns per block of the accumulation: a fractal's rows of the fp32 right operand (16 x this) stay in L1
+_COLS = 128
+# ... when there are at least this many rows (fewer make small loops, whose launches cost more)
+_COL_BLOCK_ROWS = 256
+# images per im2col chunk: as many as fit this many bytes of im2col (a laptop CPU's L2/L3 share)
+_IM2COL_BYTES = 1 << 22
 
 
 def covers(p: ConvPlan, policy: Policy) -> bool:
@@ -99,16 +105,21 @@ def accumulators(at, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
     """fp32 L0C values (R, N) of the rows of ``at`` (K, R), given k-major, against ``b`` (K, N):
     the Mmad's ``accumulate`` (``mode``: ``Policy.accumulate``) once per K range ending at each of
     ``ends`` (the kernel's Mmads under ``fp16_tile``; else one range, the whole K), every range a
-    multiple of ``k0`` deep (zeros past the operands' K). In blocks of rows (``lax.map``), so that
-    each block's accumulator stays in cache across the K loop."""
+    multiple of ``k0`` deep (zeros past the operands' K).
+
+    In blocks, for the host's caches (no add depends on them): with many rows, blocks of at most
+    ``_COLS`` columns (``lax.map``), so that a fractal's rows of ``b`` stay in L1 while every row is
+    worked; in each, blocks of rows (``lax.map``) whose accumulator stays in L2 across the K loop."""
     depth, rows = at.shape
-    kp = ends[-1]
-    b = jnp.pad(b.astype(jnp.float32), ((0, kp - depth), (0, 0)))
-    blocks = cdiv(rows, max(8, _ROWS_BYTES // (4 * b.shape[1])))
+    kp, n = ends[-1], b.shape[1]
+    cols = n if rows < _COL_BLOCK_ROWS else cdiv(n, cdiv(n, _COLS))
+    col_blocks = cdiv(n, cols)
+    b = jnp.pad(b.astype(jnp.float32), ((0, kp - depth), (0, col_blocks * cols - n)))
+    blocks = cdiv(rows, max(8, _ROWS_BYTES // (4 * cols)))
     per = round_up(cdiv(rows, blocks), 8)  # blocks of equal size: little padding
     at = jnp.pad(at, ((0, kp - depth), (0, blocks * per - rows)))
 
-    def block(i):
+    def block(i, b):
         a = lax.dynamic_slice_in_dim(at, i * per, per, axis=1).astype(jnp.float32)
         c, k = jnp.zeros((per, b.shape[1]), jnp.float32), 0
         for e in ends:
@@ -116,7 +127,13 @@ def accumulators(at, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
             k = e
         return c
 
-    return lax.map(block, jnp.arange(blocks)).reshape(blocks * per, b.shape[1])[:rows]
+    def col_block(b):  # (K, cols) -> (rows, cols)
+        return lax.map(lambda i: block(i, b), jnp.arange(blocks)).reshape(blocks * per, cols)[:rows]
+
+    if col_blocks == 1:
+        return col_block(b)[:, :n]
+    out = lax.map(col_block, b.reshape(kp, col_blocks, cols).transpose(1, 0, 2))
+    return out.transpose(1, 0, 2).reshape(rows, col_blocks * cols)[:, :n]
 
 
 def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
@@ -165,14 +182,26 @@ def conv_values(p: ConvPlan, policy: Policy, x, w, bias=None, residual=None):
     wb = block_diagonal(w, user, p.pack)  # (G', K', C', kh, kw), or (K', C', kh, kw) when G' = 1
     wb = wb.reshape((G,) + wb.shape[-4:])
     bk = jax.vmap(lambda a: oihw_to_kn(a, p.c0, g.kh, g.kw))(wb)  # (G', K_total, K')
-    a = im2col(xv, p)  # (K_total, G' * N * Ho * Wo)
     ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
     k0, split = p.hw.k0(itemsize(p.operand)), p.operand == "fp32"
-    cols = user.n * g.ho * g.wo
-    accs = [
-        accumulators(a[:, s * cols : (s + 1) * cols], bk[s], ends, policy.accumulate, k0, split)
-        for s in range(G)
-    ]  # each (N * Ho * Wo, K')
+    # im2col a chunk of images at a time (each chunk's matrix stays in cache while its blocks of
+    # rows are accumulated): as many whole images as fit _IM2COL_BYTES, in chunks of equal size
+    image_bytes = p.k_total * g.ho * g.wo * itemsize(p.operand)
+    chunks = cdiv(user.n, max(1, min(user.n, _IM2COL_BYTES // image_bytes)))
+    nb = cdiv(user.n, chunks)
+
+    def chunk(xc, b):  # (nb, C', H, W) images of one super-group -> (nb * Ho * Wo, K')
+        return accumulators(im2col(xc, p), b, ends, policy.accumulate, k0, split)
+
+    accs = []
+    for s in range(G):
+        xs = xv[s * user.n : (s + 1) * user.n]
+        if chunks == 1:
+            accs.append(chunk(xs, bk[s]))
+            continue
+        xs = jnp.pad(xs, ((0, chunks * nb - user.n), (0, 0), (0, 0), (0, 0)))
+        out = lax.map(lambda xc, b=bk[s]: chunk(xc, b), xs.reshape((chunks, nb) + xs.shape[1:]))
+        accs.append(out.reshape(chunks * nb * g.ho * g.wo, g.k)[: user.n * g.ho * g.wo])
     acc = jnp.stack(accs, axis=1).reshape(user.n, g.ho, g.wo, G, g.k)
     if G == 1:
         acc = acc[:, :, :, 0]
