@@ -153,10 +153,11 @@ def launch(
         hash(full)
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
+    fast = not ctx.move_data  # a timing-only program runs once: compile it fast (programs.jit)
     if full is None:
-        outs, report = jax.jit(run)(gm)
+        outs, report = programs.jit(run, fast)(gm)
     else:
-        outs, report = programs.call(full, run, gm)
+        outs, report = programs.call(full, run, gm, fast_compile=fast)
     sanitize.raise_or_warn(report)
     return outs, report
 

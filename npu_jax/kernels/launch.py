@@ -131,10 +131,10 @@ def _launch_plan(
         extras["relayout"] = rrep
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
         # block's K rows are one contiguous run: (n_cb, K_total, n)
-        if p.tiling_bound is None:
+        if p.tiling_bound is None and move_data:
             wk = jax.vmap(lambda a: _k_major(p, a))(w) if G > 1 else _k_major(p, w)
-        else:  # timing-only with a traced n: the layout's values are never read
-            wk = jnp.zeros(p.wkn_shape, DTYPES[op])
+        else:  # timing-only (a traced n under a tiling bound, or the data computed apart): never read
+            wk = np.zeros((G,) * (G > 1) + p.wkn_shape, DTYPES[op])
         gm_in = {"x5": routs["x5"], "wkn": wk}
         lead = (G,) if G > 1 else ()  # super-groups: a leading axis of the weights
         gm = (

@@ -13,6 +13,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from npu_jax.core.checks import initcheck, memcheck, racecheck, synccheck
@@ -139,17 +140,30 @@ def analyze_cores(logs, counts, flags, sites, cands, *, n_stages: int, n_events:
 
 
 def run_analysis(ctx, logs, counts, flags, table: SiteTable):
-    """(n_cores, 4, NF) findings from the cores' logs (leading core axis on every argument)."""
+    """(n_cores, 4, NF) findings from the cores' logs (leading core axis on every argument).
+
+    The cores and stages are padded to powers of two (32 cores, 16 stages at least), as the site
+    and cand tables are, so that one compiled analysis serves every kernel of a process that has
+    the same checks and log capacity: a core with no rows and a stage no row touches find nothing,
+    and the replay itself takes milliseconds."""
     sites, cands = table.arrays()
     _, S = stage_base(ctx.allocs)
+    n = logs.shape[0]
+    pad = (1 << max(5, (n - 1).bit_length())) - n
+
+    def padded(a):  # in numpy when concrete (no compile), in the kernel's program when inline
+        xp = jnp if isinstance(a, jax.core.Tracer) else np
+        return xp.pad(xp.asarray(a), ((0, pad),) + ((0, 0),) * (a.ndim - 1))
+
     ch = ctx.checks
-    return analyze_cores(
-        logs,
-        counts,
-        flags,
+    out = analyze_cores(
+        padded(logs),
+        padded(counts),
+        padded(flags),
         jnp.asarray(sites),
         jnp.asarray(cands),
-        n_stages=S,
+        n_stages=1 << max(4, (S - 1).bit_length()),
         n_events=ctx.hw.num_event_ids,
         checks=(ch.race, ch.mem, ch.init, ch.sync),
     )
+    return out[:n]
