@@ -101,6 +101,15 @@ class Policy:
             k = jax.random.fold_in(k, jnp.asarray(s, jnp.uint32))
         return k
 
+    def timing(self) -> Policy:
+        """The policy as a timing-only run sees it: its formats (operand, output, vector), which
+        decide the instructions, their bytes and their cycles. The rest (accumulate, rounding,
+        overflow, subnormals, seed) are what-ifs of the arithmetic and change values only, so the
+        data-free runs of policies that differ in them alone share one compiled program and one
+        kept report (``tests/test_values.py`` holds every report of the values path, run so, equal
+        to the instruction path's under the full policy)."""
+        return Policy(operand=self.operand, output=self.output, vector=self.vector)
+
     def convert_out(self, x, fmt: str, hw, *salt):
         """Round ``x`` to ``fmt`` as the output conversion does: ``rounding``, ``subnormals`` and
         the overflow mode (``salt`` seeds stochastic rounding)."""

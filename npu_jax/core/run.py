@@ -133,6 +133,8 @@ def launch(
     """
 
     ctx = dataclasses.replace(ctx, l2_modes=l2.modes(ctx.hw, ctx.gm, tuple(l2_resident)))
+    if not ctx.move_data:  # no data: the policy's arithmetic what-ifs change nothing (Policy.timing)
+        ctx = dataclasses.replace(ctx, policy=ctx.policy.timing())
 
     def run(gm):
         return _launch(kernel, ctx, gm, name=name, workload=workload, operand=operand, extents=extents)

@@ -89,8 +89,10 @@ def timing_report(
 ):
     """The report of plan ``p``'s kernel (and its relayout kernel) run timing-only with its GM writes
     marked: every cycle, byte, count, trace and sanitizer finding of a full run, none of which
-    depends on the data. Computed on zeros of the inputs' shapes and kept (``run.kept_report``)."""
+    depends on the data. Computed on zeros of the inputs' shapes and kept (``run.kept_report``),
+    under the policy's formats alone (:meth:`Policy.timing`)."""
     op, e, g = DTYPES[p.operand], p.epi, p.g
+    policy = policy.timing()
 
     def make():
         return _launch_plan(
