@@ -263,3 +263,31 @@ def test_the_hosts_blocking_decides_no_bit(monkeypatch, operand):
             raw.clear_cache()
             ys.append(np.asarray(raw(p, policy, x, w)))
         assert_bits_equal(ys[0], ys[1], f"{g.describe()} {policy} seed={seed} draw {i}")
+
+
+@pytest.mark.parametrize("operand", ["fp16", "fp32"])
+def test_a_narrow_layer_drops_its_zero_lanes_bit_exactly(monkeypatch, operand):
+    """A layer with fewer channels than a fractal (ResNet-50's conv1: C = 3 of 16) accumulates on
+    C rounded up to a power of two (``values.lanes``); the same bits as all C0 lanes, in every
+    accumulation mode, strided, dilated, grouped, with an inf and a NaN among the inputs."""
+    seed = new_seed()
+    rng = np.random.default_rng(seed)
+    raw = jax.jit(values.conv_values.__wrapped__, static_argnums=(0, 1))
+    c0, lanes, reduced = TINY.c0(np.dtype(NP_DTYPE[operand]).itemsize), values.lanes, []
+    for i, accumulate in enumerate(ACCUMULATE):
+        groups = int(rng.choice([1, 2]))
+        c, k = groups * int(rng.integers(1, c0 // 2 + 1)), groups * int(rng.integers(1, 20))
+        g = canonicalize((2, c, 11, 9), (k, c // groups, 3, 3), (1, 2), 1, (2, 1), groups)
+        policy = Policy(operand=operand, accumulate=accumulate, output="fp32")
+        p = make_plan(g, "img2col", choose_tiling(g, "img2col", TINY, operand, "fp32"), TINY, operand, "fp32")
+        reduced.append(lanes(p) < p.c0)
+        x = (rng.standard_normal((2, c, 11, 9)) * 2.0).astype(NP_DTYPE[operand])
+        x[0, 0, 3, 4], x[1, -1, 5, 2] = np.inf, np.nan
+        w = rng.standard_normal((k, c // groups, 3, 3)).astype(NP_DTYPE[operand])
+        ys = []
+        for narrow in (False, True):
+            monkeypatch.setattr(values, "lanes", lanes if narrow else (lambda p: p.c0))
+            raw.clear_cache()
+            ys.append(np.asarray(raw(p, policy, x, w)))
+        assert_bits_equal(ys[0], ys[1], f"{g.describe()} {policy} seed={seed} draw {i}")
+    assert sum(reduced) >= 2, f"seed={seed}: too few narrow draws ({reduced})"

@@ -77,13 +77,28 @@ def mmad_bounds(p: ConvPlan) -> tuple[int, ...]:
     return tuple(ends)
 
 
-def im2col(x, p: ConvPlan):
+def lanes(p: ConvPlan) -> int:
+    """Channels per fractal the values need: ``p.c0``, or for a narrow layer (C' < C0, one fractal
+    per tap, so a fractal is one tap's channels) C' rounded up to a power of two. The lanes past C'
+    hold zeros in both operands, whose products are zeros: in the pairwise tree over C0 terms
+    (``isa/mac.py``) they fill whole subtrees past the first power of two >= C', which sum to
+    zero and leave each fractal's sum unchanged (its sign of zero aside, which an L0C value, never
+    -0, does not keep). So the values work on 4 lanes of 16 for ResNet-50's conv1 (C = 3), the
+    same bits. The kernel's instructions still move and multiply all C0 (its timing)."""
+    c, k0 = p.gv.c, p.hw.k0(itemsize(p.operand))
+    if c >= p.c0 or k0 != p.c0:
+        return p.c0
+    return 1 << (c - 1).bit_length()
+
+
+def im2col(x, p: ConvPlan, c0: int | None = None):
     """The im2col matrix k-major, (K_total, N' * Ho * Wo): row ``((c1 * kh + i) * kw + j) * c0 + c``
     in Load3D's K order, columns in (n, ho, wo) order, from x (N', C', H, W) of the dense view:
     exact copies of x, zeros where the window leaves the padded image or a channel is past C'.
     Built k-major, as the scan over fractals reads it: from NCHW each tap is a strided window with
-    (ho, wo) innermost, so no transpose is needed at N' = 1."""
-    g, c0 = p.gv, p.c0
+    (ho, wo) innermost, so no transpose is needed at N' = 1. ``c0``: channels per fractal (default
+    ``p.c0``; :func:`lanes` for a narrow layer)."""
+    g, c0 = p.gv, p.c0 if c0 is None else c0
     n, c, _, _ = x.shape
     c1 = cdiv(c, c0)
     pt, pb, pl, pr = g.pads
@@ -181,17 +196,19 @@ def conv_values(p: ConvPlan, policy: Policy, x, w, bias=None, residual=None):
     xv = x.reshape(user.n, G, g.c, g.h, g.w).transpose(1, 0, 2, 3, 4).reshape(G * user.n, g.c, g.h, g.w)
     wb = block_diagonal(w, user, p.pack)  # (G', K', C', kh, kw), or (K', C', kh, kw) when G' = 1
     wb = wb.reshape((G,) + wb.shape[-4:])
-    bk = jax.vmap(lambda a: oihw_to_kn(a, p.c0, g.kh, g.kw))(wb)  # (G', K_total, K')
+    c0 = lanes(p)
+    bk = jax.vmap(lambda a: oihw_to_kn(a, c0, g.kh, g.kw))(wb)  # (G', K_total, K')
     ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
-    k0, split = p.hw.k0(itemsize(p.operand)), p.operand == "fp32"
+    ends = tuple(e // p.c0 * c0 for e in ends)  # every Mmad ends on a fractal: a tap, at C1 = 1
+    k0, split = p.hw.k0(itemsize(p.operand)) // p.c0 * c0, p.operand == "fp32"
     # im2col a chunk of images at a time (each chunk's matrix stays in cache while its blocks of
     # rows are accumulated): as many whole images as fit _IM2COL_BYTES, in chunks of equal size
-    image_bytes = p.k_total * g.ho * g.wo * itemsize(p.operand)
+    image_bytes = ends[-1] * g.ho * g.wo * itemsize(p.operand)
     chunks = cdiv(user.n, max(1, min(user.n, _IM2COL_BYTES // image_bytes)))
     nb = cdiv(user.n, chunks)
 
     def chunk(xc, b):  # (nb, C', H, W) images of one super-group -> (nb * Ho * Wo, K')
-        return accumulators(im2col(xc, p), b, ends, policy.accumulate, k0, split)
+        return accumulators(im2col(xc, p, c0), b, ends, policy.accumulate, k0, split)
 
     accs = []
     for s in range(G):
@@ -223,4 +240,4 @@ def block_diagonal(w, g, pack: int):
     return wd[0] if sg == 1 else wd
 
 
-__all__ = ["accumulators", "block_diagonal", "conv_values", "covers", "im2col", "mmad_bounds"]
+__all__ = ["accumulators", "block_diagonal", "conv_values", "covers", "im2col", "lanes", "mmad_bounds"]

@@ -47,6 +47,8 @@ from npu_jax.core.rounding import round_to
 # sign, exponent and the top 11 of fp32's 23 fraction bits: a 12-bit significand, so the product of
 # two such halves (24 bits) is exact in fp32
 _HI_MASK = np.int32(-(1 << 12))
+# products per step of the scan over K, at least: shallower fractals go several to a step
+_STEP_TERMS = 16
 
 
 def split_fp32(x):
@@ -158,18 +160,28 @@ def mmad_sum(c, a, b, *, k0: int, split: bool, after_fractal: Callable | None = 
 
 def _ordered(c, a, b, k0: int, split: bool, after_fractal, kmajor: bool):
     """The scan over fractals (see :func:`mmad_sum`)."""
-    xs = (_operand_rows(a if kmajor else a.T, k0, split), _operand_rows(b, k0, split))
-    # Traced (the kernels run under jit): one fused loop per fractal, which XLA compiles best from
-    # per-k products. Run eagerly (``jax.disable_jit``), every operation is a dispatch, so the same
-    # products and adds go as a few (K0, M, N) operations instead.
+    at = a if kmajor else a.T
+    # Traced (the kernels run under jit): one fused loop per step, which XLA compiles best from
+    # per-k products; a step takes shallow fractals (K0 < _STEP_TERMS) several at a time, added
+    # in order, so that each pass over the accumulator does as much work as a 16-deep fractal.
+    # Run eagerly (``jax.disable_jit``), every operation is a dispatch, so the same products and
+    # adds go as a few (K0, M, N) operations instead, one fractal a step.
     traced = isinstance(c, jax.core.Tracer)
+    per = max(1, _STEP_TERMS // k0) if traced else 1
+    if per > 1:  # whole steps: fractals of zeros past K add +0, which leave every L0C value as it is
+        pad = -(at.shape[0] // k0) % per * k0
+        at, b = jnp.pad(at, ((0, pad), (0, 0))), jnp.pad(b, ((0, pad), (0, 0)))
+    xs = (_operand_rows(at, k0 * per, split), _operand_rows(b, k0 * per, split))
 
-    def fractal(acc, ab):
-        s = _tree(_products(*ab, split)) if traced else _tree_stacked(_products_stacked(*ab, split))
-        acc = acc + s
-        return (acc if after_fractal is None else after_fractal(acc)), None
+    def step(acc, ab):
+        for j in range(per):
+            frac = jax.tree.map(lambda r, j=j: r[j * k0 : (j + 1) * k0], ab)
+            s = _tree(_products(*frac, split)) if traced else _tree_stacked(_products_stacked(*frac, split))
+            acc = acc + s
+            acc = acc if after_fractal is None else after_fractal(acc)
+        return acc, None
 
-    out, _ = lax.scan(fractal, c, xs)
+    out, _ = lax.scan(step, c, xs)
     return out
 
 
