@@ -176,7 +176,7 @@ def default_cache_dir() -> str | None:
 
 
 def enable_persistent_cache(
-    path: str | os.PathLike | None = None, min_compile_secs: float = 0.5
+    path: str | os.PathLike | None = None, min_compile_secs: float = 0.2
 ) -> str | None:
     """Keep compiled programs on disk, so the next process (a CLI run, a notebook restarted) loads them
     instead of compiling again, and the tiling chooser's picks (``<path>/npu-jax-results``, keyed on
