@@ -92,6 +92,7 @@ class Plan:
         self.capacity = capacity
         self._top = {b: 0 for b in BUFFERS}
         self.allocs: list[Alloc] = []
+        self._names: set[str] = set()
 
     def free(self, buffer: str) -> int:
         return self.hw.buffer_bytes(buffer) - self._top[buffer]
@@ -113,10 +114,10 @@ class Plan:
             raise TypeError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")
         if fmt not in FORMATS:
             raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}.")
-        if any(a.name == name for a in self.allocs):
+        if name in self._names:
             raise ValueError(f"an allocation named {name!r} already exists; names must be unique.")
-        shape = tuple(int(s) for s in shape)
-        if not shape or any(s <= 0 for s in shape):
+        shape = tuple(map(int, shape))
+        if not shape or min(shape) <= 0:
             raise CapacityError(
                 f"allocation {name!r} in {buffer} needs a shape of positive sizes, got {shape}."
             )
@@ -153,28 +154,33 @@ class Plan:
         a = Alloc(name, buffer, shape, dtype, stages, offset, stage_bytes, fmt)
         self._top[buffer] = offset + need
         self.allocs.append(a)
+        self._names.add(name)
         return a
 
     def used(self) -> dict[str, int]:
         return dict(self._top)
 
 
+_FRACTAL_FMT = {"L0A": "ZZ", "L0B": "ZN", "L0C": "NZ"}
+
+
 def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
     """L0 tiles are whole fractals (FRACTAL_ROWS x K0 elements; FRACTAL_ROWS x FRACTAL_ROWS fp32 in
     L0C): (M, K) for L0A with M % FRACTAL_ROWS and K % K0 == 0, (K, N) for L0B, (M, N) fp32 for L0C."""
     k0, f = hw.k0(itemsize(dtype)), FRACTAL_ROWS
-    want = {
-        "L0A": ("ZZ", f"(M, K) with M % {f} == 0 and K % K0 == 0"),
-        "L0B": ("ZN", f"(K, N) with K % K0 == 0 and N % {f} == 0"),
-        "L0C": ("NZ", f"(M, N) fp32 with M % {f} == 0 and N % {f} == 0"),
-    }[buffer]
     if buffer == "L0A":
         ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % k0 == 0
     elif buffer == "L0B":
         ok = len(shape) == 2 and shape[0] % k0 == 0 and shape[1] % f == 0
     else:
         ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % f == 0 and dtype == "fp32"
-    if fmt != want[0] or not ok:
+    want = _FRACTAL_FMT[buffer]
+    if fmt != want or not ok:
+        want = {
+            "L0A": ("ZZ", f"(M, K) with M % {f} == 0 and K % K0 == 0"),
+            "L0B": ("ZN", f"(K, N) with K % K0 == 0 and N % {f} == 0"),
+            "L0C": ("NZ", f"(M, N) fp32 with M % {f} == 0 and N % {f} == 0"),
+        }[buffer]
         raise AlignmentError(
             f"{buffer} holds whole fractals: allocation {name!r} must be fmt={want[0]!r} of shape "
             f"{want[1]} (K0={k0} for {dtype}); got fmt={fmt!r} shape={shape} {dtype}. Round the "

@@ -140,6 +140,8 @@ def _ste(exact, smooth):
 def cdiv(a, b):
     """ceil(a / b) of non-negative integers (Python, numpy or jax). With jax float ``a`` (the search's
     relaxation) a straight-through ceiling: the exact value, the gradient of ``a / b``."""
+    if type(a) is int and type(b) is int:  # the common case (plans, the chooser's grid), first
+        return -(-a // b)
     if _is_jax(a, b) and (_is_float(a) or _is_float(b)):
         q = a / b
         return _ste(jnp.ceil(q), q)
