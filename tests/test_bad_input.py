@@ -221,6 +221,12 @@ CASES = [
         r"HardwareConfig\.chip_gm_bytes_per_cycle must be None or a finite",
     ),
     (
+        "subnormal GM bandwidth",  # found by test_fuzz: the cycles' quotient overflowed to inf
+        lambda: HardwareConfig(gm_bytes_per_cycle=2.2250738585e-313),
+        ValueError,
+        r"would cost inf cycles .* raise gm_bytes_per_cycle to at least",
+    ),
+    (
         "coupled not a bool",
         lambda: HardwareConfig(coupled="yes"),
         TypeError,

@@ -55,7 +55,10 @@ def _rate(hw, name: str, default: float) -> float:
 
 
 def _rate_cycles(nbytes: float, rate: float) -> float:
-    return math.ceil(nbytes / rate)
+    """Cycles of ``nbytes`` at ``rate``, rounded up; inf when the quotient overflows a float (a
+    positive rate as small as a subnormal), which the range check below then refuses by name."""
+    q = nbytes / rate
+    return math.ceil(q) if math.isfinite(q) else math.inf
 
 
 def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
