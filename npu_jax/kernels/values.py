@@ -11,10 +11,12 @@ an IEEE add gives -0 only from two -0s). So the values are a function of the lay
 and the policy alone, and can be computed in a few large operations:
 
 1. the im2col matrix of every image, in Load3D's K order (exact copies, zeros for padding), built
-   k-major as the scan over fractals reads it;
+   k-major as the scan over fractals reads it; a narrow layer's fractals on fewer lanes
+   (:func:`lanes`);
 2. :func:`npu_jax.core.isa.mac.accumulate` over the whole K, on every output at once (the Mmad
    instruction's own arithmetic); under ``fp16_tile`` once per Mmad of the kernel's K steps, whose
-   boundaries (``k_l1`` parts, ``k_l0`` steps) it then rounds at;
+   boundaries (``k_l1`` parts, ``k_l0`` steps) it then rounds at. In chunks of images, blocks of
+   columns and blocks of rows sized for the host's caches, which decide no add;
 3. the output step's own functions: ``fixpipe_values`` and the policy's conversion (910B), or the
    conversion to UB and each vector instruction's ``elementwise`` / ``store`` (910/310P).
 
