@@ -161,7 +161,12 @@ class Plan:
         return dict(self._top)
 
 
-_FRACTAL_FMT = {"L0A": "ZZ", "L0B": "ZN", "L0C": "NZ"}
+# each L0 buffer's fractal format, and the shapes it holds (formatted only for an error)
+_FRACTAL = {
+    "L0A": ("ZZ", "(M, K) with M % {f} == 0 and K % K0 == 0"),
+    "L0B": ("ZN", "(K, N) with K % K0 == 0 and N % {f} == 0"),
+    "L0C": ("NZ", "(M, N) fp32 with M % {f} == 0 and N % {f} == 0"),
+}
 
 
 def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
@@ -174,13 +179,9 @@ def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
         ok = len(shape) == 2 and shape[0] % k0 == 0 and shape[1] % f == 0
     else:
         ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % f == 0 and dtype == "fp32"
-    want = _FRACTAL_FMT[buffer]
-    if fmt != want or not ok:
-        want = {
-            "L0A": ("ZZ", f"(M, K) with M % {f} == 0 and K % K0 == 0"),
-            "L0B": ("ZN", f"(K, N) with K % K0 == 0 and N % {f} == 0"),
-            "L0C": ("NZ", f"(M, N) fp32 with M % {f} == 0 and N % {f} == 0"),
-        }[buffer]
+    want = _FRACTAL[buffer]
+    if fmt != want[0] or not ok:
+        want = (want[0], want[1].format(f=f))
         raise AlignmentError(
             f"{buffer} holds whole fractals: allocation {name!r} must be fmt={want[0]!r} of shape "
             f"{want[1]} (K0={k0} for {dtype}); got fmt={fmt!r} shape={shape} {dtype}. Round the "

@@ -133,12 +133,12 @@ def _launch_plan(
         extras["relayout"] = rrep
         # weights relaid offline (as a framework does at load time), Cout-block-major so each
         # block's K rows are one contiguous run: (n_cb, K_total, n)
+        lead = (G,) if G > 1 else ()  # super-groups: a leading axis of the weights
         if p.tiling_bound is None and move_data:
             wk = jax.vmap(lambda a: _k_major(p, a))(w) if G > 1 else _k_major(p, w)
         else:  # timing-only (a traced n under a tiling bound, or the data computed apart): never read
-            wk = np.zeros((G,) * (G > 1) + p.wkn_shape, DTYPES[op])
+            wk = np.zeros(lead + p.wkn_shape, DTYPES[op])
         gm_in = {"x5": routs["x5"], "wkn": wk}
-        lead = (G,) if G > 1 else ()  # super-groups: a leading axis of the weights
         gm = (
             GmSpec(
                 "x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (B.n, p.c1_cap, B.h + p.h_in, B.w + p.w_in, p.c0), op

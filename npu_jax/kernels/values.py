@@ -87,10 +87,8 @@ def lanes(p: ConvPlan) -> int:
     zero and leave each fractal's sum unchanged (its sign of zero aside, which an L0C value, never
     -0, does not keep). So the values work on 4 lanes of 16 for ResNet-50's conv1 (C = 3), the
     same bits. The kernel's instructions still move and multiply all C0 (its timing)."""
-    c, k0 = p.gv.c, p.hw.k0(itemsize(p.operand))
-    if c >= p.c0 or k0 != p.c0:
-        return p.c0
-    return 1 << (c - 1).bit_length()
+    c = p.gv.c
+    return p.c0 if c >= p.c0 else 1 << (c - 1).bit_length()
 
 
 def im2col(x, p: ConvPlan, c0: int | None = None):
@@ -148,7 +146,7 @@ def accumulators(at, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
         return lax.map(lambda i: block(i, b), jnp.arange(blocks)).reshape(blocks * per, cols)[:rows]
 
     if col_blocks == 1:
-        return col_block(b)[:, :n]
+        return col_block(b)
     out = lax.map(col_block, b.reshape(kp, col_blocks, cols).transpose(1, 0, 2))
     return out.transpose(1, 0, 2).reshape(rows, col_blocks * cols)[:, :n]
 
@@ -202,7 +200,7 @@ def conv_values(p: ConvPlan, policy: Policy, x, w, bias=None, residual=None):
     bk = jax.vmap(lambda a: oihw_to_kn(a, c0, g.kh, g.kw))(wb)  # (G', K_total, K')
     ends = mmad_bounds(p) if policy.accumulate == "fp16_tile" else (p.k_total,)
     ends = tuple(e // p.c0 * c0 for e in ends)  # every Mmad ends on a fractal: a tap, at C1 = 1
-    k0, split = p.hw.k0(itemsize(p.operand)) // p.c0 * c0, p.operand == "fp32"
+    k0, split = c0, p.operand == "fp32"  # a fractal is C0 = K0 deep (hw.c0 is hw.k0)
     # im2col a chunk of images at a time (each chunk's matrix stays in cache while its blocks of
     # rows are accumulated): as many whole images as fit _IM2COL_BYTES, in chunks of equal size
     image_bytes = ends[-1] * g.ho * g.wo * itemsize(p.operand)
