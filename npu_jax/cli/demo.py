@@ -87,7 +87,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Run the default workloads (a 1024^3 fp16 GEMM, the precision strategies, the four Conv2D "
         "strategies on the ResNet-50 reference layers, Conv + bias + ReLU fusion) and say what their "
-        "numbers mean. About 45 s on the 910B preset the first time on a 2-core laptop, about 20 s "
+        "numbers mean. About 45-60 s on the 910B preset the first time on a 2-core laptop, 20-30 s "
         "once its compiled programs are cached (~/.cache/npu-jax)."
     )
     add_preset_argument(parser, "ascend910b")
