@@ -1,7 +1,7 @@
 """Precision strategies for a stack of 3x3 convolutions with ReLU, run on the emulator.
 
-Every layer's convolution is ``npu_jax.conv2d`` on the emulated core (its numbers and its cycles).
-What a strategy changes is the Policy of that conv and what happens between layers:
+Every layer's convolution is ``npu_jax.conv2d``'s on the emulated core: its numbers, computed by its
+own data path (:func:`stack_conv`), and its cycles (:func:`conv_cycles`). What a strategy changes is the Policy of that conv and what happens between layers:
 
 =================  ========================================================================
 ``fp32``           fp32 operands, fp32 accumulation, fp32 storage (the baseline)
@@ -21,7 +21,8 @@ What a strategy changes is the Policy of that conv and what happens between laye
 The network input is a tensor like the others: the scaling strategies scale it and
 normalisation normalises it before its cast to fp16.
 
-Cycles. The convs' cycles are the emulator's. A strategy's extra pass over an activation
+Cycles. The convs' cycles are the emulator's, read from the closed-form model that equals its
+report (:func:`npu_jax.cost.conv.predict`), so a stack compiles no timing-only kernel. A strategy's extra pass over an activation
 (RMS or amax reduction, rescale and cast of an fp32 result) is priced in closed form from the same
 cost table the emulator uses (:mod:`npu_jax.hw.costs`): a DMA in, vector repeats and a DMA out
 on the vector cores, pipelined; see :func:`vector_pass_cycles`. The delayed-scaling multiply is a
@@ -43,8 +44,13 @@ import numpy as np
 
 import npu_jax
 from npu_jax.core.policy import Policy
+from npu_jax.cost.conv import predict
 from npu_jax.errors import InputTypeError, check_choice, check_int, check_number, check_seed, check_size
 from npu_jax.hw import costs
+from npu_jax.kernels.values import conv_values, covers
+from npu_jax.mapping.conv import ConvPlan, make_plan
+from npu_jax.search.choose import choose_tiling
+from npu_jax.workload.conv import canonicalize
 from precision.formats import FORMATS
 from precision.metrics import Metrics, compare
 from precision.rounding import round_to
@@ -81,15 +87,32 @@ def conv(x, w, *, hw, policy: Policy, conv_strategy: str = "img2col"):
 
 
 @functools.lru_cache(maxsize=64)
-def _cycles(hw, conv_strategy, policy, x_shape, w_shape) -> int:
-    x = np.full(x_shape, 0.5, np.float32)  # the timing does not depend on the data
-    w = np.full(w_shape, 0.25, np.float32)
-    return int(conv(x, w, hw=hw, policy=policy, conv_strategy=conv_strategy)[1].cycles)
+def conv_plan(hw, conv_strategy: str, policy: Policy, x_shape: tuple, w_shape: tuple) -> ConvPlan:
+    """The plan ``npu_jax.conv2d`` runs for the stack's 3x3 conv (stride 1, padding 1) under
+    ``policy``: the chooser's tiling, in the policy's operand and output formats."""
+    g = canonicalize(x_shape, w_shape, 1, 1)
+    t = choose_tiling(g, conv_strategy, hw, policy.operand, policy.output)
+    return make_plan(g, conv_strategy, t, hw, policy.operand, policy.output)
+
+
+def stack_conv(x, w, *, hw, policy: Policy, conv_strategy: str = "img2col"):
+    """y (N, K, H, W) of one stack conv: the values ``npu_jax.conv2d`` returns for it, bit for bit,
+    computed by its own data path (``npu_jax.kernels.values``, held to the instructions by
+    tests/test_values.py) without its timing-only program, whose cycles :func:`conv_cycles` reads
+    from the closed-form model instead (tests/test_precision_layer.py holds both to conv2d)."""
+    dt = FORMATS[policy.operand].dtype
+    x, w = jnp.asarray(x).astype(dt), jnp.asarray(w).astype(dt)
+    p = conv_plan(hw, conv_strategy, policy, tuple(x.shape), tuple(w.shape))
+    if not covers(p, policy):  # (no policy of POLICIES: stochastic rounding runs the instructions)
+        return conv(x, w, hw=hw, policy=policy, conv_strategy=conv_strategy)[0]
+    return jnp.transpose(conv_values(p, policy, x, w), (0, 3, 1, 2))
 
 
 def conv_cycles(hw, conv_strategy: str, policy: Policy, x_shape, w_shape) -> int:
-    """Emulated cycles of the conv (data-independent, so cached per configuration)."""
-    return _cycles(hw, conv_strategy, policy, tuple(x_shape), tuple(w_shape))
+    """Cycles of the stack conv: the closed-form model's (:func:`npu_jax.cost.conv.predict`), which
+    equal the emulator's report of ``npu_jax.conv2d`` (the conv kernel; its NC1HWC0 relayout kernel
+    is not counted, as ``report.cycles`` does not), so no timing-only program compiles."""
+    return int(predict(conv_plan(hw, conv_strategy, policy, tuple(x_shape), tuple(w_shape))).cycles)
 
 
 def vector_pass_cycles(n_elems: int, in_fmt: str, out_fmt: str | None, vector_ops: int, hw) -> int:
@@ -275,7 +298,7 @@ def _run_once(strategy, spec, x, ws, hw, cs, period, margin, amax_hist, history)
     if strategy in ("fp32", "fp16", "mixed"):
         a, outs, cyc = jnp.asarray(x), [], []
         for w in ws:
-            y, _ = conv(a, w, hw=hw, policy=pol, conv_strategy=cs)
+            y = stack_conv(a, w, hw=hw, policy=pol, conv_strategy=cs)
             a = jnp.maximum(y, 0)  # ReLU: exact in any format
             outs.append(np.asarray(a).astype(np.float64))
             cyc.append(conv_cycles(hw, cs, pol, xs, wsh))
@@ -299,7 +322,7 @@ def _run_once(strategy, spec, x, ws, hw, cs, period, margin, amax_hist, history)
     a = round_to(x32 * scale, "fp16")
     total = np.float32(scale)  # value = stored / total
     for i, w in enumerate(ws):
-        y, _ = conv(a, w, hw=hw, policy=f32, conv_strategy=cs)
+        y = stack_conv(a, w, hw=hw, policy=f32, conv_strategy=cs)
         y = jnp.maximum(y, 0.0)  # fp32 epilogue
         extra = cyc_in if i == 0 else 0
         if strategy == "normalisation":
@@ -354,8 +377,10 @@ __all__ = [
     "conv3x3_ref",
     "conv_cycles",
     "conv_fn",
+    "conv_plan",
     "pow2_scale",
     "reference",
     "run_strategy",
+    "stack_conv",
     "vector_pass_cycles",
 ]

@@ -2,7 +2,8 @@
 
 The reference is the float64 conv of the operand-rounded inputs (what the machine was given) and
 S = the same conv on |x| and |w|. Layers are drawn fresh (``rng``); the kernels are compiled once
-per (policy, shape) and shared with the stack tests (``precision.strategies.conv``).
+per (policy, shape); the stacks' own path (``precision.strategies.stack_conv`` and ``conv_cycles``)
+is held to them bit for bit and cycle for cycle here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import npu_jax
 from npu_jax import Policy
 from precision import assert_within_budget, compare, gamma_K, layer_bounds, layer_budget, round_to
 from precision.formats import get_format
-from precision.strategies import POLICIES, conv, conv3x3_ref
+from precision.strategies import POLICIES, conv, conv3x3_ref, conv_cycles, stack_conv
 
 HW = npu_jax.presets.tiny()
 C_SMALL = 16  # the stack tests' layer: K = 144
@@ -67,6 +68,10 @@ def test_single_layer_inside_gamma_K_and_probabilistic_bound(rng, name):
         2.0**-11 if pol.output == "fp16" and acc_fmt == "fp32" else 0
     )
     assert m.n_nan == 0 and m.n_overflow == 0 and rep.cycles > 0
+    # the stacks' path (their data path apart, the model's cycles): conv2d's bits and cycles
+    y_stack = stack_conv(x, w, hw=HW, policy=pol)
+    np.testing.assert_array_equal(np.asarray(y_stack).view(np.uint8), np.asarray(y).view(np.uint8))
+    assert conv_cycles(HW, "img2col", pol, x.shape, w.shape) == rep.cycles
 
 
 def test_fp16_accumulation_error_grows_like_sqrt_K(rng):
