@@ -3,7 +3,7 @@
 ``conv_strategies`` runs the four Conv2D strategies on a set of layers (each with the chooser's
 tiling) and returns one row per (layer, strategy) read from the reports; ``format_rows`` prints
 them. Timing-only runs give exactly the numbers of full runs (tested) in a fraction of the time, and
-the closed-form model (``model=True``) exactly the timing-only runs' without compiling the convs.
+the closed-form models (``model=True``) exactly the timing-only runs' without compiling a kernel.
 """
 
 from __future__ import annotations
@@ -12,18 +12,15 @@ import dataclasses
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from npu_jax.api.conv import conv2d
-from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
+from npu_jax.cost import relayout
 from npu_jax.cost.conv import predict
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.launch import run_relayout
 from npu_jax.mapping.conv import SPECS, STRATEGIES, make_plan
 from npu_jax.search.choose import choose_tiling
-from npu_jax.workload.conv import ConvGeometry
 from npu_jax.workload.resnet50 import RESNET50_REFERENCE, ConvLayer
 
 
@@ -53,11 +50,10 @@ def conv_strategies(
     """Run every strategy on every layer (random data; timing-only by default), each with the
     chooser's tiling.
 
-    ``model=True`` reads the conv's row from the closed-form model instead
+    ``model=True`` reads the row from the closed-form models instead: the conv's
     (:func:`npu_jax.cost.conv.predict`: the emulator's cycles, bytes, busy cycles per lane and
-    bottleneck exactly, tested in ``tests/test_cost_model.py``), so no conv kernel compiles; the
-    NC1HWC0 relayout kernel, which has no closed form, still runs on the emulator (timing-only, one
-    program per layer shared by ``relayout`` and ``img2col``)."""
+    bottleneck exactly, tested in ``tests/test_cost_model.py``) and the NC1HWC0 relayout kernel's
+    (:func:`npu_jax.cost.relayout.predict`, ``tests/test_relayout_model.py``), so no kernel compiles."""
     rng = np.random.default_rng(0)
     rows = []
     for layer in layers:
@@ -69,7 +65,7 @@ def conv_strategies(
             t = choose_tiling(g, s, hw)
             if model:
                 rep = predict(make_plan(g, s, t, hw))
-                rel = _relayout_report(g, hw) if SPECS[s].nc1hwc0_source else None
+                rel = relayout.predict(g, hw, Policy().operand) if SPECS[s].nc1hwc0_source else None
             else:
                 run = jax.jit(
                     functools.partial(
@@ -103,14 +99,6 @@ def conv_strategies(
             if progress:
                 progress(rows[-1])
     return rows
-
-
-@functools.lru_cache(maxsize=64)
-def _relayout_report(g: ConvGeometry, hw: HardwareConfig):
-    """The relayout kernel's timing-only report for layer ``g`` in the default operand format."""
-    op = Policy().operand
-    x = jnp.zeros((g.n, g.c, g.h, g.w), DTYPES[op])
-    return run_relayout(g, hw, op, x, Policy(), move_data=False)[1]
 
 
 def format_rows(rows: list[StrategyRow]) -> str:

@@ -24,6 +24,8 @@ The output leaves L0C through Fixpipe (910B) or L0C -> UB -> MTE3 (910/310P) int
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 from jax import lax
 
@@ -312,21 +314,54 @@ def _pick(c, a, b):
 
 
 # ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------
-def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeometry | None = None):
-    """A vector-side kernel: NCHW bands in (MTE2, converted on the DMA) -> UB -> NC1HWC0 out (MTE3),
-    double-buffered with a queue. Returns (plan, gm specs, cores, kernel)."""
+@dataclasses.dataclass(frozen=True)
+class RelayoutPlan:
+    """The relayout kernel's work split (read by the kernel and by ``cost/relayout.py``): bands of
+    ``rows`` rows of one C0 block of one image, ``n_items`` = N * C1 * bands of them, item ``it``
+    on core ``it % cores`` (``per_core`` items each)."""
+
+    c0: int
+    rows: int
+    c1: int
+    n_bands: int
+    n_items: int
+    cores: int
+    per_core: int
+
+    def item(self, it):
+        """(image, C0 block, first row) of item ``it`` (ints or arrays); its rows: ``rows``, the last
+        band's clipped at the layer's height."""
+        n, rest = it // (self.c1 * self.n_bands), it % (self.c1 * self.n_bands)
+        ci, band = rest // self.n_bands, rest % self.n_bands
+        return n, ci, band * self.rows
+
+
+def relayout_plan(
+    g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeometry | None = None
+) -> RelayoutPlan:
+    """The relayout kernel's split of layer ``g`` (inside ``bound``'s buffers, if given): bands as
+    tall as half of UB (double-buffered) holds at the bound's width."""
     B = g if bound is None else bound
     c0 = hw.c0(itemsize(op))
-    c1_cap = -(-B.c // c0)
     stage_bytes = hw.ub_bytes // 2 - hw.ub_align
     rows = max(1, min(B.h, stage_bytes // (B.w * c0 * itemsize(op))))
-    plan = Plan(hw)
-    buf = plan.alloc("UB", "band", (rows, B.w, c0), op, stages=2)
     c1 = -(-g.c // c0)
     n_bands = -(-g.h // rows)
     n_items = g.n * c1 * n_bands
-    ncores = max(1, min(hw.num_cores, B.n * c1_cap * -(-B.h // rows)))
-    per_core = -(-n_items // ncores)
+    cores = max(1, min(hw.num_cores, B.n * -(-B.c // c0) * -(-B.h // rows)))
+    return RelayoutPlan(c0, rows, c1, n_bands, n_items, cores, -(-n_items // cores))
+
+
+def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeometry | None = None):
+    """A vector-side kernel: NCHW bands in (MTE2, converted on the DMA) -> UB -> NC1HWC0 out (MTE3),
+    double-buffered with a queue (split by :func:`relayout_plan`). Returns (plan, gm specs, cores,
+    kernel)."""
+    B = g if bound is None else bound
+    r = relayout_plan(g, hw, op, bound)
+    c0, rows, n_items, ncores, per_core = r.c0, r.rows, r.n_items, r.cores, r.per_core
+    c1_cap = -(-B.c // c0)
+    plan = Plan(hw)
+    buf = plan.alloc("UB", "band", (rows, B.w, c0), op, stages=2)
     q = Queue("MTE2", "MTE3", buf)
 
     def kernel(core, b):
@@ -335,9 +370,7 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeo
         def item(j, core):
             it = b + j * ncores
             live = it < n_items
-            n, rest = it // (c1 * n_bands), it % (c1 * n_bands)
-            ci, band = rest // n_bands, rest % n_bands
-            r0 = band * rows
+            n, ci, r0 = r.item(it)
             nr = jnp.minimum(rows, g.h - r0)
             core = q.alloc_tensor(core, j, live)
             core = core.data_copy(
