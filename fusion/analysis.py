@@ -13,10 +13,11 @@ import dataclasses
 import numpy as np
 
 from fusion.api import _steps, conv2d_fused
-from npu_jax.api.validate import check_common, check_hw, conv_gm_bytes, state_bytes
+from fusion.modeled import modeled_run
+from npu_jax.api.validate import check_common, check_flag, check_hw, conv_gm_bytes, state_bytes
 from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
 from npu_jax.core.policy import Policy
-from npu_jax.errors import InputTypeError, check_choice
+from npu_jax.errors import InputError, InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.mapping.epilogue import split
@@ -182,9 +183,14 @@ def analyze(
     strategy: str = "img2col",
     name: str | None = None,
     trace: bool | int = False,
+    model: bool = False,
 ) -> FusionAnalysis:
     """Run ``conv -> epilogue`` unfused and fused on random data (timing-only) and compare.
     ``trace`` keeps both runs' instruction traces (for timelines and Chrome traces).
+
+    ``model=True`` prices both runs with the closed-form models instead (``fusion/modeled.py``: every
+    kernel's, equal to the emulator's report), so no kernel compiles: the same table and reading in
+    milliseconds; no traces (``trace`` must be False) and no sanitizer runs.
 
     Example:
         >>> import npu_jax, fusion
@@ -199,6 +205,9 @@ def analyze(
     if name is not None and not isinstance(name, str):
         raise InputTypeError(f"{fn}: name must be a string or None, got {type(name).__name__} {name!r}.")
     steps = _steps(epilogue, fn)
+    model = check_flag("model", model, fn)
+    if model and cap:
+        raise InputError(f"{fn}: model=True runs no instruction, so it keeps no trace; pass trace=False.")
     g = canonicalize(x_shape, w_shape, stride, padding, dilation)
     # the random inputs below (float64 on the host) and the runs' state, estimated before any allocation
     state_bytes(fn, hw, hw.num_cores, conv_gm_bytes(g) + 2 * 8 * (g.n * g.c * g.h * g.w), cap, checks)
@@ -214,6 +223,9 @@ def analyze(
     for fused in (False, True):
         epi, _, mid, _ = split(steps, hw, policy, fused)
         tilings[fused] = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
+        if model:
+            reps[fused] = modeled_run(g, steps, fused, strategy, tilings[fused], hw, policy)
+            continue
         # called eagerly: each kernel (relayout, conv, vector) is a kept timing-only program,
         # compiled fast (core/programs.py), the relayout shared by both runs
         _, reps[fused] = conv2d_fused(

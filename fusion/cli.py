@@ -424,11 +424,14 @@ def _run_one(args, layer: _Layer, hws) -> int:
 
 
 # ---- --reference and the demo section ------------------------------------------------------------------
-def _rows(progress: Progress, hws, epilogue=("bias", "relu"), strategy: str = "img2col", layers=None) -> list:
-    """:func:`fusion.study.reference_rows`, with a progress bar (each analysis is seconds of compiling)."""
+def _rows(
+    progress: Progress, hws, epilogue=("bias", "relu"), strategy: str = "img2col", layers=None, model=False
+) -> list:
+    """:func:`fusion.study.reference_rows`, with a progress bar (each emulated analysis is seconds of
+    compiling; ``model``: the closed-form models', milliseconds)."""
     total = sum(len(reference_layers(hw) if layers is None else layers) for hw in hws)
     callback, bar = progress.callback(total, "fusion analyses", lambda a: f"{a.layer.split()[0]} {a.hw.name}")
-    rows = reference_rows(hws, epilogue, strategy, layers=layers, progress=callback)
+    rows = reference_rows(hws, epilogue, strategy, layers=layers, progress=callback, model=model)
     bar.close()
     return rows
 
@@ -460,9 +463,10 @@ def _run_reference(args, hws) -> int:
 
 
 def demo_section(opts) -> str:
-    """The demo's fusion table: Conv -> bias -> ReLU, unfused vs fused, on the demo's preset."""
+    """The demo's fusion table: Conv -> bias -> ReLU, unfused vs fused, on the demo's preset, from the
+    closed-form models (equal to the timing-only runs, tested; ``--emulate`` runs those)."""
     hw = opts.hw
-    rows = _rows(opts.progress, (hw,), layers=demo_fusion_layers(hw))
+    rows = _rows(opts.progress, (hw,), layers=demo_fusion_layers(hw), model=not opts.emulate)
     what = (
         demo_layers_text(hw)
         if hw.name.startswith("tiny")
@@ -471,8 +475,9 @@ def demo_section(opts) -> str:
     where = "UB: L0C -> UB -> vector -> GM" if hw.coupled else "Fixpipe: L0C -> bias -> ReLU -> GM"
     return "\n".join(
         [
-            f"== Conv + bias + ReLU fusion ({where}) on {what}: timing-only runs, unfused and "
-            f"fused, each with the chooser's tiling ==",
+            f"== Conv + bias + ReLU fusion ({where}) on {what}: "
+            f"{'timing-only runs' if opts.emulate else 'the closed-form models, equal to the timing-only runs'}"
+            f", unfused and fused, each with the chooser's tiling ==",
             fusion.format_table(rows),
             "",
             fusion_reading(rows),

@@ -99,9 +99,10 @@ def reference_rows(
     strategy: str = "img2col",
     layers=None,
     progress: Callable | None = None,
+    model: bool = False,
 ) -> list:
     """``fusion.analyze`` on every (chip, reference layer): the rows of the fusion table.
-    ``progress(row)``, if given, is called after each analysis."""
+    ``progress(row)``, if given, is called after each analysis; ``model``: as ``analyze``'s."""
     plan = [(hw, lay) for hw in hws for lay in (layers if layers is not None else reference_layers(hw))]
     rows = []
     for hw, lay in plan:
@@ -115,6 +116,7 @@ def reference_rows(
                 hw=hw,
                 strategy=strategy,
                 name=lay.name,
+                model=model,
             )
         )
         if progress:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import fusion
 from npu_jax import Policy, presets
 from npu_jax.cost.conv import predict
-from npu_jax.errors import CapacityError
+from npu_jax.errors import CapacityError, InputError
 from npu_jax.mapping.conv import ConvTiling, make_plan
 from npu_jax.mapping.epilogue import Step, canonical_steps, fixpipe_prefix, split
 from npu_jax.search.choose import candidate_tilings, choose_tiling
@@ -399,3 +399,27 @@ def test_impossible_fused_tiling_names_the_buffer():
     t = ConvTiling(ho=8, wo=8, n=32, cin1=1, k_l0=16)
     with pytest.raises(CapacityError, match="UB"):
         make_plan(g, "img2col", t, TINY_C, "fp16", mid, epi=epi)
+
+
+@pytest.mark.parametrize("hw", [TINY, TINY_C], ids=["tiny", "tiny-coupled"])
+def test_modeled_analysis_equals_the_emulated_one(rng, hw):
+    """``analyze(model=True)`` (the demo's fusion table: every kernel's closed form, no compile) gives
+    the emulated analysis's figures, reading and busy cycles per lane, on a random layer and chain."""
+    chains = [("bias", "relu"), ("relu",), ("bias", "residual", "relu"), ("bias", ("leaky_relu", 0.2))]
+    steps = chains[int(rng.integers(len(chains)))]
+    c, k, h = int(rng.integers(1, 40)), int(rng.integers(1, 70)), int(rng.integers(5, 20))
+    kh, stride = int(rng.choice([1, 3])), int(rng.integers(1, 3))
+    args = dict(stride=stride, padding=kh // 2, hw=hw, name="random layer")
+    x_shape, w_shape = (int(rng.integers(1, 3)), c, h, h + 3), (k, c, kh, kh)
+    print(steps, x_shape, w_shape, args)
+    model = fusion.analyze(x_shape, w_shape, steps, model=True, **args)
+    emulated = fusion.analyze(x_shape, w_shape, steps, **args)
+    assert model.row() == emulated.row() and model.why == emulated.why
+    assert dict(model.pipe_delta) == dict(emulated.pipe_delta)
+    assert (
+        model.unfused.gm_bytes == emulated.unfused.gm_bytes
+        and model.fused.gm_bytes == emulated.fused.gm_bytes
+    )
+    assert model.fused_tiling == emulated.fused_tiling
+    with pytest.raises(InputError, match="trace=False"):
+        fusion.analyze(x_shape, w_shape, steps, model=True, trace=True, **args)

@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.core import pipes
+from npu_jax.core import l2, pipes
 from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
 from npu_jax.core.policy import OPERANDS
+from npu_jax.core.state import GmSpec
 from npu_jax.cost.many import bounds_many, schedule_many
 from npu_jax.cost.schedule import Layer, Program, Tile, derived, schedule
 from npu_jax.errors import InputError, InputTypeError, TilingError, check_choice
@@ -132,6 +133,33 @@ def cycles(
     L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)
     return traced_cycles(pr, L, t, c0, HwNumbers.arrays(hw), hw.num_cores)
+
+
+def l2_kept(p: ConvPlan) -> tuple[str, ...]:
+    """The GM tensors the conv's launch leaves in L2 (``l2.kept`` over the tensors ``run_plan``
+    launches with, in its order: the same shapes, a grouped layer's super-groups as a leading
+    axis), resident for the vector kernel after it (the Report's ``l2_kept``). Held to the emulator by the
+    network's run == estimate tests and ``tests/test_fusion.py``'s modelled analysis."""
+    sg = p.sgroups  # grouped convs: super-groups (G', ...) of the dense view ``Bv``
+    B, op, e = p.Bv, p.operand, p.epi
+    lead = (sg,) if sg > 1 else ()
+    if p.spec.nc1hwc0_source:
+        specs = [
+            GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (), op),
+            GmSpec("wkn", lead + p.wkn_shape, (), op),
+        ]
+    else:
+        specs = [
+            GmSpec("x", (B.n, B.c, B.h, B.w), (), op),
+            GmSpec("w", lead + (B.k, B.c, B.kh, B.kw), (), op),
+        ]
+    y_shape = (p.g.n, p.ho_cap, p.wo_cap, sg, B.k) if sg > 1 else (B.n, p.ho_cap, p.wo_cap, B.k)
+    if e is not None and e.has("bias"):
+        specs.append(GmSpec("bias", (1, B.k), (), e.bias_format))
+    if e is not None and e.has("residual"):
+        specs.append(GmSpec("res", y_shape, (), e.vector))
+    specs.append(GmSpec("y", y_shape, (), p.output, output=True))
+    return l2.kept(p.hw, specs)
 
 
 def _check_types(fn: str, **args) -> None:

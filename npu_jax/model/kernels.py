@@ -26,11 +26,9 @@ import npu_jax
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.gemm import matmul
 from npu_jax.api.pool import pool2d, pool_plan
-from npu_jax.core import l2
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
-from npu_jax.core.state import GmSpec
-from npu_jax.cost.conv import layer_of, predict
+from npu_jax.cost.conv import l2_kept, layer_of, predict
 from npu_jax.cost.many import lane_work, stacked_arrays
 from npu_jax.cost.pool import predict as pool_predict
 from npu_jax.errors import NpuError
@@ -162,33 +160,6 @@ def conv_bottleneck(p) -> str:
     return max(per_core, key=lambda lane: int(np.sum(per_core[lane])))
 
 
-def _conv_kept(p) -> tuple[str, ...]:
-    """The GM tensors the conv's launch leaves in L2 (``l2.kept`` over the tensors ``run_plan``
-    launches with, in its order: the same shapes, a grouped layer's super-groups as a leading
-    axis), resident for the vector kernel after it. Held to the emulator by the run == estimate
-    tests."""
-    sg = p.sgroups  # grouped convs: super-groups (G', ...) of the dense view ``Bv``
-    B, op, e = p.Bv, p.operand, p.epi
-    lead = (sg,) if sg > 1 else ()
-    if p.spec.nc1hwc0_source:
-        specs = [
-            GmSpec("x5", (B.n, p.c1_cap, B.h, B.w, p.c0), (), op),
-            GmSpec("wkn", lead + p.wkn_shape, (), op),
-        ]
-    else:
-        specs = [
-            GmSpec("x", (B.n, B.c, B.h, B.w), (), op),
-            GmSpec("w", lead + (B.k, B.c, B.kh, B.kw), (), op),
-        ]
-    y_shape = (p.g.n, p.ho_cap, p.wo_cap, sg, B.k) if sg > 1 else (B.n, p.ho_cap, p.wo_cap, B.k)
-    if e is not None and e.has("bias"):
-        specs.append(GmSpec("bias", (1, B.k), (), e.bias_format))
-    if e is not None and e.has("residual"):
-        specs.append(GmSpec("res", y_shape, (), e.vector))
-    specs.append(GmSpec("y", y_shape, (), p.output, output=True))
-    return l2.kept(p.hw, specs)
-
-
 def _vector(
     label, steps, rows, cols, y, mid, final, s: Setting, *, bias=None, res=None, resident=(), data=True
 ):
@@ -236,7 +207,7 @@ def estimate_conv(layer: Layer, shapes, s: Setting, cache: dict):
     kernels = [cache[key]]
     if rest:
         rows = g.n * g.ho * g.wo
-        kernels.append(_vector_cost("eltwise", rest, rows, g.k, mid, final, s, cache, _conv_kept(p)))
+        kernels.append(_vector_cost("eltwise", rest, rows, g.k, mid, final, s, cache, l2_kept(p)))
     return kernels, (p.t, by)
 
 

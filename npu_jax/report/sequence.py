@@ -92,7 +92,7 @@ class SequenceReport:
     @property
     def bytes(self) -> dict[str, int]:
         parts = [r.bytes for r in self.reports]
-        return {k: sum(b[k] for b in parts) for k in parts[0]}
+        return {k: sum(b.get(k, 0) for b in parts) for k in dict.fromkeys(k for b in parts for k in b)}
 
     @property
     def gm_bytes(self) -> int:
