@@ -35,6 +35,19 @@ def direct():
     return fusion.analyze(_X, _W, ("bias", "relu"), padding=1, hw=presets.tiny(), name="8x8x16 3x3->32")
 
 
+def test_modeled_analysis_equals_direct(direct):
+    """The closed-form models' analysis (the demo's fusion table, no compile) is the emulated one:
+    every figure of the row, the reading, busy cycles per lane, GM bytes and tilings."""
+    model = fusion.analyze(
+        _X, _W, ("bias", "relu"), padding=1, hw=presets.tiny(), name=direct.layer, model=True
+    )
+    assert model.row() == direct.row() and model.why == direct.why
+    assert dict(model.pipe_delta) == dict(direct.pipe_delta)
+    assert (model.unfused.gm_bytes, model.fused.gm_bytes) == (direct.unfused.gm_bytes, direct.fused.gm_bytes)
+    assert (model.unfused_tiling, model.fused_tiling) == (direct.unfused_tiling, direct.fused_tiling)
+    assert [lab for lab, _ in model.unfused.parts] == ["conv", "eltwise"]
+
+
 def _fake_analyze(direct, calls):
     def analyze(x_shape, w_shape, epilogue, **kw):
         calls.append((x_shape, w_shape, tuple(map(str, epilogue)), kw["hw"].name, kw["name"], kw))
