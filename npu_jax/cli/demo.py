@@ -29,7 +29,7 @@ class DemoOptions:
     trace: str | None = None  # Chrome trace path (the GEMM section writes it)
     plot: str | None = None  # timeline PNG path (the GEMM section writes it)
     progress: Progress = dataclasses.field(default_factory=lambda: Progress("demo"))  # on stderr
-    emulate: bool = False  # the Conv2D table from emulator runs instead of the closed-form model
+    emulate: bool = False  # the Conv2D and fusion tables from emulator runs instead of the closed-form models
 
 
 def gemm_section(opts: DemoOptions) -> str:
@@ -87,8 +87,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Run the default workloads (a 1024^3 fp16 GEMM, the precision strategies, the four Conv2D "
         "strategies on the ResNet-50 reference layers, Conv + bias + ReLU fusion) and say what their "
-        "numbers mean. About 45-60 s on the 910B preset the first time on a 2-core laptop, 20-30 s "
-        "once its compiled programs are cached (~/.cache/npu-jax)."
+        "numbers mean. About 25-30 s on the 910B preset the first time on a 2-core laptop, 10 s "
+        "once its compiled programs and tilings are cached (~/.cache/npu-jax)."
     )
     add_preset_argument(parser, "ascend910b")
     add_output_argument(parser, "--trace", "write a Chrome trace (JSON) of the GEMM to PATH")
@@ -96,8 +96,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--emulate",
         action="store_true",
-        help="run every Conv2D strategy on the emulator (timing-only) instead of reading the closed-form "
-        "model, which equals it (slower: each kernel compiles)",
+        help="run the Conv2D strategies and the fusion analyses on the emulator (timing-only) instead of "
+        "reading the closed-form models, which equal it (slower: each kernel compiles)",
     )
 
 

@@ -7,8 +7,8 @@ price the same kernels, so a run's cycles equal the estimate's (tested).
 
 * conv: the closed-form model (``cost.predict`` of the plan the emulator launches); the part of the
   epilogue that does not fuse on this chip (``mapping.epilogue.split``) or, unfused, the whole chain:
-  a vector kernel, priced by a timing-only emulator run (no closed form exists for it), its input
-  resident in L2 where the conv's launch keeps it (as ``fusion.conv2d_fused``'s unfused path);
+  a vector kernel, priced by its closed form (``cost.eltwise.predict``, equal to the emulator), its
+  input resident in L2 where the conv's launch keeps it (as ``fusion.conv2d_fused``'s unfused path);
 * gemm: ``npu_jax.matmul`` (no timing-only mode and no closed form: priced by an emulator run on
   zeros, once per shape), the bias and activations in a vector kernel after it;
 * pool: ``npu_jax.pool2d``, priced by its closed form (``cost.pool.predict``, equal to the emulator);
@@ -29,6 +29,7 @@ from npu_jax.api.pool import pool2d, pool_plan
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.cost.conv import l2_kept, layer_of, predict
+from npu_jax.cost.eltwise import predict as eltwise_predict
 from npu_jax.cost.many import lane_work, stacked_arrays
 from npu_jax.cost.pool import predict as pool_predict
 from npu_jax.errors import NpuError
@@ -183,15 +184,14 @@ def _vector(
 
 
 def _vector_cost(label, steps, rows, cols, mid, final, s, cache, resident=()):
-    """The vector kernel's cost from a timing-only run, cached per (plan, what is resident)."""
+    """The vector kernel's cost from its closed form (``cost.eltwise.predict``, equal to the
+    emulator's report), cached per (plan, what is resident)."""
     ep = make_eltwise_plan(steps, rows, cols, mid, final, s.policy.vector, s.hw)
-    key = ("eltwise", ep, tuple(resident), s.policy)
+    key = ("eltwise", ep, tuple(resident))
     if key not in cache:
-        z = jnp.zeros((rows, cols), DTYPES[mid])
-        zb = jnp.zeros((cols,), jnp.float32)
-        cache[key] = _vector(
-            label, steps, rows, cols, z, mid, final, s, bias=zb, res=z, resident=resident, data=False
-        )[1]
+        q = eltwise_predict(ep, l2_resident=tuple(resident))
+        name = "eltwise[" + " -> ".join(map(str, steps)) + "]"
+        cache[key] = KernelCost(label, name, q.cycles, s.hw.launch_cycles, q.gm_bytes, 0, q.bottleneck)
     return cache[key]
 
 
