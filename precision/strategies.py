@@ -1,7 +1,8 @@
 """Precision strategies for a stack of 3x3 convolutions with ReLU, run on the emulator.
 
 Every layer's convolution is ``npu_jax.conv2d``'s on the emulated core: its numbers, computed by its
-own data path (:func:`stack_conv`), and its cycles (:func:`conv_cycles`). What a strategy changes is the Policy of that conv and what happens between layers:
+own data path (:func:`stack_conv`), and its cycles (:func:`conv_cycles`). What a strategy changes is
+the Policy of that conv and what happens between layers:
 
 =================  ========================================================================
 ``fp32``           fp32 operands, fp32 accumulation, fp32 storage (the baseline)
@@ -22,10 +23,10 @@ The network input is a tensor like the others: the scaling strategies scale it a
 normalisation normalises it before its cast to fp16.
 
 Cycles. The convs' cycles are the emulator's, read from the closed-form model that equals its
-report (:func:`npu_jax.cost.conv.predict`), so a stack compiles no timing-only kernel. A strategy's extra pass over an activation
-(RMS or amax reduction, rescale and cast of an fp32 result) is priced in closed form from the same
-cost table the emulator uses (:mod:`npu_jax.hw.costs`): a DMA in, vector repeats and a DMA out
-on the vector cores, pipelined; see :func:`vector_pass_cycles`. The delayed-scaling multiply is a
+report (:func:`npu_jax.cost.conv.predict`), so a stack compiles no timing-only kernel. A strategy's
+extra pass over an activation (RMS or amax reduction, rescale and cast of an fp32 result) is priced
+in closed form from the same cost table the emulator uses (:mod:`npu_jax.hw.costs`): a DMA in,
+vector repeats and a DMA out on the vector cores, pipelined; see :func:`vector_pass_cycles`. The delayed-scaling multiply is a
 Fixpipe feature (the 910B's quantisation scale) the emulator's Fixpipe does not model: its
 numbers are the fp32 result scaled and converted exactly as that Fixpipe would, its cycles the
 fp16-output kernel's. ReLU is free in the Fixpipe (``fusion.conv_relu`` is where a fused kernel
