@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
+from npu_jax.core import pipes
+from npu_jax.core.pipes import LANE_ORDER
 from npu_jax.cost import eltwise, relayout
 from npu_jax.cost.conv import l2_kept, predict
 from npu_jax.hw.config import HardwareConfig
-from npu_jax.kernels.conv import relayout_plan
 from npu_jax.mapping.conv import make_plan
 from npu_jax.mapping.eltwise import make_eltwise_plan
 from npu_jax.mapping.epilogue import split
@@ -40,7 +40,6 @@ class ModeledReport:
     hw: HardwareConfig
     operand: str
     prediction: object  # cost.conv.Prediction or cost.board.KernelPrediction
-    n_cores: int
     flops: int = 0
     workload: str = ""
     extras: dict = dataclasses.field(default_factory=dict)
@@ -51,8 +50,8 @@ class ModeledReport:
         return self.prediction.cycles
 
     @property
-    def launch_cycles(self) -> int:
-        return self.hw.launch_cycles
+    def n_cores(self) -> int:
+        return self.prediction.n_cores
 
     @property
     def gm_bytes(self) -> int:
@@ -69,9 +68,7 @@ class ModeledReport:
     @property
     def ratios(self) -> dict[str, float]:
         """Busy / elapsed per lane over the launched cores, as ``Report.ratios``."""
-        total = max(1, self.cycles) * self.n_cores
-        busy = self.pipe_busy
-        return {RATIO_NAMES[lane]: busy[lane] / total for lane in LANE_ORDER}
+        return pipes.ratios(self.pipe_busy, self.cycles, self.n_cores)
 
     @property
     def bottleneck(self) -> str:
@@ -95,15 +92,14 @@ def modeled_run(g, steps, fused: bool, strategy: str, tiling, hw: HardwareConfig
     p = make_plan(g, strategy, tiling, hw, op, mid, epi=epi)
     extras = {}
     if p.spec.nc1hwc0_source:
-        cores = relayout_plan(p.gv, hw, op).cores
-        extras["relayout"] = ModeledReport("relayout", hw, op, relayout.predict(p.gv, hw, op), cores)
+        extras["relayout"] = ModeledReport("relayout", hw, op, relayout.predict(p.gv, hw, op))
     name = f"conv2d[{strategy}]" + (f"+{epi}" if epi is not None else "")
-    parts = [("conv", ModeledReport(name, hw, op, predict(p), p.cores, g.flops, g.describe(), extras))]
+    parts = [("conv", ModeledReport(name, hw, op, predict(p), g.flops, g.describe(), extras))]
     if rest:
         ep = make_eltwise_plan(rest, g.n * g.ho * g.wo, g.k, mid, final, policy.vector, hw)
         vec = eltwise.predict(ep, l2_resident=l2_kept(p))
         label = "eltwise[" + " -> ".join(map(str, rest)) + "]"
-        parts.append(("eltwise", ModeledReport(label, hw, mid, vec, ep.cores)))
+        parts.append(("eltwise", ModeledReport(label, hw, mid, vec)))
     label = " -> ".join(["conv2d"] + [str(s) for s in steps])
     return SequenceReport(tuple(parts), f"{label} ({'fused' if fused else 'unfused'})")
 

@@ -39,6 +39,13 @@ RATIO_NAMES = {
 }
 
 
+def ratios(pipe_busy: dict, cycles: int, n_cores: int) -> dict[str, float]:
+    """Busy / elapsed per lane over the launched cores (mac_ratio, mte1_ratio, ...): the one rule for
+    every report and prediction."""
+    total = max(1, cycles) * n_cores
+    return {RATIO_NAMES[lane]: pipe_busy[lane] / total for lane in LANE_ORDER}
+
+
 def bottleneck(pipe_busy: dict, hbm_cycles: int, core_end: int) -> str:
     """What sets a kernel's time: ``HBM`` when the chip's memory, shared by every core, needs longer
     than any core runs (``hbm_cycles > core_end``), else the lane busy longest (summed over the

@@ -1,7 +1,7 @@
 """What the closed forms of the vector-side kernels share: the in-order pipe clocks and flags of
 every core, kept as ``issue`` and ``sync`` keep them (numpy arrays over the cores), and the figures of
-the Report they predict. ``cost/pool.py`` and ``cost/relayout.py`` walk their kernels' instruction
-streams on it."""
+the Report they predict. ``cost/pool.py``, ``cost/relayout.py`` and ``cost/eltwise.py`` walk their
+kernels' instruction streams on it."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import dataclasses
 
 import numpy as np
 
-from npu_jax.core import pipes
+from npu_jax.core import l2, pipes
 from npu_jax.core.pipes import LANES, PIPES
 from npu_jax.hw import costs
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelPrediction:
-    """What the emulator's Report of a vector-side kernel's launch says (the pooling and relayout
-    kernels' closed forms): ``cycles`` (launch included),
-    ``core_end``, ``hbm_bytes`` and ``hbm_cycles``, ``bytes`` per path (the Report's ``bytes``,
-    nonzero paths), ``pipe_busy`` per profiler lane (summed over cores), ``vector_bytes`` and
+    """What the emulator's Report of a vector-side kernel's launch says (the pooling, relayout and
+    element-wise kernels' closed forms): ``cycles`` (launch included), ``core_end``, ``hbm_bytes`` and
+    ``hbm_cycles``, ``bytes`` per path (the Report's ``bytes``, nonzero paths), ``pipe_busy`` per
+    profiler lane (summed over cores), ``vector_bytes``, the cores launched (``n_cores``) and
     ``bottleneck`` (the Report's rule)."""
 
     cycles: int
@@ -30,6 +30,7 @@ class KernelPrediction:
     bytes: dict
     pipe_busy: dict
     vector_bytes: int
+    n_cores: int
 
     @property
     def bottleneck(self) -> str:
@@ -41,15 +42,23 @@ class KernelPrediction:
 
 
 class Board:
-    """In-order pipe clocks and flags of every core (numpy arrays over the cores), as ``issue`` and
-    ``sync`` keep them: an instruction starts when its pipe is free; SetFlag records the source
-    pipe's free time, WaitFlag raises the destination's to it."""
+    """One launch on ``ncores`` cores, charged instruction by instruction as the emulator charges it:
+    in-order pipe clocks and flags of every core (numpy arrays over the cores), as ``issue`` and
+    ``sync`` keep them (an instruction starts when its pipe is free; SetFlag records the source pipe's
+    free time, WaitFlag raises the destination's to it), and the launch's counters. The DataCopies
+    and vector instructions cost the rules of ``hw/costs.py``; a read's L2 hits follow ``core/l2.py``
+    for the launch's GM tensors ``gm`` and what the kernel before left in L2 (``l2_resident``)."""
 
-    def __init__(self, ncores: int):
+    def __init__(self, hw, ncores: int, gm=(), l2_resident: tuple[str, ...] = ()):
         z = np.zeros(ncores, np.int64)
         self.free = {p: z.copy() for p in PIPES}
         self.busy = {p: z.copy() for p in PIPES}
         self.flags = collections.defaultdict(lambda: z.copy())
+        self.h = costs.HwNumbers.of(hw)
+        self.ncores = ncores
+        self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))
+        self.rate, self.wrate = costs.gm_rate(self.h, ncores), costs.write_rate(self.h, ncores)
+        self.counts: collections.Counter = collections.Counter()
 
     def run(self, pipe: str, cycles, when=True):
         c = np.where(when, np.asarray(cycles, np.int64), 0)
@@ -64,19 +73,46 @@ class Board:
         dst = event.split("_")[1]
         self.free[dst] = np.where(when, np.maximum(self.free[dst], self.flags[event, i]), self.free[dst])
 
-    def prediction(self, h: costs.HwNumbers, counts: dict) -> KernelPrediction:
+    def _count(self, path: str, amount, when):
+        self.counts[path] += int(np.where(when, amount, 0).sum())
+
+    def read(self, name: str, nbytes, bursts, tracked=0, when=True):
+        """DataCopy GM -> UB (MTE2) of ``nbytes`` of GM tensor ``name`` in ``bursts``: all of it hits
+        L2 if the kernel before left the tensor there, ``tracked`` bytes (those some read of this
+        kernel brought in before) if the L2 keeps it, none if it streams."""
+        m = self.mode.get(name, l2.STREAM)
+        hits = nbytes if m == l2.RESIDENT else tracked if m == l2.TRACK else 0 * nbytes
+        self._count("GM->UB", nbytes, when)
+        self._count("HBM->L2", nbytes - hits, when)
+        bursts = np.where(nbytes > 0, bursts, 0)
+        self.run("MTE2", costs.dma_in(self.h, nbytes, bursts, self.rate, hits), when)
+
+    def write(self, nbytes, bursts, when=True):
+        """DataCopy UB -> GM (MTE3) of ``nbytes`` in ``bursts``, into L2 (charged to HBM once)."""
+        self._count("UB->GM", nbytes, when)
+        self._count("L2->HBM", nbytes, when)
+        self.run("MTE3", costs.dma_out(self.h, nbytes, np.where(nbytes > 0, bursts, 0), self.wrate), when)
+
+    def vector(self, nbytes, when=True):
+        """One vector instruction over ``nbytes`` (its widest operand's)."""
+        self._count("vector_bytes", nbytes, when)
+        self.run("V", costs.vector(self.h, nbytes), when)
+
+    def prediction(self) -> KernelPrediction:
         """The launch's figures once every instruction has run: its cycles (the launch, then the
-        later of the last core's end and the chip's HBM time for ``counts``' HBM bytes)."""
+        later of the last core's end and the chip's HBM time for the HBM bytes counted)."""
         core_end = int(max(int(f.max()) for f in self.free.values()))
-        hbm = counts.get("HBM->L2", 0) + counts.get("L2->HBM", 0)
+        c, h = self.counts, self.h
+        hbm = c["HBM->L2"] + c["L2->HBM"]
         return KernelPrediction(
             cycles=int(costs.kernel_cycles(h, core_end, hbm)),
             core_end=core_end,
             hbm_bytes=hbm,
             hbm_cycles=int(costs.hbm_cycles(h, hbm)),
-            bytes={k: v for k, v in counts.items() if k != "vector_bytes" and v},
+            bytes={k: v for k, v in c.items() if k != "vector_bytes" and v},
             pipe_busy={LANES[q]: int(self.busy[q].sum()) for q in PIPES},
-            vector_bytes=counts.get("vector_bytes", 0),
+            vector_bytes=c["vector_bytes"],
+            n_cores=self.ncores,
         )
 
 

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from npu_jax.core import l2, pipes
-from npu_jax.core.pipes import LANE_ORDER, RATIO_NAMES
 from npu_jax.core.policy import OPERANDS
 from npu_jax.core.state import GmSpec
 from npu_jax.cost.many import bounds_many, schedule_many
@@ -57,8 +56,7 @@ class Prediction:
     @property
     def ratios(self) -> dict[str, float]:
         """Busy / elapsed per lane over the launched cores, as ``Report.ratios``."""
-        total = max(1, self.cycles) * self.n_cores
-        return {RATIO_NAMES[lane]: self.pipe_busy[lane] / total for lane in LANE_ORDER}
+        return pipes.ratios(self.pipe_busy, self.cycles, self.n_cores)
 
     @property
     def bottleneck(self) -> str:

@@ -20,13 +20,9 @@ Example:
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
-from npu_jax.core import l2
 from npu_jax.cost.board import Board, KernelPrediction
-from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.elementwise import eltwise_kernel
 from npu_jax.mapping.eltwise import EltwisePlan
@@ -37,34 +33,17 @@ _STAGES = 2  # each queue: a double-buffered UB tile
 def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPrediction:
     """Cycles and bytes of the element-wise launch of plan ``p`` (``l2_resident`` as
     ``run_eltwise``'s); ``p.rows`` concrete."""
-    h = costs.HwNumbers.of(p.hw)
     _, gm, _ = eltwise_kernel(p)
-    mode = dict(l2.modes(p.hw, gm, tuple(l2_resident)))
+    bd = Board(p.hw, p.cores, gm, l2_resident)
     rows = p.rows_cap if p.rows is None else int(p.rows)
     rt, ct, n_ct, ncores = p.rows_t, p.cols_t, p.n_ct, p.cores
-    n_items = p.n_rt * n_ct
-    per_core = -(-(-(-p.rows_cap // rt) * n_ct) // ncores)
     e = p.chain
     isz_in, isz_out, isz_v = itemsize(p.in_fmt), itemsize(p.out_fmt), itemsize(p.vector)
-    rate, wrate = costs.gm_rate(h, ncores), costs.write_rate(h, ncores)
-    counts: collections.Counter = collections.Counter()
-    bd = Board(ncores)
     b = np.arange(ncores)
-
-    def read(name, nbytes, bursts, hits, when=True):
-        m = mode.get(name, l2.STREAM)
-        hits = nbytes if m == l2.RESIDENT else hits if m == l2.TRACK else 0 * nbytes
-        counts["GM->UB"] += int(np.where(when, nbytes, 0).sum())
-        counts["HBM->L2"] += int(np.where(when, nbytes - hits, 0).sum())
-        bd.run("MTE2", costs.dma_in(h, nbytes, np.where(nbytes > 0, bursts, 0), rate, hits), when)
-
-    def vec(nbytes, when):
-        counts["vector_bytes"] += int(np.where(when, nbytes, 0).sum())
-        bd.run("V", costs.vector(h, nbytes), when)
 
     if e.has("bias"):  # every channel's bias, once per core: the cores after the first hit a kept row
         nb = np.full(ncores, p.cols * isz_v)
-        read("bias", nb, 1, np.where(b > 0, nb, 0))
+        bd.read("bias", nb, 1, np.where(b > 0, nb, 0))
         bd.set("MTE2_V", 0)
         bd.wait("MTE2_V", 0)
     queues = [("V_MTE2", 0)] + ([("V_MTE2", 2)] if e.has("residual") else []) + [("MTE3_V", 0)]
@@ -72,9 +51,9 @@ def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredi
         for s in range(_STAGES):
             bd.set(back, base + s)
     roles = [role for _, role in e.vector_ops() if role != "cast"]
-    for j in range(per_core):
+    for j in range(p.per_core):
         it = b + j * ncores
-        live = it < n_items
+        live = it < p.n_items
         s = j % _STAGES
         r0, c0 = it // n_ct * rt, it % n_ct * ct
         nr = np.minimum(rt, rows - r0)
@@ -82,39 +61,36 @@ def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredi
         bursts = np.where((c0 == 0) & (vc == p.cols), 1, vr)  # whole rows of channels: one run
         # CopyIn
         bd.wait("V_MTE2", s, live)
-        read("y", vr * vc * isz_in, bursts, 0, live)
+        bd.read("y", vr * vc * isz_in, bursts, 0, live)
         bd.set("MTE2_V", s, live)
         if e.has("residual"):
             bd.wait("V_MTE2", 2 + s, live)
-            read("res", vr * vc * isz_v, bursts, 0, live)
+            bd.read("res", vr * vc * isz_v, bursts, 0, live)
             bd.set("MTE2_V", 2 + s, live)
         # Compute: every instruction over the tile's valid rows, at its widest operand
         cnt = nr * ct
         bd.wait("MTE2_V", s, live)
         bd.wait("MTE3_V", s, live)
         if p.has_work_tile:
-            vec(cnt * max(isz_in, isz_v), live)
+            bd.vector(cnt * max(isz_in, isz_v), live)
         for role in roles:
             if role == "residual":
                 bd.wait("MTE2_V", 2 + s, live)
-                vec(cnt * isz_v, live)
+                bd.vector(cnt * isz_v, live)
                 bd.set("V_MTE2", 2 + s, live)
             else:
-                vec(cnt * isz_v, live)
-        vec(cnt * max(isz_out, isz_v), live)  # VCast / VCopy into the out tile
+                bd.vector(cnt * isz_v, live)
+        bd.vector(cnt * max(isz_out, isz_v), live)  # VCast / VCopy into the out tile
         bd.set("V_MTE2", s, live)
         bd.set("V_MTE3", s, live)
         # CopyOut
         bd.wait("V_MTE3", s, live)
-        nb = vr * vc * isz_out
-        counts["UB->GM"] += int(np.where(live, nb, 0).sum())
-        counts["L2->HBM"] += int(np.where(live, nb, 0).sum())
-        bd.run("MTE3", costs.dma_out(h, nb, np.where(nb > 0, bursts, 0), wrate), live)
+        bd.write(vr * vc * isz_out, bursts, live)
         bd.set("MTE3_V", s, live)
     for back, base in queues:  # Queue.drain
         for s in range(_STAGES):
             bd.wait(back, base + s)
-    return bd.prediction(h, counts)
+    return bd.prediction()
 
 
 __all__ = ["predict"]

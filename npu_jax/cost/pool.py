@@ -20,13 +20,9 @@ Example:
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
-from npu_jax.core import l2
 from npu_jax.cost.board import Board, KernelPrediction
-from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.pool import pool_kernel
 from npu_jax.mapping.pool import STAGES, PoolPlan
@@ -34,36 +30,18 @@ from npu_jax.mapping.pool import STAGES, PoolPlan
 
 def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPrediction:
     """Cycles and bytes of the pooling launch of plan ``p`` (``l2_resident`` as ``run_pool``'s)."""
-    h = costs.HwNumbers.of(p.hw)
     g, c0, ncores = p.g, p.c0, p.cores
     _, gm, _ = pool_kernel(p)
-    mode = dict(l2.modes(p.hw, gm, tuple(l2_resident)))
+    bd = Board(p.hw, ncores, gm, l2_resident)
     isz_in, isz_out = itemsize(p.in_fmt), itemsize(p.out_fmt)
-    rate, wrate = costs.gm_rate(h, ncores), costs.write_rate(h, ncores)
     slot = p.c1_t * p.in_rows * p.in_cols * c0
     src_isz = isz_out if p.has_work_tile else isz_in
     has_rcp = p.has_rcp
     n_taps = g.kh * g.kw
-    counts = collections.Counter()
-
-    def hit(name, nbytes, repeat):
-        m = mode.get(name, l2.STREAM)
-        return nbytes if m == l2.RESIDENT else repeat if m == l2.TRACK else 0 * nbytes
-
-    def vec(nbytes, when):
-        counts["vector_bytes"] += int(np.where(when, nbytes, 0).sum())
-        bd.run("V", costs.vector(h, nbytes), when)
-
-    def read(nbytes, bursts, hits, when):
-        counts["GM->UB"] += int(np.where(when, nbytes, 0).sum())
-        counts["HBM->L2"] += int(np.where(when, nbytes - hits, 0).sum())
-        bd.run("MTE2", costs.dma_in(h, nbytes, np.where(nbytes > 0, bursts, 0), rate, hits), when)
-
-    bd = Board(ncores)
     b = np.arange(ncores)
     if p.padded:
         for _ in range(STAGES):
-            vec(np.full(ncores, slot * isz_in), True)
+            bd.vector(np.full(ncores, slot * isz_in), True)
     for s in range(STAGES):
         bd.set("V_MTE2", s)
     if has_rcp:
@@ -88,40 +66,36 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredicti
         bd.wait("V_MTE2", e, live)
         nb = rows * row_bytes
         whole = (lo == 0) & (rows == g.h)  # whole planes: the C1 blocks are one contiguous burst
-        read(nb, np.where(whole, 1, ncb), hit("x", nb, again * row_bytes), live)
+        bd.read("x", nb, np.where(whole, 1, ncb), again * row_bytes, live)
         bd.set("MTE2_V", e, live)
         if has_rcp:
             bd.wait("V_MTE2", STAGES + e, live)
             nb = cnt * isz_out
-            read(nb, 1, hit("rcp", nb, np.where(plane > 0, nb, 0)), live)
+            bd.read("rcp", nb, 1, np.where(plane > 0, nb, 0), live)
             bd.set("MTE2_V", STAGES + e, live)
         # Compute
         bd.wait("MTE2_V", e, live)
         bd.wait("MTE3_V", e, live)
         if p.has_work_tile:
-            vec(np.full(ncores, slot * max(isz_in, isz_out)), live)
+            bd.vector(np.full(ncores, slot * max(isz_in, isz_out)), live)
         for _ in range(max(1, n_taps - 1)):
-            vec(cnt * max(isz_out, src_isz), live)
+            bd.vector(cnt * max(isz_out, src_isz), live)
         if p.kind == "avg" and p.uniform:
-            vec(cnt * isz_out, live)
+            bd.vector(cnt * isz_out, live)
         if has_rcp:
             bd.wait("MTE2_V", STAGES + e, live)
-            vec(cnt * isz_out, live)
+            bd.vector(cnt * isz_out, live)
             bd.set("V_MTE2", STAGES + e, live)
         if p.padded:
             nxt = it + STAGES * ncores
             _, n_rows, n_o, n_need = p.tile_rows(nxt % p.n_t)
             fill = live & (nxt < p.n_items) & ((n_o > 0) | (n_o + n_rows < n_need))
-            vec(np.full(ncores, slot * isz_in), fill)
+            bd.vector(np.full(ncores, slot * isz_in), fill)
         bd.set("V_MTE2", e, live)
         bd.set("V_MTE3", e, live)
         # CopyOut
         bd.wait("V_MTE3", e, live)
-        nb = cnt * isz_out
-        counts["UB->GM"] += int(np.where(live, nb, 0).sum())
-        counts["L2->HBM"] += int(np.where(live, nb, 0).sum())
-        bursts = np.where(nr == g.ho, 1, ncb)
-        bd.run("MTE3", costs.dma_out(h, nb, np.where(nb > 0, bursts, 0), wrate), live)
+        bd.write(cnt * isz_out, np.where(nr == g.ho, 1, ncb), live)
         bd.set("MTE3_V", e, live)
 
     for s in range(STAGES):
@@ -132,7 +106,7 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredicti
     for s in range(STAGES):
         bd.wait("MTE3_V", s)
 
-    return bd.prediction(h, counts)
+    return bd.prediction()
 
 
 PoolPrediction = KernelPrediction  # (its name before the relayout kernel's closed form shared it)

@@ -18,15 +18,12 @@ Example:
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
 from npu_jax.cost.board import Board, KernelPrediction
-from npu_jax.hw import costs
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.hw.formats import itemsize
-from npu_jax.kernels.conv import relayout_plan
+from npu_jax.kernels.conv import relayout_kernel, relayout_plan
 from npu_jax.workload.conv import ConvGeometry
 
 _STAGES = 2  # the kernel's queue: a double-buffered UB band
@@ -35,12 +32,10 @@ _STAGES = 2  # the kernel's queue: a double-buffered UB band
 def predict(g: ConvGeometry, hw: HardwareConfig, op: str = "fp16") -> KernelPrediction:
     """Cycles and bytes of the relayout launch of layer ``g``'s input (x (N, C, H, W) in format
     ``op``), as ``run_relayout`` reports them."""
-    h = costs.HwNumbers.of(hw)
     r = relayout_plan(g, hw, op)
+    _, gm, _, _ = relayout_kernel(g, hw, op)
+    bd = Board(hw, r.cores, gm)
     isz, c0 = itemsize(op), r.c0
-    rate, wrate = costs.gm_rate(h, r.cores), costs.write_rate(h, r.cores)
-    counts: collections.Counter = collections.Counter()
-    bd = Board(r.cores)
     b = np.arange(r.cores)
     for s in range(_STAGES):  # Queue.init: every slot free
         bd.set("MTE3_MTE2", s)
@@ -52,24 +47,18 @@ def predict(g: ConvGeometry, hw: HardwareConfig, op: str = "fp16") -> KernelPred
         nr = np.minimum(r.rows, g.h - r0)
         bd.wait("MTE3_MTE2", e, live)  # alloc_tensor
         # DataCopy in: the band's rows of the block's channels (past C: none); one burst when the
-        # band is whole planes (its channels' planes are contiguous in NCHW), else one per channel
+        # band is whole planes (its channels' planes are contiguous in NCHW), else one per channel.
+        # Every element is read once: no hit
         ch = np.clip(g.c - ci * c0, 0, c0)
-        nb = ch * nr * g.w * isz
-        bursts = np.where(nb > 0, np.where((r0 == 0) & (nr == g.h), 1, ch), 0)
-        counts["GM->UB"] += int(np.where(live, nb, 0).sum())
-        counts["HBM->L2"] += int(np.where(live, nb, 0).sum())
-        bd.run("MTE2", costs.dma_in(h, nb, bursts, rate, 0), live)
+        bd.read("x", ch * nr * g.w * isz, np.where((r0 == 0) & (nr == g.h), 1, ch), 0, live)
         bd.set("MTE2_MTE3", e, live)  # enque
         bd.wait("MTE2_MTE3", e, live)  # deque
         # DataCopy out: the band's rows of one C1 block, whole rows of C0: one burst
-        nb = nr * g.w * c0 * isz
-        counts["UB->GM"] += int(np.where(live, nb, 0).sum())
-        counts["L2->HBM"] += int(np.where(live, nb, 0).sum())
-        bd.run("MTE3", costs.dma_out(h, nb, np.where(nb > 0, 1, 0), wrate), live)
+        bd.write(nr * g.w * c0 * isz, 1, live)
         bd.set("MTE3_MTE2", e, live)  # free
     for s in range(_STAGES):  # Queue.drain
         bd.wait("MTE3_MTE2", s)
-    return bd.prediction(h, counts)
+    return bd.prediction()
 
 
 __all__ = ["predict"]

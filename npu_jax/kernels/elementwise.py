@@ -27,10 +27,7 @@ def eltwise_kernel(p: EltwisePlan):
     rt, ct = p.rows_t, p.cols_t
     e = p.chain
     rows = p.rows_cap if p.rows is None else p.rows
-    n_rt, n_ct = p.n_rt, p.n_ct
-    n_items = n_rt * n_ct
-    ncores = p.cores
-    per_core = -(-(-(-p.rows_cap // rt) * n_ct) // ncores)
+    n_ct, n_items, ncores, per_core = p.n_ct, p.n_items, p.cores, p.per_core
     q_in = Queue("MTE2", "V", a["in"], 0)
     q_res = Queue("MTE2", "V", a["res"], 2) if "res" in a else None
     q_out = Queue("V", "MTE3", a["out"], 0)

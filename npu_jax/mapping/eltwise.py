@@ -51,6 +51,16 @@ class EltwisePlan:
     def cores(self) -> int:
         return max(1, min(self.hw.num_vector_cores, -(-self.rows_cap // self.rows_t) * self.n_ct))
 
+    @property
+    def n_items(self):
+        """Tiles of the actual tensor (``rows`` may be traced)."""
+        return self.n_rt * self.n_ct
+
+    @property
+    def per_core(self) -> int:
+        """Tiles per core, as looped (static: the bound's tiles, round-robin over the cores)."""
+        return -(-(-(-self.rows_cap // self.rows_t) * self.n_ct) // self.cores)
+
     def allocate(self) -> tuple[Plan, dict]:
         plan, a, rt, ct = Plan(self.hw), {}, self.rows_t, self.cols_t
         if self.chain.has("bias"):

@@ -159,9 +159,7 @@ class Report:
     @property
     def ratios(self) -> dict[str, float]:
         """Busy / elapsed per pipe over all cores: mac_ratio, mte1_ratio, mte2_ratio, ..."""
-        total = max(1, self.cycles) * self.n_cores
-        busy = self.pipe_busy
-        return {RATIO_NAMES[lane]: busy[lane] / total for lane in LANE_ORDER}
+        return pipes.ratios(self.pipe_busy, self.cycles, self.n_cores)
 
     @property
     def peak_flops_per_cycle(self) -> int:
