@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 from npu_jax.core import run, sanitize, wide
+from npu_jax.core.pipes import COUNTER_INDEX
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec, init_core
 
@@ -145,6 +146,22 @@ def free_at(core, pipe: str) -> int:
 
 
 def counter(core, name: str) -> int:
-    from npu_jax.core.pipes import COUNTER_INDEX
-
     return int(wide.to_numpy(core.counters)[COUNTER_INDEX[name]])
+
+
+def assert_prediction_is_report(pr, rep, where: str = ""):
+    """A vector-side kernel's closed form (``cost.board.KernelPrediction``) equals the emulator's
+    report in every figure the Report gives: cycles, core end, bytes per path, busy per lane, HBM
+    bytes and cycles, bottleneck, vector bytes and cores."""
+    assert (pr.cycles, pr.core_end) == (rep.cycles, rep.core_end), where
+    assert pr.bytes == {k: v for k, v in rep.bytes.items() if v}, where
+    assert pr.pipe_busy == dict(rep.pipe_busy), where
+    assert (pr.hbm_bytes, pr.hbm_cycles, pr.bottleneck) == (rep.hbm_bytes, rep.hbm_cycles, rep.bottleneck), (
+        where
+    )
+    assert (pr.vector_bytes, pr.n_cores) == (counter_of(rep, "vector_bytes"), rep.n_cores), where
+
+
+def counter_of(rep, name: str) -> int:
+    """A report's counter ``name``, summed over its cores."""
+    return int(wide.to_numpy(rep.counters)[:, COUNTER_INDEX[name]].sum())

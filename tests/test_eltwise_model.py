@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_prediction_is_report
 
 import npu_jax
 from npu_jax.api.eltwise import run_eltwise
@@ -35,15 +36,8 @@ def _check(p, resident=()):
         ins["residual"] = np.ones((p.rows_cap, p.cols), np.float32)
     y = np.ones((p.rows_cap, p.cols), np.float32)
     _, rep = run_eltwise(p, y, Policy(), move_data=False, l2_resident=resident, **ins)
-    pr = eltwise.predict(p, l2_resident=resident)
     where = f"{p.steps} over ({p.rows_cap}, {p.cols}) tiles ({p.rows_t}, {p.cols_t}) on {p.hw.name}, L2 {resident}"
-    assert (pr.cycles, pr.core_end) == (rep.cycles, rep.core_end), where
-    assert pr.bytes == {k: v for k, v in rep.bytes.items() if v}, where
-    assert pr.pipe_busy == dict(rep.pipe_busy), where
-    assert (pr.hbm_bytes, pr.hbm_cycles, pr.bottleneck) == (rep.hbm_bytes, rep.hbm_cycles, rep.bottleneck), (
-        where
-    )
-    assert pr.vector_bytes == rep._counter("vector_bytes"), where
+    assert_prediction_is_report(eltwise.predict(p, l2_resident=resident), rep, where)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import busy, gm_spec, make_core
+from conftest import assert_prediction_is_report, busy, gm_spec, make_core
 from jax import lax
 
 import npu_jax
@@ -80,11 +80,7 @@ def draw(rng, shape, policy, negative=False):
 def check_cost(x_shape, rep, hw, policy, *args, **kw):
     """The closed form equals the emulator's report: cycles, bytes per path, busy per lane."""
     pr = predict(pool_plan(x_shape, *args, hw=hw, policy=policy, **kw))
-    assert pr.cycles == rep.cycles and pr.core_end == rep.core_end
-    assert pr.hbm_bytes == rep.hbm_bytes
-    assert pr.bytes == {k: v for k, v in rep.bytes.items() if v}
-    assert pr.pipe_busy == dict(rep.pipe_busy)
-    assert (pr.hbm_cycles, pr.bottleneck) == (rep.hbm_cycles, rep.bottleneck)
+    assert_prediction_is_report(pr, rep)
     return pr
 
 

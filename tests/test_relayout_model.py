@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import pytest
+from conftest import assert_prediction_is_report
 
 import npu_jax
 from npu_jax.core.buffers import DTYPES
@@ -29,14 +30,7 @@ PRESETS = {
 
 def _check(g, hw, op):
     rep = run_relayout(g, hw, op, jnp.zeros((g.n, g.c, g.h, g.w), DTYPES[op]), Policy(), move_data=False)[1]
-    pr = relayout.predict(g, hw, op)
-    where = f"{g.describe()} {op} on {hw.name}"
-    assert (pr.cycles, pr.core_end) == (rep.cycles, rep.core_end), where
-    assert pr.bytes == {k: v for k, v in rep.bytes.items() if v}, where
-    assert pr.pipe_busy == dict(rep.pipe_busy), where
-    assert (pr.hbm_bytes, pr.hbm_cycles, pr.bottleneck) == (rep.hbm_bytes, rep.hbm_cycles, rep.bottleneck), (
-        where
-    )
+    assert_prediction_is_report(relayout.predict(g, hw, op), rep, f"{g.describe()} {op} on {hw.name}")
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
