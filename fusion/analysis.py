@@ -161,6 +161,21 @@ class FusionAnalysis:
         return "\n".join(lines)
 
 
+def _inputs(fn, g, x_shape, w_shape, steps, hw, cap, checks):
+    """Random x, w (and bias, residual where the chain reads them) for the emulated runs, after the
+    host and runs' memory (float64 draws and the state) is estimated, before any allocation."""
+    state_bytes(fn, hw, hw.num_cores, conv_gm_bytes(g) + 2 * 8 * (g.n * g.c * g.h * g.w), cap, checks)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    names = {s.op for s in steps}
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32) if "bias" in names else None
+    residual = None
+    if "residual" in names:
+        residual = rng.standard_normal((g.n, g.k, g.ho, g.wo)).astype(np.float32)
+    return x, w, bias, residual
+
+
 def _round_trip(rep: SequenceReport) -> int:
     """Bytes of an intermediate tensor through GM: written by the Conv and read back by a vector
     kernel (the vector kernel reads exactly what the Conv wrote); 0 without a vector kernel."""
@@ -209,16 +224,8 @@ def analyze(
     if model and cap:
         raise InputError(f"{fn}: model=True runs no instruction, so it keeps no trace; pass trace=False.")
     g = canonicalize(x_shape, w_shape, stride, padding, dilation)
-    # the random inputs below (float64 on the host) and the runs' state, estimated before any allocation
-    state_bytes(fn, hw, hw.num_cores, conv_gm_bytes(g) + 2 * 8 * (g.n * g.c * g.h * g.w), cap, checks)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    names = {s.op for s in steps}
-    bias = rng.standard_normal(w_shape[0]).astype(np.float32) if "bias" in names else None
-    residual = None
-    if "residual" in names:
-        residual = rng.standard_normal((g.n, g.k, g.ho, g.wo)).astype(np.float32)
+    if not model:
+        x, w, bias, residual = _inputs(fn, g, x_shape, w_shape, steps, hw, cap, checks)
     reps, tilings = {}, {}
     for fused in (False, True):
         epi, _, mid, _ = split(steps, hw, policy, fused)
