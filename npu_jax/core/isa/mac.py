@@ -166,7 +166,7 @@ def _ordered(c, a, b, k0: int, split: bool, after_fractal, kmajor: bool):
     # in order, so that each pass over the accumulator does as much work as a 16-deep fractal.
     # Run eagerly (``jax.disable_jit``), every operation is a dispatch, so the same products and
     # adds go as a few (K0, M, N) operations instead, one fractal a step.
-    traced = isinstance(c, jax.core.Tracer)
+    traced = any(isinstance(v, jax.core.Tracer) for v in (c, a, b))
     per = max(1, _STEP_TERMS // k0) if traced else 1
     if per > 1:  # whole steps: fractals of zeros past K add +0, which leave every L0C value as it is
         pad = -(at.shape[0] // k0) % per * k0
