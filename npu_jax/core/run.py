@@ -30,10 +30,11 @@ from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
 
-def merge_outputs(ctx: Context, cores: Core, with_site: bool = False):
+def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: dict | None = None):
     """(outputs by name at logical shape, overlapping-write count, unwritten count) and, with
     ``with_site``, a fourth item: (6,) int32 naming the first overlapping element: (output index,
-    flat index, core a, site a, core b, site b), -1s when there is none."""
+    flat index, core a, site a, core b, site b), -1s when there is none. ``initial`` (name -> padded
+    array): what an element no core wrote holds (default 0; an ``asc`` kernel's GM keeps its input)."""
     outs, overlap, unwritten = {}, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
     at = jnp.full((6,), -1, jnp.int32)
     # timing-only: the outputs are zeros, and with no write marks kept every element is unwritten;
@@ -55,7 +56,8 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False):
             vals = cores.gm[spec.name][(slice(None),) + sl]
             first = jnp.argmax(written, axis=0)
             val = jnp.take_along_axis(vals, first[None], axis=0)[0]
-            outs[spec.name] = jnp.where(writers > 0, val, jnp.zeros((), val.dtype))
+            old = jnp.zeros((), val.dtype) if initial is None else initial[spec.name][sl]
+            outs[spec.name] = jnp.where(writers > 0, val, old)
         else:
             outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
         inside = jnp.ones(spec.shape, jnp.bool_)
@@ -116,8 +118,14 @@ def launch(
     extents: dict | None = None,
     l2_resident: tuple[str, ...] = (),
     key: Hashable = None,
+    keep_unwritten: bool = False,
+    finish: Callable[[Report], Report] | None = None,
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
+
+    ``keep_unwritten``: output elements no core wrote keep the values given in ``gm`` (else 0).
+    ``finish``: applied to the Report inside the launch's program, after the kernel is traced (an
+    ``asc`` launch adds what its trace found); it must be determined by ``key`` too.
 
     ``key``: a hashable description of what builds ``kernel`` (its plan): with it, a concrete launch
     reuses the program compiled for an earlier identical one (``programs.py``); None compiles anew.
@@ -137,7 +145,17 @@ def launch(
         ctx = dataclasses.replace(ctx, policy=ctx.policy.timing())
 
     def run(gm):
-        return _launch(kernel, ctx, gm, name=name, workload=workload, operand=operand, extents=extents)
+        return _launch(
+            kernel,
+            ctx,
+            gm,
+            name=name,
+            workload=workload,
+            operand=operand,
+            extents=extents,
+            keep_unwritten=keep_unwritten,
+            finish=finish,
+        )
 
     traced = any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((gm, extents)))
     if traced:
@@ -221,18 +239,33 @@ def _frozen(extents):
 
 
 def _launch(
-    kernel, ctx: Context, gm: dict, *, name: str, workload: str, operand: str, extents
+    kernel,
+    ctx: Context,
+    gm: dict,
+    *,
+    name: str,
+    workload: str,
+    operand: str,
+    extents,
+    keep_unwritten: bool = False,
+    finish=None,
+    sequential: bool = False,
 ) -> tuple[dict, Report]:
-    """:func:`launch`'s body, traced (or run op by op)."""
+    """:func:`launch`'s body, traced (or run op by op). ``sequential``: the cores one after another
+    in Python (no vmap: a kernel run call by call; each core then keeps an L2 record of its own)."""
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
         core0 = init_core(ctx, gm, extents)
-        # cores always under vmap (one core too): the L2's record is shared along this axis (l2.py)
-        cores = jax.vmap(lambda b: kernel(core0.replace(block=b), b))(
-            jnp.arange(ctx.n_cores, dtype=jnp.int32)
-        )
+        if sequential:
+            each = [kernel(core0.replace(block=jnp.int32(b)), b) for b in range(ctx.n_cores)]
+            cores = jax.tree.map(lambda *xs: jnp.stack(xs), *each)
+        else:
+            # cores always under vmap (one core too): the L2's record is shared along this axis (l2.py)
+            cores = jax.vmap(lambda b: kernel(core0.replace(block=b), b))(
+                jnp.arange(ctx.n_cores, dtype=jnp.int32)
+            )
     race = bool(cores.san) and ctx.checks.race
-    merged = merge_outputs(ctx, cores, with_site=race)
+    merged = merge_outputs(ctx, cores, with_site=race, initial=core0.gm if keep_unwritten else None)
     outs, overlap, unwritten = merged[:3]
     report = Report.from_cores(
         cores, name=name, workload=workload, operand=operand, overlapping_writes=overlap, unwritten=unwritten
@@ -248,4 +281,4 @@ def _launch(
     report = dataclasses.replace(
         report, overlap_at=merged[3] if race else None, sanitizer=table, l2_kept=l2.kept(ctx.hw, ctx.gm)
     )
-    return outs, report
+    return outs, (report if finish is None else finish(report))

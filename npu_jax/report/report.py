@@ -56,6 +56,8 @@ class Report:
     san_log: jax.Array | None = None  # (n, capacity, LW) int32: the sanitizers' event log, unanalysed
     san_flags: jax.Array | None = None  # (n, P, P, E) bool: flags still set at the end
     sanitizer: object = None  # sanitize.SiteTable: decodes findings into source lines (static)
+    # findings the kernel's trace showed (an asc kernel's static checks): tuples of Finding's fields
+    static_findings: tuple = ()
 
     @classmethod
     def from_cores(cls, cores, *, name, workload, operand, overlapping_writes, unwritten) -> Report:
@@ -210,7 +212,14 @@ class Report:
     def findings(self) -> list:
         """The sanitizers' findings (first per check), decoded: ``sanitize.Finding`` objects whose
         ``message()`` names the instruction, its source line, pipe, allocation and tile."""
-        return sanitize.findings_of(self)
+        found = sanitize.findings_of(self)
+        if not self.static_findings:
+            return found
+        static = [sanitize.Finding(*f[:13], dict(f[13]), *f[14:]) for f in self.static_findings]
+        # one finding per check, as the replay gives: a check the trace found something for reports that
+        # (the earliest: a trace-time finding is at an instruction the run reached first or at the same)
+        have = {f.check for f in static}
+        return static + [f for f in found if f.check not in have]
 
     # ---- presentation --------------------------------------------------------------------------
     def as_dict(self) -> dict:
@@ -324,5 +333,5 @@ jax.tree_util.register_dataclass(
         "san_log",
         "san_flags",
     ],
-    meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer", "l2_kept"],
+    meta_fields=["hw", "name", "workload", "operand", "offset", "sanitizer", "l2_kept", "static_findings"],
 )

@@ -26,6 +26,7 @@ from npu_jax.core.pipes import PIPE_INDEX
 _CORE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP_DIRS = (
     _CORE_DIR + os.sep,
+    os.path.join(os.path.dirname(_CORE_DIR), "asc") + os.sep,  # npu_jax.asc: the user's kernel line
     os.path.dirname(os.path.abspath(jax.__file__)) + os.sep,
     os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep + "contextlib",
 )
@@ -34,13 +35,13 @@ _SKIP_DIRS = (
 def _short(path: str) -> str:
     parts = os.path.normpath(path).split(os.sep)
     for i in range(len(parts) - 1, -1, -1):
-        if parts[i] in ("npu_jax", "fusion", "precision", "tests", "benchmarks", "notebooks"):
+        if parts[i] in ("npu_jax", "fusion", "precision", "tests", "benchmarks", "notebooks", "examples"):
             return "/".join(parts[i:])
     return "/".join(parts[-2:])
 
 
 def caller(depth: int = 2) -> str:
-    """'file:line (function)' of the first frames outside npu_jax/core and jax: the kernel's line
+    """'file:line (function)' of the first frames outside npu_jax/core, npu_jax/asc and jax: the kernel's line
     (and the line that called a shared helper such as ``output_step``)."""
     out = []
     f = sys._getframe(1)

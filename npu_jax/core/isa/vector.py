@@ -27,17 +27,25 @@ BINARY = {
     "VMul": jnp.multiply,
     "VMax": jnp.maximum,
     "VMin": jnp.minimum,
+    "VDiv": jnp.divide,
 }
 WITH_SCALAR = {"VAdds": jnp.add, "VMuls": jnp.multiply, "VMaxs": jnp.maximum, "VMins": jnp.minimum}
-UNARY = ("VRelu", "VLeakyRelu", "VExp", "VCast", "VReduceSum", "VCopy", "VAbs")
+UNARY = ("VRelu", "VLeakyRelu", "VExp", "VCast", "VReduceSum", "VCopy", "VAbs", "VLn", "VSqrt", "VReduceMax")
+REDUCE = ("VReduceSum", "VReduceMax")  # a whole source into element 0 of the destination
 FILL = ("VDup",)  # Ascend C ``Duplicate`` (TBE ``vector_dup``): every element of dst = scalar
-# every vector op, in the order of the trace's op names
-VECTOR_OPS = tuple(BINARY) + tuple(WITH_SCALAR) + UNARY + FILL
+# every vector op, in the order of the trace's op names (ops added later go last: the ids stay)
+_ADDED = ("VDiv", "VLn", "VSqrt", "VReduceMax")
+VECTOR_OPS = tuple(o for o in tuple(BINARY) + tuple(WITH_SCALAR) + UNARY + FILL if o not in _ADDED) + _ADDED
 
 
 def sources(op: str) -> int:
     """How many source operands ``op`` takes."""
     return 2 if op in BINARY else 0 if op in FILL else 1
+
+
+def _shape(r: Ref) -> tuple:
+    """The elements an operand covers: a view's shape, or its allocation stage's."""
+    return r.shape if isinstance(r, View) else r.alloc.shape
 
 
 def _view_oob(core: Core, v: View, op: str):
@@ -83,6 +91,10 @@ def elementwise(op: str, xs, *, scalar=None, alpha: float = 0.0):
         return jnp.exp(xs[0])
     if op == "VAbs":
         return jnp.abs(xs[0])
+    if op == "VLn":
+        return jnp.log(xs[0])
+    if op == "VSqrt":
+        return jnp.sqrt(xs[0])
     if op in ("VCopy", "VCast"):
         return xs[0]
     raise ValueError(f"{op} is not an element-wise vector op.")
@@ -137,7 +149,7 @@ def vector(
 
     xs = [operand(i, s).astype(jnp.float32) for i, s in enumerate(srcs)]
     for s, x in zip(srcs, xs):
-        if op != "VReduceSum" and x.shape != shape:
+        if op not in REDUCE and x.shape != shape:
             raise ValueError(f"{op}: source {s.alloc.name!r} {x.shape} != destination {shape}.")
     if len(srcs) != sources(op):
         raise ValueError(f"{op} takes {sources(op)} source(s), got {len(srcs)}.")
@@ -145,11 +157,15 @@ def vector(
         if scalar is None:
             raise ValueError(f"{op} needs scalar=.")
         y = jnp.full(shape, jnp.asarray(scalar, jnp.float32))
-    elif op == "VReduceSum":
+    elif op in REDUCE:
         flat = xs[0].reshape(-1)
+        fill = 0.0 if op == "VReduceSum" else -jnp.inf
         if count_elems is not None:
-            flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, 0.0)
-        total = _pairwise_sum(flat, core.ctx.policy.vector)
+            flat = jnp.where(jnp.arange(flat.shape[0]) < jnp.asarray(count_elems, _i32), flat, fill)
+        if op == "VReduceSum":
+            total = _pairwise_sum(flat, core.ctx.policy.vector)
+        else:  # a max rounds nothing
+            total = jnp.max(flat)
         y = stage_block(core, dst, shape).astype(jnp.float32).reshape(-1).at[0].set(total).reshape(shape)
     else:
         y = elementwise(op, xs, scalar=scalar, alpha=alpha)
@@ -159,10 +175,10 @@ def vector(
         keep = (jnp.arange(math.prod(shape)) < jnp.asarray(count_elems, _i32)).reshape(shape)
         out = jnp.where(keep, out, stage_block(core, dst, shape))
     width = max([itemsize(dst.alloc.dtype)] + [itemsize(s.alloc.dtype) for s in srcs])
-    counted = srcs[0] if op == "VReduceSum" else dst  # the operand whose elements are processed
-    if op == "VReduceSum":
-        n_el = math.prod(srcs[0].alloc.shape) if count_elems is None else count_elems
-    count_cap = math.prod(shape) if counted is dst else math.prod(counted.alloc.shape)
+    counted = srcs[0] if op in REDUCE else dst  # the operand whose elements are processed
+    if op in REDUCE:
+        n_el = math.prod(_shape(srcs[0])) if count_elems is None else count_elems
+    count_cap = math.prod(shape) if counted is dst else math.prod(_shape(counted))
     nbytes = jnp.asarray(n_el, _i32) * width
     core = write_ref(core, dst, out, when)
     oob = (

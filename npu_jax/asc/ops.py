@@ -1,0 +1,436 @@
+"""The vendor's instructions as functions: each checks the vendor's rules at the call and issues
+the existing instruction of ``npu_jax.core`` on the kernel's core (no second instruction set).
+
+Local operands become views of one stage of an allocation (``core.isa.View``); GM operands
+windows of the argument's flat memory. What the vendor's hardware does silently (a DataCopy
+whose bytes are not a multiple of 32 B is rounded down) is done here too, and said (a warning);
+what its sanitizer reports (an access past a tensor, a UB address off 32 B, a GlobalTensor
+never given memory) is a finding at the user's line.
+"""
+
+from __future__ import annotations
+
+import builtins
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from npu_jax.asc import runtime
+from npu_jax.asc.runtime import AscError
+from npu_jax.asc.tensors import GlobalTensor, LocalTensor
+from npu_jax.asc.types import (
+    DataCopyExtParams,
+    DataCopyPadExtParams,
+    DataCopyParams,
+    RoundMode,
+)
+from npu_jax.core.isa.data import View
+
+_i32 = jnp.int32
+
+
+class AscWarning(UserWarning):
+    """What the vendor's hardware does silently and the emulator does too, said aloud."""
+
+
+def not_supported(name: str):
+    raise NotImplementedError(
+        f"asc.{name} is not supported by the emulator yet; see docs/kernels.md for what is."
+    )
+
+
+# ---- blocks ---------------------------------------------------------------------------------------
+def get_block_idx():
+    """``GetBlockIdx()``: this core's index in [0, num_blocks) (traced in a jitted launch)."""
+    run = runtime.current()
+    if run.planning:
+        return 0
+    return run.block if run.eager else run.core.block
+
+
+def get_block_num() -> int:
+    """``GetBlockNum()``: the launch's number of blocks."""
+    return runtime.current().n_blocks
+
+
+# ---- operands -------------------------------------------------------------------------------------
+def _static(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _count(count, call: str) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise AscError(
+            f"{call} at {runtime.where()}: count is a Python int of elements >= 0, got {count!r} (a traced "
+            f"count is not supported; predicate the call or size the tile statically)."
+        )
+    return count
+
+
+def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
+    """A View of ``count`` elements of ``t``, after the vendor's checks; None in the plan pass."""
+    run = runtime.current()
+    if not isinstance(t, LocalTensor):
+        raise TypeError(f"{call}: the {role} must be an asc LocalTensor, got {type(t).__name__}.")
+    if t.token is not None and t.token.state == "FREE":
+        raise AscError(
+            f"{call} at {runtime.where()}: the {role} (allocated at {t.token.where}) was freed by FreeTensor; "
+            f"a freed buffer may already hold the next tile. Use it before free_tensor, or allocate anew."
+        )
+    isz = t.dtype.itemsize
+    if t.buffer == "UB" and _static(t.offset) and (t.offset * isz) % 32:
+        run.finding(
+            "memcheck",
+            "misaligned",
+            call,
+            pipe,
+            f"the {role}'s UB address is {t.offset * isz} B past its buffer's start, not a multiple of 32 B "
+            f"(UB operands of DataCopy and vector instructions start on 32-B boundaries).",
+            f"offset the view by a multiple of {32 // isz} elements of {t.dtype}.",
+            alloc=t.position.name,
+        )
+    if count > t.length:
+        run.finding(
+            "memcheck",
+            "illegal write" if role == "destination" else "illegal read",
+            call,
+            pipe,
+            f"{count} elements ({count * isz} B) of the {role} run {(count - t.length) * isz} B past the "
+            f"end of its {t.length}-element {t.position.name} tensor.",
+            "keep count within the tensor (size the buffer for the largest tile).",
+            alloc=t.position.name,
+        )
+        count = t.length
+    if run.planning or count == 0:
+        return None
+    alloc = run.allocs[t.request.index]
+    return View(alloc, t.slot, (t.offset,), shape=(count,))
+
+
+def _window(g: GlobalTensor, count: int, call: str, pipe: str, write: bool):
+    """The GM window of ``count`` elements at ``g`` (None: nothing to move), after the checks."""
+    run = runtime.current()
+    if not isinstance(g, GlobalTensor):
+        raise TypeError(f"{call}: expected an asc GlobalTensor, got {type(g).__name__}.")
+    if g.addr is None:
+        run.finding(
+            "initcheck",
+            "uninitialised GM",
+            call,
+            pipe,
+            f"the GlobalTensor made at {g.where} was never given memory (SetGlobalBuffer): its address is "
+            f"undefined, so the copy {'writes to' if write else 'reads from'} nowhere the kernel owns.",
+            "call x_gm.set_global_buffer(x + offset, length) before the first copy.",
+            alloc="GM",
+        )
+        return None
+    a = g.addr
+    if write:
+        use = run.gm_use.setdefault(a.name, runtime.GmUse())
+        use.written = True
+    if _static(a.offset) and (a.offset < 0 or a.offset + count > a.size):
+        run.finding(
+            "memcheck",
+            "illegal write" if write else "illegal read",
+            call,
+            pipe,
+            f"{count} elements at offset {a.offset} of GM argument {a.name!r} ({a.size} elements) leave it.",
+            "keep offset + count within the argument.",
+            alloc=f"GM {a.name}",
+        )
+        count = builtins.max(0, builtins.min(count, a.size - a.offset))
+        if a.offset < 0:
+            count = 0
+    if run.planning or count == 0:
+        return None
+    if count > a.size:
+        count = a.size
+    return run.core.gm_window(a.name, (jnp.asarray(a.offset, _i32),), (count,))
+
+
+def _dma_count(count: int, dtype, call: str) -> int:
+    """The vendor's rule: a DataCopy moves whole 32-B blocks; other counts are rounded DOWN, silently."""
+    nbytes = count * dtype.itemsize
+    if nbytes % 32:
+        kept = (nbytes // 32) * 32 // dtype.itemsize
+        warnings.warn(
+            f"data_copy at {runtime.where()}: {count} elements of {dtype} = {nbytes} B is not a multiple of "
+            f"32 B; the vendor's DataCopy silently rounds it down to {kept} elements ({kept * dtype.itemsize} "
+            f"B), and so does the emulator. Use data_copy_pad for unaligned moves.",
+            AscWarning,
+            stacklevel=3,
+        )
+        return kept
+    return count
+
+
+def _issue(fn):
+    run = runtime.current()
+    if not run.planning:
+        run.core = fn(run.core)
+
+
+# ---- DataCopy -------------------------------------------------------------------------------------
+def data_copy(dst, src, params) -> None:
+    """``DataCopy(dst, src, count | DataCopyParams | Nd2NzParams)``: GM -> UB / L1 (MTE2), UB -> GM
+    (MTE3), UB -> UB (V). ``count`` elements; ``count * sizeof(T)`` should be a multiple of 32 B."""
+    from npu_jax.asc import cube
+
+    if cube.is_cube_copy(dst, src, params):
+        return cube.data_copy(dst, src, params)
+    if isinstance(params, DataCopyParams):
+        if params.src_stride or params.dst_stride:
+            raise NotImplementedError(
+                "asc.data_copy with strided DataCopyParams (src_stride / dst_stride != 0) is not supported yet; "
+                "copy block by block, see docs/kernels.md."
+            )
+        dt = (dst if isinstance(dst, LocalTensor) else src).dtype
+        params = params.block_count * params.block_len * 32 // dt.itemsize
+    count = _count(params, "data_copy")
+    if isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor):
+        count = _dma_count(count, dst.dtype, "data_copy")
+        _same_dtype(src.dtype, dst.dtype, "data_copy")
+        view = _local(dst, count, "DataCopy", "destination", "MTE2")
+        count = count if view is None else view.shape[0]
+        win = _window(src, count, "DataCopy", "MTE2", write=False)
+        if view is not None and win is not None:
+            view = View(view.alloc, view.stage, view.offset, shape=win.sizes)
+            _issue(lambda c: c.data_copy(dst=view, src=win))
+    elif isinstance(src, LocalTensor) and isinstance(dst, GlobalTensor):
+        count = _dma_count(count, src.dtype, "data_copy")
+        _same_dtype(src.dtype, dst.dtype, "data_copy")
+        view = _local(src, count, "DataCopy", "source", "MTE3")
+        count = count if view is None else view.shape[0]
+        win = _window(dst, count, "DataCopy", "MTE3", write=True)
+        if view is not None and win is not None:
+            view = View(view.alloc, view.stage, view.offset, shape=win.sizes)
+            _issue(lambda c: c.data_copy(dst=win, src=view))
+    elif isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
+        _unary("VCopy", dst, src, count, "data_copy")
+    else:
+        raise TypeError(
+            f"data_copy(dst, src, count): GM <-> local or local -> local; got {type(src).__name__} -> "
+            f"{type(dst).__name__}."
+        )
+
+
+def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams | None = None) -> None:
+    """``DataCopyPad``: one block of ``block_len`` bytes (any length), padded to 32 B in UB. Only the
+    one-block form (``block_count == 1``) is emulated."""
+    run = runtime.current()
+    if not isinstance(params, DataCopyExtParams):
+        raise TypeError(
+            "data_copy_pad(dst, src, asc.DataCopyExtParams(...)[, asc.DataCopyPadExtParams(...)])."
+        )
+    if run.hw.coupled:
+        raise AscError(
+            f"data_copy_pad at {runtime.where()}: DataCopyPad is not on {run.hw.name} (910 / 310P)."
+        )
+    if params.block_count != 1:
+        raise NotImplementedError(
+            "asc.data_copy_pad with block_count != 1 is not supported yet; see docs/kernels.md."
+        )
+    local = dst if isinstance(dst, LocalTensor) else src
+    isz = local.dtype.itemsize
+    if params.block_len % isz:
+        raise AscError(
+            f"data_copy_pad: block_len {params.block_len} B is not a whole number of {local.dtype}."
+        )
+    count = params.block_len // isz
+    if isinstance(src, GlobalTensor):
+        view = _local(dst, count, "DataCopyPad", "destination", "MTE2")
+        win = _window(src, count, "DataCopyPad", "MTE2", write=False)
+        if view is not None and win is not None:
+            _issue(
+                lambda c: c.data_copy(dst=View(view.alloc, view.stage, view.offset, shape=win.sizes), src=win)
+            )
+            padded = -(-count * isz // 32) * 32 // isz
+            if pad is not None and pad.is_pad and padded > count:
+                duplicate(dst[count:], pad.padding_value, padded - count)
+    else:
+        view = _local(src, count, "DataCopyPad", "source", "MTE3")
+        win = _window(dst, count, "DataCopyPad", "MTE3", write=True)
+        if view is not None and win is not None:
+            _issue(
+                lambda c: c.data_copy(dst=win, src=View(view.alloc, view.stage, view.offset, shape=win.sizes))
+            )
+
+
+def _same_dtype(a, b, call):
+    if a is not None and b is not None and a != b:
+        raise AscError(
+            f"{call} at {runtime.where()}: DataCopy does not convert ({a} -> {b}); cast on the vector unit."
+        )
+
+
+# ---- vector ---------------------------------------------------------------------------------------
+def _vec(op: str, dst, srcs, count, call, **kw):
+    count = _count(count, call)
+    views = [_local(dst, count, call, "destination")] + [_local(s, count, call, "source") for s in srcs]
+    for t in (dst, *srcs):
+        if t.buffer != "UB":
+            raise AscError(
+                f"{call} at {runtime.where()}: vector instructions work on UB; a tensor is in {t.buffer}."
+            )
+    if any(v is None for v in views):
+        return
+    n = builtins.min(v.shape[0] for v in views)
+    views = [View(v.alloc, v.stage, v.offset, shape=(n,)) for v in views]
+    _issue(lambda c: c.vector(op, views[0], *views[1:], **kw))
+
+
+def _binary(op):
+    def f(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
+        _vec(op, dst, (src0, src1), count, f.__name__)
+
+    return f
+
+
+def _with_scalar(op):
+    def f(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
+        _vec(op, dst, (src,), count, f.__name__, scalar=float(scalar))
+
+    return f
+
+
+def _unary(op, dst, src, count, call, **kw):
+    _vec(op, dst, (src,), count, call, **kw)
+
+
+add, sub, mul, div = _binary("VAdd"), _binary("VSub"), _binary("VMul"), _binary("VDiv")
+max, min = _binary("VMax"), _binary("VMin")  # noqa: A001 (the vendor's names)
+adds, muls, maxs, mins = (
+    _with_scalar("VAdds"),
+    _with_scalar("VMuls"),
+    _with_scalar("VMaxs"),
+    _with_scalar("VMins"),
+)
+for _f, _n in ((add, "add"), (sub, "sub"), (mul, "mul"), (div, "div"), (max, "max"), (min, "min")):
+    _f.__name__ = _n
+    _f.__doc__ = f"``{_n.capitalize()}(dst, src0, src1, count)``: dst = src0 {_n} src1, element-wise (V)."
+for _f, _n in ((adds, "adds"), (muls, "muls"), (maxs, "maxs"), (mins, "mins")):
+    _f.__name__ = _n
+    _f.__doc__ = (
+        f"``{_n.capitalize()}(dst, src, scalar, count)``: dst = {_n[:-1]}(src, scalar), element-wise (V)."
+    )
+
+
+def abs(dst: LocalTensor, src: LocalTensor, count: int) -> None:  # noqa: A001
+    """``Abs(dst, src, count)`` (V)."""
+    _unary("VAbs", dst, src, count, "abs")
+
+
+def exp(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+    """``Exp(dst, src, count)`` (V)."""
+    _unary("VExp", dst, src, count, "exp")
+
+
+def ln(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+    """``Ln(dst, src, count)`` (V)."""
+    _unary("VLn", dst, src, count, "ln")
+
+
+def sqrt(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+    """``Sqrt(dst, src, count)`` (V)."""
+    _unary("VSqrt", dst, src, count, "sqrt")
+
+
+def relu(dst: LocalTensor, src: LocalTensor, count: int) -> None:
+    """``Relu(dst, src, count)`` (V)."""
+    _unary("VRelu", dst, src, count, "relu")
+
+
+def leaky_relu(dst: LocalTensor, src: LocalTensor, alpha, count: int) -> None:
+    """``LeakyRelu(dst, src, alpha, count)``: x if x >= 0 else alpha * x (V)."""
+    _unary("VLeakyRelu", dst, src, count, "leaky_relu", alpha=float(alpha))
+
+
+def cast(dst: LocalTensor, src: LocalTensor, round_mode: RoundMode, count: int) -> None:
+    """``Cast(dst, src, round_mode, count)``: convert to ``dst``'s dtype with ``round_mode`` (V)."""
+    if not isinstance(round_mode, RoundMode):
+        raise TypeError(
+            f"cast: round_mode is an asc.RoundMode (e.g. asc.RoundMode.CAST_RINT), got {round_mode!r}."
+        )
+    if round_mode == RoundMode.CAST_ODD:
+        not_supported("cast with RoundMode.CAST_ODD")
+    _unary("VCast", dst, src, count, "cast", mode=round_mode.value)
+
+
+def duplicate(dst: LocalTensor, scalar, count: int) -> None:
+    """``Duplicate(dst, scalar, count)``: every element = scalar (V)."""
+    _vec("VDup", dst, (), count, "duplicate", scalar=float(scalar))
+
+
+def _reduce(op, dst, src, work, count, call):
+    count = _count(count, call)
+    out = _local(dst, 1, call, "destination")
+    a = _local(src, count, call, "source")
+    if work is not None:
+        _local(work, 1, call, "work tensor")
+    if out is not None and a is not None:
+        _issue(lambda c: c.vector(op, View(out.alloc, out.stage, out.offset, shape=(1,)), a))
+
+
+def reduce_sum(dst: LocalTensor, src: LocalTensor, work: LocalTensor, count: int) -> None:
+    """``ReduceSum(dst, src, work, count)``: dst[0] = the sum of src's first count elements (V; pairwise)."""
+    _reduce("VReduceSum", dst, src, work, count, "reduce_sum")
+
+
+def reduce_max(dst: LocalTensor, src: LocalTensor, work: LocalTensor, count: int) -> None:
+    """``ReduceMax(dst, src, work, count)``: dst[0] = the largest of src's first count elements (V)."""
+    _reduce("VReduceMax", dst, src, work, count, "reduce_max")
+
+
+# ---- flags ----------------------------------------------------------------------------------------
+def set_flag(event: str, event_id=0) -> None:
+    """``SetFlag<HardEvent::SRC_DST>(id)``: fires once SRC's earlier work is done."""
+    _issue(lambda c: c.set_flag(event, event_id))
+
+
+def wait_flag(event: str, event_id=0) -> None:
+    """``WaitFlag<HardEvent::SRC_DST>(id)``: DST waits for the matching set."""
+    _issue(lambda c: c.wait_flag(event, event_id))
+
+
+def pipe_barrier(pipe: str = "ALL") -> None:
+    """``PipeBarrier<PIPE_X>()``: ``asc.PIPE_ALL`` makes every pipe wait for the latest."""
+    _issue(lambda c: c.pipe_barrier(pipe))
+
+
+# ---- debugging ------------------------------------------------------------------------------------
+def _printf_format(fmt: str) -> str:
+    import re
+
+    return re.sub(r"%[-+ #0]*\d*(?:\.\d+)?[diufFeEgGxXs]", "{}", fmt.replace("{", "{{").replace("}", "}}"))
+
+
+def printf(fmt: str, *args) -> None:
+    """``printf(fmt, ...)`` (C format: %d %f %s ...), once per block, prefixed with the block's index.
+    Works jitted (``jax.debug.print``) and with ``jit=False`` (Python's print)."""
+    run = runtime.current()
+    if run.planning:
+        return
+    text = "[block {}] " + _printf_format(fmt)
+    blk = get_block_idx()
+    if run.eager:
+        print(text.format(blk, *[jax.device_get(a) for a in args]), end="" if fmt.endswith("\n") else "\n")
+    else:
+        jax.debug.print(text.rstrip("\n"), blk, *args, ordered=False)
+
+
+def dump_tensor(t: LocalTensor, desc: int = 0, count: int | None = None) -> None:
+    """``DumpTensor(tensor, desc, count)``: print a local tensor's first ``count`` elements with ``desc``."""
+    run = runtime.current()
+    count = t.length if count is None else _count(count, "dump_tensor")
+    view = _local(t, count, "dump_tensor", "tensor")
+    if view is None:
+        return
+    from npu_jax.core.isa.data import view_block
+
+    vals = view_block(run.core, view)
+    text = f"[block {{}}] DumpTensor desc={desc} {t.position.name} {t.dtype} [{count}]: {{}}"
+    if run.eager:
+        print(text.format(get_block_idx(), jax.device_get(vals)))
+    else:
+        jax.debug.print(text, get_block_idx(), vals, ordered=False)

@@ -1,0 +1,343 @@
+"""``TPipe``, ``TQue``, ``TBuf`` and ``LocalMemAllocator``: the vendor's buffer management.
+
+A queue is a thin layer over flags, exactly as the vendor's ``TQue`` is: each buffer holds an
+event id per direction, and each call issues the one flag the vendor's implementation issues
+(ascend-c.md's table): ``enque`` SetFlag<fwd>, ``deque`` WaitFlag<fwd>, ``free_tensor``
+SetFlag<back>, ``alloc_tensor`` WaitFlag<back> (for a buffer freed before; a fresh one has nothing
+to wait for), and the pipe's end waits for the frees nobody allocated after. Double buffering
+falls out of the flags' recurrence. Which buffer is next, and which are queued, are traced state
+(``run.state``), carried by ``asc.loop``; how many are allocated, queued and dequeued is known at
+trace time, so the vendor's state machine (DeQue of an empty queue, EnQue past depth, use after
+FreeTensor) is checked at the call.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from npu_jax.asc import runtime
+from npu_jax.asc.runtime import AscError, BufferRequest
+from npu_jax.asc.tensors import LocalTensor, Token
+from npu_jax.asc.types import DType, Hardware, TPosition, buffer_of, dtype_of, half
+
+_i32 = jnp.int32
+
+
+def flags_of(position: TPosition, hw) -> tuple[str, str] | None:
+    """(forward, backward) events of a queue at ``position`` (ascend-c.md), None for VECCALC."""
+    if position == TPosition.VECIN:
+        return "MTE2_V", "V_MTE2"
+    if position in (TPosition.VECOUT,) or (position == TPosition.CO2 and hw.coupled):
+        return "V_MTE3", "MTE3_V"
+    if position in (TPosition.A1, TPosition.B1, TPosition.C1):
+        return "MTE2_MTE1", "MTE1_MTE2"
+    if position in (TPosition.A2, TPosition.B2):
+        return "MTE1_M", "M_MTE1"
+    if position == TPosition.CO1:
+        return ("M_V", "V_M") if hw.coupled else ("M_FIX", "FIX_M")
+    return None
+
+
+def _round32(nbytes) -> int:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+        raise AscError(f"init_buffer: a buffer's length is a positive int of bytes, got {nbytes!r}.")
+    return -(-nbytes // 32) * 32
+
+
+def _request(kind: str, position: TPosition, num: int, nbytes: int) -> BufferRequest:
+    """Register (plan pass) or look up (run pass) the n-th buffer request of the kernel."""
+    run = runtime.current()
+    hw = run.hw
+    if not isinstance(position, TPosition):
+        raise TypeError(f"a position is an asc.TPosition (e.g. asc.TPosition.VECIN), got {position!r}.")
+    buffer = buffer_of(position, hw)
+    i = run.n_requested
+    run.n_requested += 1
+    if run.planning:
+        req = BufferRequest(i, kind, buffer, position, num, nbytes, runtime.where())
+        run.requests.append(req)
+        return req
+    if i >= len(run.requests):
+        raise AscError(
+            "the kernel made more buffer requests (init_buffer / alloc) in its run than in its plan: "
+            "its Python control flow must not depend on traced values."
+        )
+    return run.requests[i]
+
+
+class TPipe:
+    """``TPipe``: hands out buffers to queues and TBufs (``init_buffer``)."""
+
+    def init_buffer(self, obj, num_or_len, length=None):
+        """``InitBuffer(que, num, len)`` (``num`` buffers of ``len`` bytes, rounded up to 32 B) or
+        ``InitBuffer(tbuf, len)``."""
+        if isinstance(obj, TQue):
+            if length is None:
+                raise TypeError(
+                    "init_buffer(que, num, len): a queue needs the number of buffers and their length."
+                )
+            obj._init(num_or_len, length)
+        elif isinstance(obj, TBuf):
+            if length is not None:
+                raise TypeError("init_buffer(tbuf, len): a TBuf takes only its length in bytes.")
+            obj._init(num_or_len)
+        else:
+            raise TypeError(f"init_buffer takes an asc.TQue or asc.TBuf, got {type(obj).__name__}.")
+
+    def destroy(self):
+        """``Destroy()``: nothing to release in the emulator."""
+
+
+class TQue:
+    """``TQue<position, depth>``: ``depth`` EnQue calls allowed before a DeQue.
+
+    Example:
+        >>> q = asc.TQue(asc.TPosition.VECIN, 2)          # doctest: +SKIP
+        >>> pipe.init_buffer(q, 2, 128 * 2)               # doctest: +SKIP
+        >>> x = q.alloc_tensor(asc.half)                  # doctest: +SKIP
+    """
+
+    def __init__(self, position: TPosition, depth: int = 1):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise AscError(f"TQue depth is an int >= 1, got {depth!r}.")
+        run = runtime.current()
+        self.position = position
+        self.depth = depth
+        self.req: BufferRequest | None = None
+        self.key = f"q{len(run.queues)}"
+        run.queues.append(self)
+        self.where = runtime.where()
+        self.n_alloc = self.n_queued = self.n_deq = 0
+        self.fifo: list[Token] = []  # tokens queued (static), oldest first
+        self.base: tuple[int, int] = (0, 0)
+
+    def __repr__(self) -> str:
+        return f"TQue({self.position.name}, depth={self.depth}) made at {self.where}"
+
+    def _init(self, num, length):
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise AscError(f"init_buffer(que, num, len): num is an int >= 1, got {num!r}.")
+        if self.req is not None:
+            raise AscError(f"init_buffer called twice for {self!r}.")
+        run = runtime.current()
+        self.req = _request("que", self.position, num, _round32(length))
+        self.flags = flags_of(self.position, run.hw)
+        if self.flags is not None:  # each buffer holds one event id per direction
+            bases = []
+            for ev in self.flags:
+                b = run.events.get(ev, 0)
+                if b + num > run.hw.num_event_ids:
+                    raise AscError(
+                        f"init_buffer: queues on {self.position.name} need {b + num} event ids of {ev}, but "
+                        f"{run.hw.name} has {run.hw.num_event_ids}: at most {run.hw.num_event_ids} buffers per "
+                        f"position. Use fewer buffers (num) or fewer queues."
+                    )
+                run.events[ev] = b + num
+                bases.append(b)
+            self.base = tuple(bases)
+        if not run.planning:
+            cap = max(num, self.depth)
+            run.state[self.key] = {
+                "ptr": jnp.zeros((), _i32),
+                "head": jnp.zeros((), _i32),
+                "tail": jnp.zeros((), _i32),
+                "fifo": jnp.zeros((cap,), _i32),
+                "freed": jnp.zeros((num,), jnp.bool_),
+            }
+
+    # ---- the four calls ---------------------------------------------------------------------------
+    def _ready(self, call: str):
+        if self.req is None:
+            raise AscError(f"{call} on {self!r} before pipe.init_buffer(que, num, len).")
+        return runtime.current()
+
+    def _dtype(self, dtype) -> DType:
+        dtype = half if dtype is None else dtype_of(dtype)
+        req = self.req
+        if req.dtype is None:
+            req.dtype = dtype
+        elif req.dtype != dtype and not runtime.current().planning:
+            raise NotImplementedError(
+                f"asc: {self!r} is used as {req.dtype} and as {dtype}; a buffer keeps the dtype of its first "
+                f"use (no reinterpretation). See docs/kernels.md."
+            )
+        return req.dtype
+
+    def alloc_tensor(self, dtype=None) -> LocalTensor:
+        """``AllocTensor<T>()``: the next free buffer (its content is uninitialised)."""
+        run = self._ready("alloc_tensor")
+        dtype = self._dtype(dtype)
+        num = self.req.num
+        if self.n_alloc + self.n_queued + self.n_deq >= num:
+            raise AscError(
+                f"alloc_tensor at {runtime.where()}: all {num} buffer(s) of {self!r} are in use "
+                f"({self.n_alloc} allocated, {self.n_queued} enqueued, {self.n_deq} dequeued); on hardware "
+                f"this AllocTensor would wait forever. FreeTensor one first, or init_buffer more."
+            )
+        self.n_alloc += 1
+        token = Token(self, runtime.where())
+        length = self.req.nbytes // dtype.itemsize
+        if run.planning:
+            return LocalTensor(self.req, 0, 0, length, dtype, token)
+        st = run.state[self.key]
+        slot = st["ptr"] % num
+        if self.flags is not None:
+            ev = self.flags[1]
+            run.core = run.core.wait_flag(ev, self.base[1] + slot, when=st["freed"][slot])
+        run.state[self.key] = {
+            **st,
+            "ptr": st["ptr"] + 1,
+            "freed": st["freed"] & (jnp.arange(num) != slot),
+        }
+        return LocalTensor(self.req, slot, 0, length, dtype, token)
+
+    def enque(self, t: LocalTensor) -> None:
+        """``EnQue(tensor)``: hand the buffer to the consumer (SetFlag<fwd>)."""
+        run = self._ready("enque")
+        tok = self._own(t, "enque")
+        if tok.state not in ("OCCUPIED", "DEQUE"):
+            raise AscError(
+                f"enque at {runtime.where()}: the tensor (allocated at {tok.where}) is {tok.state}; EnQue takes "
+                f"an allocated or dequeued tensor."
+            )
+        if self.n_queued >= self.depth:
+            raise AscError(
+                f"enque at {runtime.where()}: {self!r} already holds {self.n_queued} tensor(s), its depth; "
+                f"DeQue one first (or make the queue deeper)."
+            )
+        if tok.state == "OCCUPIED":
+            self.n_alloc -= 1
+        else:
+            self.n_deq -= 1
+        tok.state = "ENQUE"
+        self.n_queued += 1
+        self.fifo.append(tok)
+        if run.planning:
+            return
+        st = run.state[self.key]
+        cap = st["fifo"].shape[0]
+        if self.flags is not None:
+            run.core = run.core.set_flag(self.flags[0], self.base[0] + t.slot)
+        run.state[self.key] = {
+            **st,
+            "fifo": jnp.where(jnp.arange(cap) == st["tail"] % cap, jnp.asarray(t.slot, _i32), st["fifo"]),
+            "tail": st["tail"] + 1,
+        }
+
+    def deque(self, dtype=None) -> LocalTensor:
+        """``DeQue<T>()``: the oldest queued buffer, once its producer is done (WaitFlag<fwd>)."""
+        run = self._ready("deque")
+        if self.n_queued == 0:
+            raise AscError(
+                f"deque at {runtime.where()}: {self!r} is empty (nothing was enqueued since the last DeQue); on "
+                f"hardware this DeQue would wait forever. EnQue before DeQue."
+            )
+        dtype = self._dtype(dtype)
+        tok = self.fifo.pop(0)
+        tok.state = "DEQUE"
+        self.n_queued -= 1
+        self.n_deq += 1
+        length = self.req.nbytes // dtype.itemsize
+        if run.planning:
+            return LocalTensor(self.req, 0, 0, length, dtype, tok)
+        st = run.state[self.key]
+        cap = st["fifo"].shape[0]
+        slot = st["fifo"][st["head"] % cap]
+        if self.flags is not None:
+            run.core = run.core.wait_flag(self.flags[0], self.base[0] + slot)
+        run.state[self.key] = {**st, "head": st["head"] + 1}
+        return LocalTensor(self.req, slot, 0, length, dtype, tok)
+
+    def free_tensor(self, t: LocalTensor) -> None:
+        """``FreeTensor(tensor)``: give the buffer back to the producer (SetFlag<back>)."""
+        run = self._ready("free_tensor")
+        tok = self._own(t, "free_tensor")
+        if tok.state not in ("OCCUPIED", "DEQUE"):
+            raise AscError(
+                f"free_tensor at {runtime.where()}: the tensor (allocated at {tok.where}) is {tok.state}; "
+                f"FreeTensor takes an allocated or dequeued tensor, once."
+            )
+        if tok.state == "OCCUPIED":
+            self.n_alloc -= 1
+        else:
+            self.n_deq -= 1
+        tok.state = "FREE"
+        if run.planning:
+            return
+        st = run.state[self.key]
+        if self.flags is not None:
+            run.core = run.core.set_flag(self.flags[1], self.base[1] + t.slot)
+        run.state[self.key] = {**st, "freed": st["freed"] | (jnp.arange(self.req.num) == t.slot)}
+
+    def _own(self, t, call: str) -> Token:
+        if not isinstance(t, LocalTensor) or t.token is None or t.token.queue is not self:
+            raise AscError(f"{call} at {runtime.where()}: the tensor was not allocated from {self!r}.")
+        return t.token
+
+    def busy(self) -> int:
+        return self.n_alloc + self.n_queued + self.n_deq
+
+    def drain(self, run) -> None:
+        """The end of the kernel: wait for every free nobody allocated after (the pipe's release)."""
+        if self.req is None or run.planning or self.flags is None:
+            return
+        st = run.state[self.key]
+        for s in range(self.req.num):
+            run.core = run.core.wait_flag(self.flags[1], self.base[1] + s, when=st["freed"][s])
+
+
+class TBuf:
+    """``TBuf<position>``: one buffer of temporaries, no queue (``get``)."""
+
+    def __init__(self, position: TPosition = TPosition.VECCALC):
+        runtime.current()
+        self.position = position
+        self.req: BufferRequest | None = None
+
+    def _init(self, length):
+        if self.req is not None:
+            raise AscError("init_buffer called twice for the same TBuf.")
+        self.req = _request("tbuf", self.position, 1, _round32(length))
+
+    def get(self, dtype=None, length: int | None = None) -> LocalTensor:
+        """``Get<T>([len])``: the buffer as ``len`` (default: all) elements of ``dtype``."""
+        if self.req is None:
+            raise AscError("TBuf.get before pipe.init_buffer(tbuf, len).")
+        dtype = half if dtype is None else dtype_of(dtype)
+        if self.req.dtype is None:
+            self.req.dtype = dtype
+        elif self.req.dtype != dtype and not runtime.current().planning:
+            raise NotImplementedError(
+                f"asc: a TBuf is used as {self.req.dtype} and as {dtype}; a buffer keeps the dtype of its first "
+                f"use (no reinterpretation). Use one TBuf per dtype; see docs/kernels.md."
+            )
+        full = self.req.nbytes // dtype.itemsize
+        if length is not None and not (isinstance(length, int) and 0 < length <= full):
+            raise AscError(f"TBuf.get: length must be in 1..{full} elements of {dtype}, got {length!r}.")
+        return LocalTensor(self.req, 0, 0, full if length is None else length, dtype)
+
+
+class LocalMemAllocator:
+    """``LocalMemAllocator<Hardware::X>``: a bump allocator of static tensors in one buffer."""
+
+    def __init__(self, hardware: Hardware = Hardware.UB):
+        if not isinstance(hardware, Hardware) or hardware == Hardware.GM:
+            raise TypeError(
+                f"LocalMemAllocator takes an on-chip asc.Hardware (UB, L1, L0A...), got {hardware!r}."
+            )
+        self.hardware = hardware
+
+    def alloc(self, position: TPosition, dtype, count: int) -> LocalTensor:
+        """``Alloc<position, T>(count)``: ``count`` elements (rounded up to 32 B) of ``dtype``."""
+        dtype = dtype_of(dtype)
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            raise AscError(f"LocalMemAllocator.alloc: count is a positive int of elements, got {count!r}.")
+        run = runtime.current()
+        if buffer_of(position, run.hw) != self.hardware.value:
+            raise AscError(
+                f"LocalMemAllocator({self.hardware.name}).alloc: position {position.name} lives in "
+                f"{buffer_of(position, run.hw)}, not {self.hardware.name}."
+            )
+        req = _request("static", position, 1, _round32(count * dtype.itemsize))
+        req.dtype = req.dtype or dtype
+        return LocalTensor(req, 0, 0, count, dtype)

@@ -1,0 +1,131 @@
+"""The kernel being run: the one object every ``asc`` call reads, in one of two passes.
+
+A launch calls the kernel function twice (``launch.py``):
+
+1. the **plan** pass runs it with no machine underneath: ``init_buffer`` and ``LocalMemAllocator``
+   record what the kernel asks of each buffer, data moves record how they see each GM argument
+   (flat, or as rows of a pitch for the Cube's ND <-> NZ copies); every other call does nothing.
+   From this the launch builds the static allocation plan and GM specs a ``Core`` needs;
+2. the **run** pass traces it on the core (``vmap`` over blocks, one XLA program): every call
+   issues the existing instructions of ``npu_jax.core`` on ``run.core``, and ``asc.loop`` threads
+   the core and the queues' state through a ``fori_loop``.
+
+Both passes see the same Python control flow (the scalars are static), so the n-th
+``init_buffer`` of the run pass is the n-th of the plan. Trace-time checks of the vendor's rules
+(queue states, alignment, counts) become findings here, at the user's line (``finding``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from npu_jax.core.checks.sites import caller
+from npu_jax.core.findings import Finding
+
+PLAN, RUN = "plan", "run"
+
+
+class AscError(ValueError):
+    """A kernel broke a rule of the vendor's programming model that has no run to wait for (a queue
+    used out of order, a buffer over capacity): raised at the call, naming it and its line."""
+
+
+@dataclasses.dataclass
+class BufferRequest:
+    """What one ``init_buffer`` / ``alloc`` asked for (the plan pass), and its allocation (the run)."""
+
+    index: int
+    kind: str  # "que", "tbuf" or "static"
+    buffer: str  # UB, L1, L0A, L0B, L0C
+    position: object
+    num: int
+    nbytes: int  # per buffer, rounded up to 32 B
+    where: str
+    dtype: object = None  # the DType it is used as (first use)
+    shape: tuple | None = None  # a Cube-side tensor's logical shape (first shaped use)
+    fmt: str = "ND"
+
+
+@dataclasses.dataclass
+class GmUse:
+    """How the kernel addresses one GM argument: a pitch (row length) when a Cube copy sees it as rows."""
+
+    pitch: int | None = None
+    where: str = ""
+    written: bool = False
+
+
+class KernelRun:
+    """The state of one launch's pass: the mode, the machine (run pass), the plan, the findings."""
+
+    def __init__(
+        self, mode: str, hw, *, n_blocks: int, gm_args: dict, plan=None, allocs=None, core_kind="vector"
+    ):
+        self.mode = mode
+        self.hw = hw
+        self.n_blocks = n_blocks
+        self.gm_args = gm_args  # name -> (flat size, DType)
+        self.core_kind = core_kind
+        self.requests: list[BufferRequest] = [] if plan is None else plan.requests
+        self.gm_use: dict[str, GmUse] = {} if plan is None else plan.gm_use
+        self.allocs = allocs or {}  # request index -> Alloc (run pass)
+        self.n_requested = 0  # init_buffer calls seen so far (matched to the plan by order)
+        self.events: dict[str, int] = {}  # event pair -> ids handed to queues so far
+        self.core = None  # the Core (run pass)
+        self.state: dict = {}  # queue state arrays, carried by asc.loop
+        self.queues: list = []  # TQue objects of this pass, in creation order
+        self.findings: list[Finding] = []
+        self.loop_depth = 0
+        self.eager = False
+        self.block = 0
+
+    @property
+    def planning(self) -> bool:
+        return self.mode == PLAN
+
+    # ---- findings at the user's line ------------------------------------------------------------
+    def finding(self, check: str, kind: str, op: str, pipe: str, detail: str, fix: str, alloc: str = "-"):
+        """A finding the kernel's trace shows (the same on every core): recorded once per line."""
+        where = caller()
+        if self.planning or any(f.where == where and f.kind == kind for f in self.findings):
+            return
+        self.findings.append(
+            Finding(check, kind, "", -1, -1, op, pipe, where, alloc, 0, "-", "-", "-", {}, detail, fix)
+        )
+
+
+_LOCAL = threading.local()
+
+
+def current() -> KernelRun:
+    """The kernel run being traced; an asc call outside a launch is an error that says so."""
+    run = getattr(_LOCAL, "run", None)
+    if run is None:
+        raise AscError(
+            "asc calls work inside a kernel launch: decorate the function with @asc.kernel and call "
+            "kernel[num_blocks](args..., hw=hw) (or asc.launch(kernel, num_blocks, ...))."
+        )
+    return run
+
+
+class active:
+    """``with active(run):`` makes ``run`` the current kernel run (nested launches are refused)."""
+
+    def __init__(self, run: KernelRun):
+        self.run = run
+
+    def __enter__(self):
+        if getattr(_LOCAL, "run", None) is not None:
+            raise AscError("an asc kernel cannot launch another kernel from inside its body.")
+        _LOCAL.run = self.run
+        return self.run
+
+    def __exit__(self, *exc):
+        _LOCAL.run = None
+        return False
+
+
+def where() -> str:
+    """The user's source line of the asc call being made."""
+    return caller()
