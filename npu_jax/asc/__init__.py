@@ -19,7 +19,7 @@ flags, queues and sanitizers as the built-in kernels). docs/kernels.md is the gu
 of every supported call beside its Ascend C name.
 """
 
-from npu_jax.asc.launch import Kernel, kernel, last_run, launch, loop
+from npu_jax.asc.launcher import Kernel, kernel, last_run, launch, loop
 from npu_jax.asc.ops import (
     AscWarning,
     abs,
@@ -137,6 +137,7 @@ __all__ = [
     "int8",
     "kernel",
     "last_run",
+    "launch",
     "leaky_relu",
     "ln",
     "loop",
