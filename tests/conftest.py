@@ -33,6 +33,18 @@ if os.environ.get(
 os.environ["NPU_JAX_CACHE_DIR"] = "off"
 
 import jax
+
+# One exception, for CI: NPU_JAX_TEST_XLA_CACHE=DIR shares compiled programs between the test
+# processes of one run (the xdist workers, the default run and the slow studies after it) through
+# JAX's own persistent cache in DIR -- a fresh directory per CI run (.ci/run), so nothing compiled by
+# another version of the code is read (JAX keys entries on the program and the flags anyway).
+if os.environ.get("NPU_JAX_TEST_XLA_CACHE"):
+    jax.config.update("jax_compilation_cache_dir", os.environ["NPU_JAX_TEST_XLA_CACHE"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    # a size bound turns on JAX's file lock around each read and write (filelock, in the dev extra):
+    # concurrent workers never read an entry another is still writing
+    jax.config.update("jax_compilation_cache_max_size", 4 << 30)
 import numpy as np
 import pytest
 
