@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 
 import jax
 import jax.numpy as jnp
@@ -185,7 +186,12 @@ def launch(
                     f"asc.launch under a JAX transform is not supported (argument {p!r} is traced)."
                 )
             dt = dtype_of(a.dtype)
-            gm_args[p] = (int(np.size(a)), dt, tuple(np.shape(a)))
+            if isinstance(a, jax.ShapeDtypeStruct) and not timing_only:
+                raise AscError(
+                    f"argument {p!r} is a jax.ShapeDtypeStruct (a shape without data): pass timing_only=True, "
+                    f"or an array."
+                )
+            gm_args[p] = (math.prod(a.shape), dt, tuple(a.shape))
             gm_vals[p] = a
             statics.append(None)
         else:
@@ -238,13 +244,8 @@ def launch(
         move_data=not timing_only,
         checks=checks,
     )
-    gm = {}
-    for s in specs:
-        v = gm_vals[s.name]
-        if timing_only:
-            gm[s.name] = jax.ShapeDtypeStruct(s.shape, s.dtype)
-        else:
-            gm[s.name] = jnp.reshape(jnp.asarray(v), s.shape)
+    # timing-only: no GM data at all (sizes whose data would not fit); the core starts from nothing
+    gm = {} if timing_only else {s.name: jnp.reshape(jnp.asarray(gm_vals[s.name]), s.shape) for s in specs}
     holder = {}
 
     def kernel_fn(core, b):
@@ -282,8 +283,6 @@ def launch(
         return dataclasses.replace(report, static_findings=fs, pipe_free=_waves(report.pipe_free, physical))
 
     kname = name or fn.__name__
-    if timing_only:
-        gm = {k: jnp.zeros(v.shape, v.dtype) for k, v in gm.items()}
     if jit:
         key = (
             "asc",
