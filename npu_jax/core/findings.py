@@ -42,7 +42,10 @@ class Finding:
 
     def message(self) -> str:
         tile = ", ".join(f"{k}={v}" for k, v in self.tile.items())
-        loc = f"core {self.core}, instruction #{self.instr}" + (f", tile ({tile})" if tile else "")
+        if self.core < 0:  # found in the kernel's trace (npu_jax.asc): the same on every block
+            loc = "every block, at trace time"
+        else:
+            loc = f"core {self.core}, instruction #{self.instr}" + (f", tile ({tile})" if tile else "")
         return (
             f"{self.check} [{self.kind}] in {self.kernel} ({loc}): {self.op} on pipe {self.pipe} at "
             f"{self.where}: {self.detail} Fix: {self.fix}"
