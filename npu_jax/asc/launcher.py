@@ -23,12 +23,13 @@ from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError, KernelRun
 from npu_jax.asc.tensors import GlobalAddress
 from npu_jax.asc.types import dtype_of
+from npu_jax.core import l2, sanitize, wide
 from npu_jax.core import run as core_run
-from npu_jax.core import wide
 from npu_jax.core.buffers import Plan
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec
 from npu_jax.errors import CapacityError
+from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 
 CORES = ("vector", "cube", "mix")
@@ -150,8 +151,6 @@ def launch(
         outs: every GM array argument's final contents, in order, each in its shape and dtype;
         report: the usual :class:`~npu_jax.report.report.Report` (cycles, pipes, bytes, findings).
     """
-    from npu_jax.hw import presets
-
     kern = kern if isinstance(kern, Kernel) else Kernel(kern)
     if (
         isinstance(num_blocks, bool)
@@ -310,8 +309,6 @@ def launch(
                 finish=finish,
                 sequential=True,
             )
-        from npu_jax.core import sanitize
-
         sanitize.raise_or_warn(report)
     out_list = []
     for p, a in zip(params, args):
@@ -324,8 +321,6 @@ def launch(
 
 
 def _l2_modes(ctx):
-    from npu_jax.core import l2
-
     return l2.modes(ctx.hw, ctx.gm, ())
 
 

@@ -11,6 +11,7 @@ never given memory) is a finding at the user's line.
 from __future__ import annotations
 
 import builtins
+import re
 import warnings
 
 import jax
@@ -25,7 +26,8 @@ from npu_jax.asc.types import (
     DataCopyParams,
     RoundMode,
 )
-from npu_jax.core.isa.data import View
+from npu_jax.core.isa.data import View, view_block
+from npu_jax.hw.costs import round_up
 
 _i32 = jnp.int32
 
@@ -79,15 +81,16 @@ def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
             f"a freed buffer may already hold the next tile. Use it before free_tensor, or allocate anew."
         )
     isz = t.dtype.itemsize
-    if t.buffer == "UB" and _static(t.offset) and (t.offset * isz) % 32:
+    blk = _block(run)
+    if t.buffer == "UB" and _static(t.offset) and (t.offset * isz) % blk:
         run.finding(
             "memcheck",
             "misaligned",
             call,
             pipe,
-            f"the {role}'s UB address is {t.offset * isz} B past its buffer's start, not a multiple of 32 B "
-            f"(UB operands of DataCopy and vector instructions start on 32-B boundaries).",
-            f"offset the view by a multiple of {32 // isz} elements of {t.dtype}.",
+            f"the {role}'s UB address is {t.offset * isz} B past its buffer's start, not a multiple of {blk} B "
+            f"(UB operands of DataCopy and vector instructions start on {blk}-B boundaries).",
+            f"offset the view by a multiple of {blk // isz} elements of {t.dtype}.",
             alloc=t.position.name,
         )
     if count > t.length:
@@ -151,18 +154,23 @@ def _window(g: GlobalTensor, count: int, call: str, pipe: str, write: bool):
 
 def _dma_count(count: int, dtype, call: str) -> int:
     """The vendor's rule: a DataCopy moves whole 32-B blocks; other counts are rounded DOWN, silently."""
-    nbytes = count * dtype.itemsize
-    if nbytes % 32:
-        kept = (nbytes // 32) * 32 // dtype.itemsize
+    nbytes, blk = count * dtype.itemsize, _block(runtime.current())
+    if nbytes % blk:
+        kept = (nbytes // blk) * blk // dtype.itemsize
         warnings.warn(
             f"data_copy at {runtime.where()}: {count} elements of {dtype} = {nbytes} B is not a multiple of "
-            f"32 B; the vendor's DataCopy silently rounds it down to {kept} elements ({kept * dtype.itemsize} "
+            f"{blk} B; the vendor's DataCopy silently rounds it down to {kept} elements ({kept * dtype.itemsize} "
             f"B), and so does the emulator. Use data_copy_pad for unaligned moves.",
             AscWarning,
             stacklevel=3,
         )
         return kept
     return count
+
+
+def _block(run) -> int:
+    """The 32-B block of UB the vendor's DataCopy and vector operands are counted and aligned in."""
+    return run.hw.alignment("UB")
 
 
 def _issue(fn):
@@ -186,7 +194,7 @@ def data_copy(dst, src, params) -> None:
                 "copy block by block, see docs/kernels.md."
             )
         dt = (dst if isinstance(dst, LocalTensor) else src).dtype
-        params = params.block_count * params.block_len * 32 // dt.itemsize
+        params = params.block_count * params.block_len * _block(runtime.current()) // dt.itemsize
     count = _count(params, "data_copy")
     if isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor):
         count = _dma_count(count, dst.dtype, "data_copy")
@@ -245,7 +253,7 @@ def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams
             _issue(
                 lambda c: c.data_copy(dst=View(view.alloc, view.stage, view.offset, shape=win.sizes), src=win)
             )
-            padded = -(-count * isz // 32) * 32 // isz
+            padded = round_up(count * isz, _block(run)) // isz
             if pad is not None and pad.is_pad and padded > count:
                 duplicate(dst[count:], pad.padding_value, padded - count)
     else:
@@ -400,8 +408,6 @@ def pipe_barrier(pipe: str = "ALL") -> None:
 
 # ---- debugging ------------------------------------------------------------------------------------
 def _printf_format(fmt: str) -> str:
-    import re
-
     return re.sub(r"%[-+ #0]*\d*(?:\.\d+)?[diufFeEgGxXs]", "{}", fmt.replace("{", "{{").replace("}", "}}"))
 
 
@@ -426,8 +432,6 @@ def dump_tensor(t: LocalTensor, desc: int = 0, count: int | None = None) -> None
     view = _local(t, count, "dump_tensor", "tensor")
     if view is None:
         return
-    from npu_jax.core.isa.data import view_block
-
     vals = view_block(run.core, view)
     text = f"[block {{}}] DumpTensor desc={desc} {t.position.name} {t.dtype} [{count}]: {{}}"
     if run.eager:

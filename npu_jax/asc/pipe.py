@@ -19,6 +19,7 @@ from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError, BufferRequest
 from npu_jax.asc.tensors import LocalTensor, Token
 from npu_jax.asc.types import DType, Hardware, TPosition, buffer_of, dtype_of, half
+from npu_jax.hw.costs import round_up
 
 _i32 = jnp.int32
 
@@ -39,9 +40,10 @@ def flags_of(position: TPosition, hw) -> tuple[str, str] | None:
 
 
 def _round32(nbytes) -> int:
+    """A buffer's length rounded up to the 32-B block of UB, as the vendor's InitBuffer rounds it."""
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
         raise AscError(f"init_buffer: a buffer's length is a positive int of bytes, got {nbytes!r}.")
-    return -(-nbytes // 32) * 32
+    return round_up(nbytes, runtime.current().hw.alignment("UB"))
 
 
 def _request(kind: str, position: TPosition, num: int, nbytes: int) -> BufferRequest:

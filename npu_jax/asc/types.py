@@ -12,7 +12,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+import numpy as np
+
 from npu_jax.core.pipes import PIPES
+from npu_jax.hw.formats import itemsize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,8 +27,6 @@ class DType:
 
     @property
     def itemsize(self) -> int:
-        from npu_jax.hw.formats import itemsize
-
         return itemsize(self.fmt)
 
     def __repr__(self) -> str:
@@ -43,8 +44,6 @@ _BY_FMT = {d.fmt: d for d in DTYPES}
 
 def dtype_of(x) -> DType:
     """``x`` (a DType, a numpy / jax dtype or its name) as a DType."""
-    import numpy as np
-
     if isinstance(x, DType):
         return x
     name = np.dtype(x).name
