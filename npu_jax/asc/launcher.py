@@ -249,6 +249,8 @@ def launch(
 
     def kernel_fn(core, b):
         run = KernelRun(runtime.RUN, hw, n_blocks=num_blocks, gm_args=gm_args, plan=plan, allocs=allocs)
+        if num_blocks > physical:  # blocks run in waves: only `physical` share the GM bandwidth at once
+            core = core.replace(active=jnp.asarray(physical, jnp.int32))
         run.core, run.eager = core, not jit
         run.block = b
         holder["run"] = run
