@@ -215,11 +215,12 @@ class Report:
         found = sanitize.findings_of(self)
         if not self.static_findings:
             return found
-        static = [sanitize.Finding(*f[:13], dict(f[13]), *f[14:]) for f in self.static_findings]
-        # one finding per check, as the replay gives: a check the trace found something for reports that
-        # (the earliest: a trace-time finding is at an instruction the run reached first or at the same)
-        have = {f.check for f in static}
-        return static + [f for f in found if f.check not in have]
+        # one finding per check, as the replay gives: a check the trace found something for reports its
+        # first (a trace-time finding is at an instruction the run reached first or at the same one)
+        static = {}
+        for f in self.static_findings:
+            static.setdefault(f[0], sanitize.Finding(*f[:13], dict(f[13]), *f[14:]))
+        return list(static.values()) + [f for f in found if f.check not in static]
 
     # ---- presentation --------------------------------------------------------------------------
     def as_dict(self) -> dict:
