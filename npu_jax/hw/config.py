@@ -11,7 +11,7 @@ import dataclasses
 import math
 
 from npu_jax.hw.formats import itemsize
-from npu_jax.hw.limits import check_assumed, check_costs
+from npu_jax.hw.limits import check_assumed, check_costs, check_range, show
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 OVERFLOW_MODES = ("inf", "saturate")
@@ -46,7 +46,8 @@ class Assumed:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"Assumed.{f.name} must be a non-negative number, got {v!r}.")
+                raise ValueError(f"Assumed.{f.name} must be a non-negative number, got {show(v)}.")
+            check_range(f"Assumed.{f.name}", v)
         for name in ("fixpipe_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Assumed.{name} must be > 0, got {getattr(self, name)}.")
@@ -115,7 +116,8 @@ class HardwareConfig:
         def positive_int(name):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"HardwareConfig.{name} must be a positive int, got {v!r}.")
+                raise ValueError(f"HardwareConfig.{name} must be a positive int, got {show(v)}.")
+            check_range(f"HardwareConfig.{name}", v)
 
         for name in (
             "num_cores",
@@ -138,8 +140,9 @@ class HardwareConfig:
             positive_int(name)
         if not isinstance(self.l2_bytes, int) or isinstance(self.l2_bytes, bool) or self.l2_bytes < 0:
             raise ValueError(
-                f"HardwareConfig.l2_bytes must be an int >= 0 (0: no L2), got {self.l2_bytes!r}."
+                f"HardwareConfig.l2_bytes must be an int >= 0 (0: no L2), got {show(self.l2_bytes)}."
             )
+        check_range("HardwareConfig.l2_bytes", self.l2_bytes)
         if not isinstance(self.name, str):
             raise TypeError(f"HardwareConfig.name must be a string, got {self.name!r}.")
         for name in ("coupled",):
@@ -176,8 +179,9 @@ class HardwareConfig:
             "l2_read_bytes_per_cycle",
         ):
             v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v):
-                raise ValueError(f"HardwareConfig.{name} must be a finite number > 0, got {v!r}.")
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or v == math.inf:
+                raise ValueError(f"HardwareConfig.{name} must be a finite number > 0, got {show(v)}.")
+            check_range(f"HardwareConfig.{name}", v)
         for name in (
             "chip_gm_bytes_per_cycle",
             "l1_to_l0b_bytes_per_cycle",
@@ -186,17 +190,21 @@ class HardwareConfig:
         ):
             v = getattr(self, name)
             if v is not None and (
-                not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or math.isinf(v)
+                not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or v == math.inf
             ):
-                raise ValueError(f"HardwareConfig.{name} must be None or a finite number > 0, got {v!r}.")
+                raise ValueError(f"HardwareConfig.{name} must be None or a finite number > 0, got {show(v)}.")
+            if v is not None:
+                check_range(f"HardwareConfig.{name}", v)
         if self.vector_cores is not None and (
             not isinstance(self.vector_cores, int)
             or isinstance(self.vector_cores, bool)
             or self.vector_cores <= 0
         ):
             raise ValueError(
-                f"HardwareConfig.vector_cores must be None or a positive int, got {self.vector_cores!r}."
+                f"HardwareConfig.vector_cores must be None or a positive int, got {show(self.vector_cores)}."
             )
+        if self.vector_cores is not None:
+            check_range("HardwareConfig.vector_cores", self.vector_cores)
         if self.overflow_mode not in OVERFLOW_MODES:
             raise ValueError(f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}.")
         if not isinstance(self.assumed, Assumed):

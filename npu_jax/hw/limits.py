@@ -10,6 +10,10 @@ rate with every core active), plus its start-up and one burst gap per element --
 those limits. The bounds are upper bounds on the rules of ``costs.py`` (not the rules themselves):
 a configuration they refuse names the instruction, the figure and the fix.
 
+Before those, every figure is checked against its legal range (:func:`check_range`, one table):
+no figure is so large or so small that one derived from it -- a time in microseconds, TFLOP/s, a
+launch's cycles -- becomes inf, or that converting it raises an OverflowError from deep inside.
+
 This module imports nothing of ``config.py`` (which calls it from ``__post_init__``).
 """
 
@@ -29,11 +33,78 @@ _MIN_ITEMSIZE = min(FORMAT_BYTES.values())
 _MAX_OPERAND_BYTES = 4  # the widest Cube operand (fp32): K0 = cube_k_bytes // 4 must be >= 1
 
 
+# The legal range of every figure (one table, checked by :func:`check_range` as each field is
+# validated): wide enough for any chip one may sweep, narrow enough that every figure derived from
+# them stays a finite float -- a time in us (cycles / (1e3 clock_ghz)), TFLOP/s, a launch's cycles,
+# one core's share of the chip's GM rate -- and never an OverflowError from deep inside.
+SIZE_MAX = 2**48  # bytes (256 TiB): past any on-chip buffer or L2, and exact in a float64
+CORES_MAX = 2**16  # cores per chip (the largest have ~100)
+CLOCK_GHZ_RANGE = (1e-3, 1e3)  # 1 MHz .. 1 THz (chips run ~1-2 GHz)
+LAUNCH_US_MAX = 1e9  # 1000 s per kernel launch (they take microseconds); keeps launch_cycles finite
+# field -> (low, high, the range and why, as the message says it); a figure must lie in [low, high]
+_RANGES = {
+    "num_cores": (1, CORES_MAX, "1 and 2**16 cores (the largest chips have ~100)"),
+    "vector_cores": (1, CORES_MAX, "1 and 2**16 cores (the largest chips have ~100)"),
+    "clock_ghz": (
+        *CLOCK_GHZ_RANGE,
+        "0.001 and 1000 GHz (1 MHz to 1 THz), so that a time in us = cycles / (1e3 x clock_ghz) and a "
+        "launch's cycles stay finite",
+    ),
+    "launch_us": (0, LAUNCH_US_MAX, "0 and 1e9 us (a launch takes microseconds)"),
+    "rate": (
+        0,
+        RATE_MAX,
+        "0 and 2**24 B/cycle (costs hold rates in float32, where larger figures overflow their products)",
+    ),
+    "size": (1, SIZE_MAX, "1 and 2**48 (every size and count must stay exact in a float64)"),
+    "l2_bytes": (0, SIZE_MAX, "0 and 2**48 B (256 TiB; 0 means no L2)"),
+    "startup": (
+        0,
+        STARTUP_MAX,
+        "0 and 2**20 cycles (no instruction starts that slowly, and its sums must stay inside int32)",
+    ),
+}
+
+
+def show(v) -> str:
+    """``repr(v)``, except for an int too long to print usefully (or at all, past 4300 digits)."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v).bit_length() > 64:
+        n = abs(v).bit_length()
+        if abs(v) == 1 << (n - 1):
+            return f"{'-' if v < 0 else ''}2**{n - 1}"
+        return f"{v:.4g} (an int of {n} bits)" if n < 1024 else f"an int of {n} bits"
+    return repr(v)
+
+
+def _range_key(name: str) -> str | None:
+    if name in _RANGES:
+        return name
+    if name.endswith("_per_cycle"):
+        return "rate"
+    if name.endswith(("_bytes", "_align")) or name in ("cube_m", "cube_n"):
+        return "size"
+    if name.endswith(("_startup", "_overhead")):
+        return "startup"
+    return None
+
+
+def check_range(qualified: str, v) -> None:
+    """Refuse ``v`` for the field ``qualified`` (``"HardwareConfig.clock_ghz"``) outside its legal
+    range (the table above), naming the field, the value and the range. ``v`` is already a real number
+    (an int or a float); comparing a Python int with the bounds is exact at any size."""
+    key = _range_key(qualified.rsplit(".", 1)[-1])
+    if key is None:
+        return
+    lo, hi, legal = _RANGES[key]
+    if not lo <= v <= hi:
+        raise ConfigError(f"{qualified} must be between {legal}, got {show(v)}.")
+
+
 def check_assumed(a) -> None:
     """Start-ups and burst overhead of an Assumed table: whole cycle counts (a float would be
-    truncated when costs read it) within :data:`STARTUP_MAX`; ``launch_us`` finite."""
+    truncated when costs read it); ``launch_us`` finite. (Their ranges: :func:`check_range`.)"""
     launch = getattr(a, "launch_us", 0.0)
-    if not math.isfinite(launch):
+    if launch != launch:  # NaN
         raise ConfigError(f"Assumed.launch_us must be a finite number of microseconds, got {launch!r}.")
     for f in dataclasses.fields(a):
         v = getattr(a, f.name)
@@ -41,11 +112,6 @@ def check_assumed(a) -> None:
             continue
         if isinstance(v, float) and not v.is_integer():
             raise ConfigError(f"Assumed.{f.name} is a cycle count and must be a whole number, got {v!r}.")
-        if v > STARTUP_MAX:
-            raise ConfigError(
-                f"Assumed.{f.name}={v!r} cycles exceeds {STARTUP_MAX} (2**20): no instruction starts that "
-                f"slowly, and its sums must stay inside int32. Use a value <= {STARTUP_MAX}."
-            )
 
 
 def _rate(hw, name: str, default: float) -> float:
@@ -57,8 +123,13 @@ def _rate(hw, name: str, default: float) -> float:
 def _rate_cycles(nbytes: float, rate: float) -> float:
     """Cycles of ``nbytes`` at ``rate``, rounded up; inf when the quotient overflows a float (a
     positive rate as small as a subnormal), which the range check below then refuses by name."""
-    q = nbytes / rate
+    q = nbytes / rate if rate > 0 else math.inf  # a share of the chip's rate can underflow to 0
     return math.ceil(q) if math.isfinite(q) else math.inf
+
+
+def _count(v) -> str:
+    """A cycle count for a message: digits while readable, else ``5.24e+305`` (or ``inf``)."""
+    return f"{v:,}" if v < 10**15 else f"{float(v):.3g}"
 
 
 def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
@@ -102,23 +173,20 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
         ("vector instruction (V)", hw.ub_bytes, hw.vector_repeat_bytes, a.vector_startup, False,
          "vector_repeat_bytes"),
     ]  # fmt: skip
-    rates = {k: v for k, v in vars(hw).items() if k.endswith("_per_cycle") and isinstance(v, (int, float))}
-    rates.update({f"Assumed.{k}": v for k, v in vars(a).items() if k.endswith("_per_cycle")})
-    for knob, v in rates.items():
-        if v > RATE_MAX:
-            raise ConfigError(
-                f"{hw.name}: {knob}={v!r} B/cycle exceeds {RATE_MAX:.0f} (2**24): costs hold rates in float32, "
-                f"where larger figures overflow their products; use a rate <= 2**24."
-            )
+    # a GM transfer runs at the core's share of the chip's rate when that binds: name the chip's figure
+    chip_binds = gm_share < hw.gm_bytes_per_cycle
     for what, nbytes, rate, startup, gaps, knob in transfers:
         cyc = _rate_cycles(nbytes, rate)
         total = startup + cyc + (nbytes // _MIN_ITEMSIZE) * burst * gaps
         if cyc >= TRANSFER_CYCLES_MAX or total > INSTRUCTION_CYCLES_MAX:
+            need = nbytes / (TRANSFER_CYCLES_MAX - 1)
+            if chip_binds and rate == gm_share:
+                knob, need = f"chip_gm_bytes_per_cycle (shared by {cores} cores)", need * cores
             raise ConfigError(
-                f"{hw.name}: one {what} of {nbytes} B at {rate:.6g} B/cycle would cost {total:,} cycles "
-                f"({cyc:,} for the transfer), past the exact range ({TRANSFER_CYCLES_MAX:,} transfer "
+                f"{hw.name}: one {what} of {nbytes} B at {rate:.6g} B/cycle would cost {_count(total)} cycles "
+                f"({_count(cyc)} for the transfer), past the exact range ({TRANSFER_CYCLES_MAX:,} transfer "
                 f"cycles, {INSTRUCTION_CYCLES_MAX:,} per instruction); raise {knob} to at least "
-                f"{nbytes / (TRANSFER_CYCLES_MAX - 1):.3g} or shrink the buffer."
+                f"{need:.3g} or shrink the buffer."
             )
     launch = getattr(hw, "launch_cycles", 0)
     if launch > INSTRUCTION_CYCLES_MAX:
@@ -142,10 +210,16 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
 
 
 __all__ = [
+    "CLOCK_GHZ_RANGE",
+    "CORES_MAX",
     "INSTRUCTION_CYCLES_MAX",
+    "LAUNCH_US_MAX",
     "RATE_MAX",
+    "SIZE_MAX",
     "STARTUP_MAX",
     "TRANSFER_CYCLES_MAX",
     "check_assumed",
     "check_costs",
+    "check_range",
+    "show",
 ]
