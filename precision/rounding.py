@@ -30,9 +30,9 @@ def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overfl
     fn = "round_to"
     if x is None or isinstance(x, (str, bytes, dict)):
         raise InputTypeError(f"{fn}: x must be an array or a number, got {type(x).__name__}.")
-    if not isinstance(x, (jax.Array, np.ndarray, np.generic)):
-        try:
-            x = np.asarray(x)
+    if not isinstance(x, (jax.Array, np.generic)):
+        try:  # Python ints past 64 bits are numbers too (numpy would make them an object array)
+            x = _core.host_numbers(x)
         except (TypeError, ValueError) as e:
             raise InputTypeError(f"{fn}: x must be an array-like of numbers ({e}).") from None
     kind = np.dtype(x.dtype).kind
@@ -42,7 +42,7 @@ def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overfl
             f"imaginary part would otherwise be dropped)."
         )
     if kind not in "fiub" and not (kind == "V" and np.dtype(x.dtype).itemsize <= 2):
-        raise InputTypeError(f"{fn}: x must be a numeric array, got dtype {x.dtype}.")
+        raise InputTypeError(f"{fn}: x must be a numeric array, got dtype {x.dtype} ({_first_bad(x)}).")
     check_choice(fn, "mode", mode, MODES)
     check_choice(fn, "overflow", overflow, OVERFLOW)
     subnormals = check_bool(fn, "subnormals", subnormals)
@@ -55,6 +55,14 @@ def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overfl
         return _core.round_to(x, fmt, mode, subnormals, overflow, key)
     except ValueError as e:  # an unknown format or a missing key, named by the core's message
         raise InputError(f"{fn}: {e}") from None
+
+
+def _first_bad(x) -> str:
+    """The first element of ``x`` that is not a real number, for the message."""
+    for i, v in enumerate(np.ravel(x)):
+        if not isinstance(v, (int, float, np.integer, np.floating)):
+            return f"element {i} is {type(v).__name__} {str(v)[:30]!r}"
+    return "its elements are not numbers"
 
 
 def _is_key(key) -> bool:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -288,7 +290,9 @@ def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overfl
 
     Args:
         x: array of any float format (fp32, fp16, bf16, fp8; float64 from numpy/Python without
-            double rounding); other dtypes are converted to float32 first.
+            double rounding), or integers from the host (numpy ints, Python ints of any size: each
+            rounded once, correctly; one past every format's range gives what the mode and
+            ``overflow`` give for it, e.g. inf or max); other dtypes are converted to float32 first.
         fmt: ``fp16``, ``bf16``, ``fp32``, ``fp8_e4m3fn``, ``fp8_e5m2`` (or a dtype).
         mode: ``nearest_even`` (RINT), ``toward_zero`` (TRUNC), ``up`` (CEIL), ``down`` (FLOOR),
             ``away`` (ROUND: nearest, ties away from zero), ``stochastic`` (to one of the two
@@ -307,14 +311,77 @@ def round_to(x, fmt, mode: str = "nearest_even", subnormals: bool = True, overfl
     """
     f = _check_args(fmt, mode, overflow, key)
     if isinstance(x, (np.ndarray, np.generic, float, int, list, tuple)) and not isinstance(x, jax.Array):
-        xn = np.asarray(x)
+        xn = host_numbers(x)
         if xn.dtype == np.float64 or (xn.dtype.kind in "iub" and xn.dtype.itemsize >= 4):
-            x64 = xn.astype(np.float64)
+            x64 = _ints_to_f64_odd(xn) if xn.dtype.kind in "iu" else xn.astype(np.float64)
             if f.name == "fp32":
                 return _f64_to_fp32(x64, mode, subnormals, overflow, key)
             b32 = jnp.asarray(_f64_round_to_odd_bits(x64))
             return _round_jit(b32, f.name, mode, subnormals, overflow, key, bits_in=True)
     return _round_jit(jnp.asarray(x), f.name, mode, subnormals, overflow, key, bits_in=False)
+
+
+# ---- integers on the host: exact, whatever their size -----------------------------------------
+# An integer reaches the rounding as a float64 rounded *to odd* (the same device as float64 inputs
+# above): with 29 or more bits to spare over the float32 rounding that follows, to odd keeps the
+# information every mode needs, so an int is rounded once, correctly, at any size. A plain
+# ``astype(float64)`` would round to nearest first and double-round ints past 2**53 (2**60 + 2**36
+# + 1 would give 2**60 in fp32 instead of 2**60 + 2**37).
+def host_numbers(x) -> np.ndarray:
+    """``np.asarray(x)``, except that an array of Python numbers with ints past 64 bits (numpy makes
+    those ``object``) becomes float64 holding each int rounded to odd (see above); an object array
+    holding anything but real numbers is returned as it is, for the caller to refuse.
+
+    Example:
+        >>> host_numbers([2**70, 1.5]).dtype
+        dtype('float64')
+    """
+    xn = np.asarray(x)
+    if xn.dtype != object:
+        return xn
+    flat = xn.ravel()
+    if not all(_is_real_number(v) for v in flat):
+        return xn
+    return np.array([_int_to_f64_odd(int(v)) if _is_int(v) else float(v) for v in flat]).reshape(xn.shape)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer))
+
+
+def _is_real_number(v) -> bool:
+    return _is_int(v) or isinstance(v, (float, np.floating))
+
+
+def _int_to_f64_odd(n: int) -> float:
+    """A Python int as a float64 rounded to odd: exact below 2**53; else the 53 leading bits with the
+    last set when any bit below them is; past float64's range (2**1024), +-float64's max, which every
+    mode rounds as it rounds the int itself (past every format's range, fp32's included)."""
+    a = abs(n)
+    b = a.bit_length()
+    if b <= 53:
+        return float(n)
+    if b > 1024:
+        return -sys.float_info.max if n < 0 else sys.float_info.max
+    shift = b - 53
+    m = (a >> shift) | (1 if a & ((1 << shift) - 1) else 0)
+    return -math.ldexp(m, shift) if n < 0 else math.ldexp(m, shift)
+
+
+def _ints_to_f64_odd(xn: np.ndarray) -> np.ndarray:
+    """An integer array as float64, each value rounded to odd on the grid of 2**11 past 2**53 (an odd
+    multiple of 2**11 lies strictly between the same float32 neighbours and midpoints as the int,
+    which are multiples of 2**29 there); ints below 2**53 are exact."""
+    if xn.dtype.itemsize < 8:
+        return xn.astype(np.float64)  # 32 bits or fewer: exact
+    v = np.atleast_1d(xn)
+    neg = v < 0
+    u = v.astype(np.uint64)  # two's complement for negative int64; the magnitude below
+    mag = np.where(neg, ~u + np.uint64(1), u)
+    big = mag >= np.uint64(1 << 53)
+    odd = (mag >> np.uint64(11)) | ((mag & np.uint64(0x7FF)) != 0).astype(np.uint64)
+    val = np.where(big, odd.astype(np.float64) * 2048.0, mag.astype(np.float64))
+    return np.where(neg, -val, val).reshape(xn.shape)
 
 
 @functools.partial(jax.jit, static_argnames=("fmt", "mode", "subnormals", "overflow", "bits_in"))
@@ -386,4 +453,13 @@ def _f64_to_fp32(x64, mode, subnormals, overflow, key):
     return jnp.asarray(out.astype(np.float32))
 
 
-__all__ = ["FORMATS", "MODES", "OVERFLOW", "FloatFormat", "format_of", "get_format", "round_to"]
+__all__ = [
+    "FORMATS",
+    "MODES",
+    "OVERFLOW",
+    "FloatFormat",
+    "format_of",
+    "get_format",
+    "host_numbers",
+    "round_to",
+]
