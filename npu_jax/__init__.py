@@ -24,7 +24,7 @@ import importlib
 from npu_jax import errors
 from npu_jax.hw import Assumed, HardwareConfig, presets
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Public names imported on first use: name -> the module that defines it.
 _LAZY_NAMES = {
