@@ -19,6 +19,7 @@ flags, queues and sanitizers as the built-in kernels). docs/kernels.md is the gu
 of every supported call beside its Ascend C name.
 """
 
+from npu_jax.asc.cube import data_copy, fixpipe, load_3d, load_data, mmad
 from npu_jax.asc.launcher import Kernel, kernel, last_run, launch, loop
 from npu_jax.asc.ops import (
     AscWarning,
@@ -26,7 +27,6 @@ from npu_jax.asc.ops import (
     add,
     adds,
     cast,
-    data_copy,
     data_copy_pad,
     div,
     dump_tensor,
@@ -128,6 +128,7 @@ __all__ = [
     "dump_tensor",
     "duplicate",
     "exp",
+    "fixpipe",
     "float16",
     "float32",
     "get_block_idx",
@@ -140,11 +141,14 @@ __all__ = [
     "launch",
     "leaky_relu",
     "ln",
+    "load_3d",
+    "load_data",
     "loop",
     "max",
     "maxs",
     "min",
     "mins",
+    "mmad",
     "mul",
     "muls",
     "pipe_barrier",

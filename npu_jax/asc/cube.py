@@ -1,16 +1,242 @@
-"""The Cube side of ``asc``: DataCopy GM -> L1 (ND -> NZ), LoadData, Load3D, Mmad, Fixpipe.
+"""The Cube side of ``asc``: DataCopy GM -> L1 (ND -> NZ), LoadData, Mmad, Fixpipe, and L0C -> UB.
 
-Placeholder: these calls are not supported yet; each raises NotImplementedError naming docs/kernels.md.
+These tensors are tiles with a shape, as the core's L1 / L0 allocations are (NZ in L1, (M, K) in
+L0A, (K, N) in L0B, (M, N) fp32 in L0C): the plan pass gives each Cube-side buffer the shape of its
+first shaped use (the Nd2Nz copy that fills it, the Mmad that reads or writes it, the copy of an
+L0C tile to UB), and every later use must agree. ``data_copy`` here is the public one: it takes the
+Cube's copies and hands every other to :func:`npu_jax.asc.ops.data_copy`.
 """
 
 from __future__ import annotations
 
-from npu_jax.asc.types import Nd2NzParams
+import jax.numpy as jnp
+
+from npu_jax.asc import ops, runtime
+from npu_jax.asc.runtime import AscError
+from npu_jax.asc.tensors import GlobalTensor, LocalTensor
+from npu_jax.asc.types import FixpipeParamsV220, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode
+from npu_jax.hw.config import FRACTAL_ROWS
+from npu_jax.hw.costs import round_up
 
 
-def is_cube_copy(dst, src, params) -> bool:
-    return isinstance(params, Nd2NzParams)
+def _shaped(t: LocalTensor, shape: tuple, fmt: str, call: str, role: str):
+    """``t`` as a whole tile of ``shape`` (fixed by the plan at its first shaped use): its core operand."""
+    run = runtime.current()
+    if not isinstance(t, LocalTensor):
+        raise TypeError(f"{call}: the {role} must be an asc LocalTensor, got {type(t).__name__}.")
+    ops.check_live(t, call, role)
+    req = t.request
+    need = 1
+    for s in shape:
+        need *= s
+    if need * t.dtype.itemsize > req.nbytes:
+        raise AscError(
+            f"{call} at {runtime.where()}: the {role} is a {shape} {t.dtype} tile ({need * t.dtype.itemsize} B) but its "
+            f"{req.position.name} buffer holds {req.nbytes} B (init_buffer at {req.where})."
+        )
+    if req.shape is None:
+        if run.planning:
+            req.shape, req.fmt = tuple(shape), fmt
+    elif req.shape != tuple(shape):
+        raise NotImplementedError(
+            f"asc: the {req.position.name} buffer made at {req.where} is used as a {req.shape} tile and as a "
+            f"{tuple(shape)} one at {runtime.where()}; a Cube buffer keeps the shape of its first use "
+            f"(see docs/kernels.md)."
+        )
+    if not (isinstance(t.offset, int) and t.offset == 0):
+        raise NotImplementedError(
+            f"asc: {call} takes whole Cube tiles, not views (t[off:]); see docs/kernels.md."
+        )
+    if run.planning:
+        return None
+    return run.allocs[req.index].at(t.slot)
 
 
-def data_copy(dst, src, params):
-    raise NotImplementedError("asc.data_copy with Nd2NzParams is not supported yet; see docs/kernels.md.")
+def _need(t: LocalTensor, buffers: tuple, call: str, role: str):
+    if not isinstance(t, LocalTensor) or t.buffer not in buffers:
+        where = t.buffer if isinstance(t, LocalTensor) else type(t).__name__
+        raise AscError(
+            f"{call} at {runtime.where()}: the {role} must be a tensor in {' or '.join(buffers)}, got {where}."
+        )
+
+
+def _c0(t: LocalTensor) -> int:
+    return runtime.current().hw.c0(t.dtype.itemsize)
+
+
+def _int(v, name: str, call: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise AscError(f"{call} at {runtime.where()}: {name} is a positive Python int, got {v!r}.")
+    return v
+
+
+# ---- DataCopy -------------------------------------------------------------------------------------
+def data_copy(dst, src, params) -> None:
+    """``DataCopy(dst, src, count | DataCopyParams | Nd2NzParams)``: GM -> UB / L1, UB -> GM, UB -> UB,
+    GM (ND) -> L1 (NZ) with ``Nd2NzParams``, and on coupled chips L0C (CO1) -> UB (CO2)."""
+    if isinstance(params, Nd2NzParams):
+        return _nd2nz(dst, src, params)
+    if isinstance(src, LocalTensor) and src.buffer == "L0C":
+        return _co1_to_co2(dst, src)
+    return ops.data_copy(dst, src, params)
+
+
+def _nd2nz(dst: LocalTensor, src: GlobalTensor, p: Nd2NzParams) -> None:
+    """GM rows (``n_value`` x ``d_value``, ``src_d_value`` apart) into an L1 NZ tile (C1, rows, C0)."""
+    call = "DataCopy(Nd2Nz)"
+    _need(dst, ("L1",), call, "destination")
+    if not isinstance(src, GlobalTensor):
+        raise AscError(f"{call} at {runtime.where()}: Nd2Nz copies from GM, got {type(src).__name__}.")
+    if p.nd_num != 1 or p.dst_nz_n_stride not in (0, 1):
+        raise NotImplementedError(
+            "asc: Nd2NzParams with nd_num != 1 or dst_nz_n_stride != 1 is not supported yet; see docs/kernels.md."
+        )
+    n, d = _int(p.n_value, "n_value", call), _int(p.d_value, "d_value", call)
+    c0 = _c0(dst)
+    rows = p.dst_nz_c0_stride or round_up(n, FRACTAL_ROWS)
+    if rows < n or rows % FRACTAL_ROWS or d % c0:
+        raise AscError(
+            f"{call} at {runtime.where()}: the NZ tile holds {rows} rows (dst_nz_c0_stride) of {d} columns; rows must "
+            f"be >= n_value {n} and a multiple of {FRACTAL_ROWS}, columns a multiple of C0 = {c0}."
+        )
+    ref = _shaped(dst, (d // c0, rows, c0), "NZ", call, "destination")
+    pitch = p.src_d_value or d
+    win = ops.gm_window(src, d, call, "MTE2", write=False, rows=n, pitch=pitch)
+    if ref is not None and win is not None:
+        ops.issue(lambda c: c.data_copy(dst=ref, src=win, layout="nz"))
+
+
+def _co1_to_co2(dst: LocalTensor, src: LocalTensor) -> None:
+    """L0C -> UB on the Vector pipe (coupled chips: 910, 310P), converted to ``dst``'s dtype."""
+    call = "DataCopy(CO1 -> CO2)"
+    run = runtime.current()
+    if not run.hw.coupled:
+        raise AscError(
+            f"{call} at {runtime.where()}: {run.hw.name} moves L0C out with fixpipe (no L0C -> UB path); "
+            f"use asc.fixpipe."
+        )
+    _need(dst, ("UB",), call, "destination")
+    shape = src.request.shape
+    if shape is None:
+        raise AscError(f"{call} at {runtime.where()}: the L0C tensor holds nothing yet (no mmad wrote it).")
+    c = _shaped(src, shape, "NZ", call, "source")
+    u = _shaped(dst, shape, "ND", call, "destination")
+    if c is not None and u is not None:
+        ops.issue(lambda core: core.l0c_to_ub(dst=u, src=c, m=shape[0], n=shape[1]))
+
+
+# ---- LoadData, Load3D -----------------------------------------------------------------------------
+def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> None:
+    """``LoadData(dst, src, LoadData2DParams)``: L1 (NZ) -> L0A / L0B. One call fills the whole
+    destination tile from fractal ``start_index`` of the source (fractals run down a column block of
+    the NZ tile, then across); ``repeat_times`` is the destination's fractal count."""
+    call = "LoadData"
+    _need(dst, ("L0A", "L0B"), call, "destination")
+    _need(src, ("L1",), call, "source")
+    if not isinstance(params, LoadData2DParams):
+        raise TypeError("load_data(dst, src, asc.LoadData2DParams(...)).")
+    if params.if_transpose:
+        raise NotImplementedError(
+            "asc.load_data with if_transpose=True is not supported yet; see docs/kernels.md."
+        )
+    run = runtime.current()
+    if dst.request.shape is None or src.request.shape is None:
+        if run.planning:  # shapes come from the copy that fills src and the mmad that reads dst
+            return
+        raise AscError(
+            f"{call} at {runtime.where()}: its tiles have no shape (no Nd2Nz copy or mmad uses them)."
+        )
+    rows_dst, cols_dst = dst.request.shape
+    _, rows_src, c0 = src.request.shape
+    frac = (
+        (rows_dst // FRACTAL_ROWS) * (cols_dst // _c0(dst))
+        if dst.buffer == "L0A"
+        else ((rows_dst // _c0(dst)) * (cols_dst // FRACTAL_ROWS))
+    )
+    if params.repeat_times not in (0, frac):
+        raise NotImplementedError(
+            f"asc: load_data moves whole destination tiles ({frac} fractals); repeat_times={params.repeat_times} at "
+            f"{runtime.where()} is not supported yet (see docs/kernels.md)."
+        )
+    blocks = rows_src // FRACTAL_ROWS
+    start = params.start_index
+    row, col = (start % blocks) * FRACTAL_ROWS, (start // blocks) * c0
+    d = _shaped(dst, (rows_dst, cols_dst), dst.request.fmt, call, "destination")
+    s = _shaped(src, src.request.shape, "NZ", call, "source")
+    if d is not None and s is not None:
+        ops.issue(lambda core: core.load2d(dst=d, src=s, start=(row, col)))
+
+
+def load_3d(*args, **kwargs):
+    """``LoadData`` 3D (img2col into L0A): not in ``asc`` yet."""
+    ops.not_supported("load_3d")
+
+
+# ---- Mmad -----------------------------------------------------------------------------------------
+def mmad(c: LocalTensor, a: LocalTensor, b: LocalTensor, params: MmadParams) -> None:
+    """``Mmad(c, a, b, MmadParams(m, n, k, unit_flag, cmatrix_source, cmatrix_init_val))``: C (L0C, fp32)
+    = A (L0A) @ B (L0B), plus C unless ``cmatrix_init_val`` (a traced bool is fine: ``k_step == 0``)."""
+    call = "Mmad"
+    _need(c, ("L0C",), call, "destination (c)")
+    _need(a, ("L0A",), call, "left operand (a)")
+    _need(b, ("L0B",), call, "right operand (b)")
+    if not isinstance(params, MmadParams):
+        raise TypeError("mmad(c, a, b, asc.MmadParams(m, n, k, ...)).")
+    if params.unit_flag or params.cmatrix_source:
+        raise NotImplementedError(
+            "asc.mmad with unit_flag != 0 or cmatrix_source (bias from C2) is not supported yet; see docs/kernels.md."
+        )
+    if c.dtype.fmt != "fp32":
+        raise AscError(f"{call} at {runtime.where()}: L0C accumulates in float32; c is {c.dtype}.")
+    m, n, k = (_int(v, name, call) for v, name in ((params.m, "m"), (params.n, "n"), (params.k, "k")))
+    c0 = _c0(a)
+    mm, nn, kk = round_up(m, FRACTAL_ROWS), round_up(n, FRACTAL_ROWS), round_up(k, c0)
+    cr = _shaped(c, (mm, nn), "NZ", call, "destination (c)")
+    ar = _shaped(a, (mm, kk), "ZZ", call, "left operand (a)")
+    br = _shaped(b, (kk, nn), "ZN", call, "right operand (b)")
+    init = params.cmatrix_init_val
+    if cr is not None:
+        ops.issue(lambda core: core.mmad(dst=cr, a=ar, b=br, m=m, n=n, k=k, init=jnp.asarray(init)))
+
+
+# ---- Fixpipe --------------------------------------------------------------------------------------
+def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220) -> None:
+    """``Fixpipe(dst_gm, c, FixpipeParamsV220)`` (910B): an ``m_size`` x ``n_size`` block of L0C into GM
+    rows ``dst_stride`` elements apart, converted per ``quant_pre`` (round to nearest even), ReLU if
+    ``relu_en``."""
+    call = "Fixpipe"
+    _need(src, ("L0C",), call, "source")
+    if not isinstance(params, FixpipeParamsV220):
+        raise TypeError("fixpipe(dst, c, asc.FixpipeParamsV220(...)).")
+    run = runtime.current()
+    if run.hw.coupled:
+        raise AscError(
+            f"{call} at {runtime.where()}: {run.hw.name} has no Fixpipe (coupled data path): copy L0C (CO1) to UB "
+            f"(CO2) with asc.data_copy and out with MTE3."
+        )
+    if params.nd_num != 1 or params.unit_flag:
+        raise NotImplementedError(
+            "asc.fixpipe with nd_num != 1 or unit_flag is not supported yet; see docs/kernels.md."
+        )
+    if not isinstance(dst, GlobalTensor):
+        raise NotImplementedError("asc.fixpipe into L1 is not supported yet (GM only); see docs/kernels.md.")
+    quant = params.quant_pre if isinstance(params.quant_pre, QuantMode) else None
+    gm_fmt = (dst.dtype or (dst.addr.dtype if dst.addr else None)).fmt
+    if quant is None or quant.value != gm_fmt:
+        raise AscError(
+            f"{call} at {runtime.where()}: quant_pre {params.quant_pre} converts to {quant.value if quant else '?'} "
+            f"but the GM tensor holds {gm_fmt}; use the QuantMode of the destination's dtype (F322F16 for half, "
+            f"NoQuant for float)."
+        )
+    m, n = _int(params.m_size, "m_size", call), _int(params.n_size, "n_size", call)
+    shape = src.request.shape
+    if shape is None:
+        if run.planning:
+            return
+        raise AscError(f"{call} at {runtime.where()}: the L0C tensor holds nothing yet (no mmad wrote it).")
+    if m > shape[0] or n > shape[1]:
+        raise AscError(f"{call} at {runtime.where()}: {m} x {n} is larger than the L0C tile {shape}.")
+    c = _shaped(src, shape, "NZ", call, "source")
+    win = ops.gm_window(dst, n, call, "FIX", write=True, rows=m, pitch=params.dst_stride or n)
+    if c is not None and win is not None:
+        ops.issue(lambda core: core.fixpipe(dst=win, src=c, m=m, n=n, relu=bool(params.relu_en)))

@@ -11,6 +11,7 @@ never given memory) is a finding at the user's line.
 from __future__ import annotations
 
 import builtins
+import math
 import re
 import warnings
 
@@ -70,16 +71,21 @@ def _count(count, call: str) -> int:
     return count
 
 
-def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
-    """A View of ``count`` elements of ``t``, after the vendor's checks; None in the plan pass."""
-    run = runtime.current()
-    if not isinstance(t, LocalTensor):
-        raise TypeError(f"{call}: the {role} must be an asc LocalTensor, got {type(t).__name__}.")
+def check_live(t: LocalTensor, call: str, role: str) -> None:
+    """A tensor freed by FreeTensor is not used again (its buffer may already hold the next tile)."""
     if t.token is not None and t.token.state == "FREE":
         raise AscError(
             f"{call} at {runtime.where()}: the {role} (allocated at {t.token.where}) was freed by FreeTensor; "
             f"a freed buffer may already hold the next tile. Use it before free_tensor, or allocate anew."
         )
+
+
+def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
+    """A View of ``count`` elements of ``t``, after the vendor's checks; None in the plan pass."""
+    run = runtime.current()
+    if not isinstance(t, LocalTensor):
+        raise TypeError(f"{call}: the {role} must be an asc LocalTensor, got {type(t).__name__}.")
+    check_live(t, call, role)
     isz = t.dtype.itemsize
     blk = _block(run)
     if t.buffer == "UB" and _static(t.offset) and (t.offset * isz) % blk:
@@ -111,8 +117,12 @@ def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
     return View(alloc, t.slot, (t.offset,), shape=(count,))
 
 
-def _window(g: GlobalTensor, count: int, call: str, pipe: str, write: bool):
-    """The GM window of ``count`` elements at ``g`` (None: nothing to move), after the checks."""
+def gm_window(
+    g: GlobalTensor, count: int, call: str, pipe: str, write: bool, rows: int = 1, pitch: int | None = None
+):
+    """The GM window of ``count`` elements at ``g`` (None: nothing to move), after the checks; with
+    ``rows`` > 1, ``rows`` runs of ``count`` elements ``pitch`` apart (a matrix of rows ``pitch`` long:
+    the plan records the pitch, and the launch stores the argument as rows of it)."""
     run = runtime.current()
     if not isinstance(g, GlobalTensor):
         raise TypeError(f"{call}: expected an asc GlobalTensor, got {type(g).__name__}.")
@@ -129,27 +139,45 @@ def _window(g: GlobalTensor, count: int, call: str, pipe: str, write: bool):
         )
         return None
     a = g.addr
-    if write:
-        use = run.gm_use.setdefault(a.name, runtime.GmUse())
-        use.written = True
-    if _static(a.offset) and (a.offset < 0 or a.offset + count > a.size):
+    use = run.gm_use.setdefault(a.name, runtime.GmUse())
+    use.written = use.written or write
+    if rows > 1 or pitch is not None:
+        if use.pitch is None:
+            use.pitch, use.where = pitch, runtime.where()
+        elif use.pitch != pitch:
+            raise NotImplementedError(
+                f"asc: GM argument {a.name!r} is read as rows of {pitch} at {runtime.where()} and of {use.pitch} at "
+                f"{use.where}; one pitch per argument is supported (see docs/kernels.md)."
+            )
+    span = count if rows == 1 else (rows - 1) * pitch + count
+    if _static(a.offset) and (a.offset < 0 or a.offset + span > a.size):
         run.finding(
             "memcheck",
             "illegal write" if write else "illegal read",
             call,
             pipe,
-            f"{count} elements at offset {a.offset} of GM argument {a.name!r} ({a.size} elements) leave it.",
+            f"{span} elements at offset {a.offset} of GM argument {a.name!r} ({a.size} elements) leave it.",
             "keep offset + count within the argument.",
             alloc=f"GM {a.name}",
         )
+        if rows > 1 or a.offset < 0:
+            return None
         count = builtins.max(0, builtins.min(count, a.size - a.offset))
-        if a.offset < 0:
-            count = 0
     if run.planning or count == 0:
         return None
-    if count > a.size:
-        count = a.size
-    return run.core.gm_window(a.name, (jnp.asarray(a.offset, _i32),), (count,))
+    spec = run.core.ctx.gm_spec(a.name)
+    off = jnp.asarray(a.offset, _i32)
+    if len(spec.shape) == 1:
+        return run.core.gm_window(a.name, (off,), (builtins.min(count, a.size),))
+    p = spec.shape[1]
+    if count > p:
+        if rows > 1 or count % p or (_static(a.offset) and a.offset % p):
+            raise NotImplementedError(
+                f"asc: a copy of {count} elements at {runtime.where()} crosses the rows of {p} that GM argument "
+                f"{a.name!r} is stored in; copy row by row (see docs/kernels.md)."
+            )
+        return run.core.gm_window(a.name, (off // p, off % p), (count // p, p))
+    return run.core.gm_window(a.name, (off // p, off % p), (rows, count))
 
 
 def _dma_count(count: int, dtype, call: str) -> int:
@@ -173,7 +201,7 @@ def _block(run) -> int:
     return run.hw.alignment("UB")
 
 
-def _issue(fn):
+def issue(fn):
     run = runtime.current()
     if not run.planning:
         run.core = fn(run.core)
@@ -183,37 +211,41 @@ def _issue(fn):
 def data_copy(dst, src, params) -> None:
     """``DataCopy(dst, src, count | DataCopyParams | Nd2NzParams)``: GM -> UB / L1 (MTE2), UB -> GM
     (MTE3), UB -> UB (V). ``count`` elements; ``count * sizeof(T)`` should be a multiple of 32 B."""
-    from npu_jax.asc import cube
-
-    if cube.is_cube_copy(dst, src, params):
-        return cube.data_copy(dst, src, params)
-    if isinstance(params, DataCopyParams):
-        if params.src_stride or params.dst_stride:
+    rows, pitch = 1, None
+    if isinstance(params, DataCopyParams):  # block_count blocks of block_len 32-B units
+        local = dst if isinstance(dst, LocalTensor) else src
+        per = _block(runtime.current()) // local.dtype.itemsize
+        gm_stride = params.src_stride if isinstance(src, GlobalTensor) else params.dst_stride
+        ub_stride = params.dst_stride if isinstance(src, GlobalTensor) else params.src_stride
+        if ub_stride or not isinstance(dst, GlobalTensor) and not isinstance(src, GlobalTensor):
             raise NotImplementedError(
-                "asc.data_copy with strided DataCopyParams (src_stride / dst_stride != 0) is not supported yet; "
-                "copy block by block, see docs/kernels.md."
+                "asc.data_copy with a strided local side (DataCopyParams stride on UB / L1) is not supported yet; "
+                "see docs/kernels.md."
             )
-        dt = (dst if isinstance(dst, LocalTensor) else src).dtype
-        params = params.block_count * params.block_len * _block(runtime.current()) // dt.itemsize
+        if gm_stride or local.request.shape is not None:  # rows of a matrix in GM
+            rows, pitch = params.block_count, (params.block_len + gm_stride) * per
+            params = params.block_len * per
+        else:
+            params = params.block_count * params.block_len * per
     count = _count(params, "data_copy")
     if isinstance(src, GlobalTensor) and isinstance(dst, LocalTensor):
         count = _dma_count(count, dst.dtype, "data_copy")
         _same_dtype(src.dtype, dst.dtype, "data_copy")
-        view = _local(dst, count, "DataCopy", "destination", "MTE2")
-        count = count if view is None else view.shape[0]
-        win = _window(src, count, "DataCopy", "MTE2", write=False)
+        view = _local(dst, count * rows, "DataCopy", "destination", "MTE2")
+        count = count if view is None or rows > 1 else view.shape[0]
+        win = gm_window(src, count, "DataCopy", "MTE2", write=False, rows=rows, pitch=pitch)
         if view is not None and win is not None:
-            view = View(view.alloc, view.stage, view.offset, shape=win.sizes)
-            _issue(lambda c: c.data_copy(dst=view, src=win))
+            ref = _tile(view, win)
+            issue(lambda c: c.data_copy(dst=ref, src=win))
     elif isinstance(src, LocalTensor) and isinstance(dst, GlobalTensor):
         count = _dma_count(count, src.dtype, "data_copy")
         _same_dtype(src.dtype, dst.dtype, "data_copy")
-        view = _local(src, count, "DataCopy", "source", "MTE3")
-        count = count if view is None else view.shape[0]
-        win = _window(dst, count, "DataCopy", "MTE3", write=True)
+        view = _local(src, count * rows, "DataCopy", "source", "MTE3")
+        count = count if view is None or rows > 1 else view.shape[0]
+        win = gm_window(dst, count, "DataCopy", "MTE3", write=True, rows=rows, pitch=pitch)
         if view is not None and win is not None:
-            view = View(view.alloc, view.stage, view.offset, shape=win.sizes)
-            _issue(lambda c: c.data_copy(dst=win, src=view))
+            ref = _tile(view, win)
+            issue(lambda c: c.data_copy(dst=win, src=ref))
     elif isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
         _unary("VCopy", dst, src, count, "data_copy")
     else:
@@ -221,6 +253,24 @@ def data_copy(dst, src, params) -> None:
             f"data_copy(dst, src, count): GM <-> local or local -> local; got {type(src).__name__} -> "
             f"{type(dst).__name__}."
         )
+
+
+def _tile(view: View, win):
+    """The local operand of a GM copy: the view shaped as the window, or, for a local tensor that is a
+    2-D tile (an L0C result moved to UB), the whole tile."""
+    if len(view.alloc.shape) == 2:
+        if tuple(win.sizes) != view.alloc.shape or not (_static(view.offset[0]) and view.offset[0] == 0):
+            raise NotImplementedError(
+                f"asc: a copy of a {view.alloc.shape} tile moves all of it ({view.alloc.shape}), got a window of "
+                f"{tuple(win.sizes)} at {runtime.where()}; see docs/kernels.md."
+            )
+        return view.alloc.at(view.stage)
+    if math.prod(win.sizes[:-1]) > 1:
+        raise NotImplementedError(
+            f"asc: a copy between rows of a GM matrix and a flat local tensor at {runtime.where()} is not "
+            f"supported yet (a 2-D tile from L0C is); see docs/kernels.md."
+        )
+    return View(view.alloc, view.stage, view.offset, shape=(win.sizes[-1],))
 
 
 def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams | None = None) -> None:
@@ -248,21 +298,19 @@ def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams
     count = params.block_len // isz
     if isinstance(src, GlobalTensor):
         view = _local(dst, count, "DataCopyPad", "destination", "MTE2")
-        win = _window(src, count, "DataCopyPad", "MTE2", write=False)
+        win = gm_window(src, count, "DataCopyPad", "MTE2", write=False)
         if view is not None and win is not None:
-            _issue(
-                lambda c: c.data_copy(dst=View(view.alloc, view.stage, view.offset, shape=win.sizes), src=win)
-            )
+            ref = _tile(view, win)
+            issue(lambda c: c.data_copy(dst=ref, src=win))
             padded = round_up(count * isz, _block(run)) // isz
             if pad is not None and pad.is_pad and padded > count:
                 duplicate(dst[count:], pad.padding_value, padded - count)
     else:
         view = _local(src, count, "DataCopyPad", "source", "MTE3")
-        win = _window(dst, count, "DataCopyPad", "MTE3", write=True)
+        win = gm_window(dst, count, "DataCopyPad", "MTE3", write=True)
         if view is not None and win is not None:
-            _issue(
-                lambda c: c.data_copy(dst=win, src=View(view.alloc, view.stage, view.offset, shape=win.sizes))
-            )
+            ref = _tile(view, win)
+            issue(lambda c: c.data_copy(dst=win, src=ref))
 
 
 def _same_dtype(a, b, call):
@@ -285,7 +333,7 @@ def _vec(op: str, dst, srcs, count, call, **kw):
         return
     n = builtins.min(v.shape[0] for v in views)
     views = [View(v.alloc, v.stage, v.offset, shape=(n,)) for v in views]
-    _issue(lambda c: c.vector(op, views[0], *views[1:], **kw))
+    issue(lambda c: c.vector(op, views[0], *views[1:], **kw))
 
 
 def _binary(op):
@@ -377,7 +425,7 @@ def _reduce(op, dst, src, work, count, call):
     if work is not None:
         _local(work, 1, call, "work tensor")
     if out is not None and a is not None:
-        _issue(lambda c: c.vector(op, View(out.alloc, out.stage, out.offset, shape=(1,)), a))
+        issue(lambda c: c.vector(op, View(out.alloc, out.stage, out.offset, shape=(1,)), a))
 
 
 def reduce_sum(dst: LocalTensor, src: LocalTensor, work: LocalTensor, count: int) -> None:
@@ -393,17 +441,17 @@ def reduce_max(dst: LocalTensor, src: LocalTensor, work: LocalTensor, count: int
 # ---- flags ----------------------------------------------------------------------------------------
 def set_flag(event: str, event_id=0) -> None:
     """``SetFlag<HardEvent::SRC_DST>(id)``: fires once SRC's earlier work is done."""
-    _issue(lambda c: c.set_flag(event, event_id))
+    issue(lambda c: c.set_flag(event, event_id))
 
 
 def wait_flag(event: str, event_id=0) -> None:
     """``WaitFlag<HardEvent::SRC_DST>(id)``: DST waits for the matching set."""
-    _issue(lambda c: c.wait_flag(event, event_id))
+    issue(lambda c: c.wait_flag(event, event_id))
 
 
 def pipe_barrier(pipe: str = "ALL") -> None:
     """``PipeBarrier<PIPE_X>()``: ``asc.PIPE_ALL`` makes every pipe wait for the latest."""
-    _issue(lambda c: c.pipe_barrier(pipe))
+    issue(lambda c: c.pipe_barrier(pipe))
 
 
 # ---- debugging ------------------------------------------------------------------------------------
