@@ -110,7 +110,7 @@ def test_calls_outside_a_launch_and_bad_launches_say_how_to_launch(rng):
         with pytest.raises(asc.AscError, match=r"num_blocks must be an int in \[1, 65535\]"):
             add_custom[bad](x, y, z, 2048, 8, 2, hw=HW)
     with pytest.raises(TypeError, match="takes 6 argument"):
-        add_custom[8](x, y, z, 2048, hw=HW)
+        add_custom[8](x, y, hw=HW)
     with pytest.raises(TypeError, match="neither an array"):
         add_custom[8](x, y, z, [2048], 8, 2, hw=HW)
     with pytest.raises(TypeError, match="float64"):

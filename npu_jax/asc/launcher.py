@@ -172,11 +172,16 @@ def launch(
             raise TypeError(f"{flag} must be True or False, got {v!r}.")
     policy = Policy() if policy is None else policy
     fn = kern.fn
-    params = list(inspect.signature(fn).parameters)
-    if len(args) != len(params):
+    sig = inspect.signature(fn)
+    params = list(sig.parameters)
+    try:
+        bound = sig.bind(*args)
+    except TypeError:
         raise TypeError(
             f"{fn.__name__} takes {len(params)} argument(s) ({', '.join(params)}), got {len(args)}."
-        )
+        ) from None
+    bound.apply_defaults()
+    args = tuple(bound.arguments[p] for p in params)
     gm_args, gm_vals, statics = {}, {}, []
     for p, a in zip(params, args):
         if hasattr(a, "shape") and hasattr(a, "dtype") and not np.isscalar(a):
