@@ -1,0 +1,95 @@
+"""npu_jax.asc's Cube side: the vendor's matmul_basic_api, and the project's GEMM written in asc held
+equal to the built-in ``npu_jax.matmul`` in bits and in every figure of its report (one machine)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax import asc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "asc"))
+import gemm  # noqa: E402
+import matmul_basic_api as mba  # noqa: E402
+
+HW910B = npu_jax.presets.ascend910b()
+
+
+def test_matmul_basic_api_is_the_exact_product_in_fp16(rng):
+    # the vendor's golden rule: small integers, so fp32 accumulation is exact; fp16 of the product
+    a = rng.integers(-8, 9, (mba.M, mba.K)).astype(np.float16)
+    b = rng.integers(-8, 9, (mba.K, mba.N)).astype(np.float16)
+    (_, _, c), report = mba.matmul_basic_api[2](a, b, np.zeros((mba.M, mba.N), np.float16), hw=HW910B)
+    np.testing.assert_array_equal(c, (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float16))
+    assert report.flops == 2 * mba.M * mba.N * mba.K and report.pipe_busy["CUBE"] > 0
+
+
+# (chip, shape, tiling): one case per chip in the default run, the rest with the slow studies
+GEMM_CASES = [
+    ("ascend910b", (256, 512, 256), dict(m=128, n=128, k_l1=256, k_l0=64)),
+    ("ascend310p", (128, 256, 384), dict(m=64, n=128, k_l1=128, k_l0=32, l1_stages=1)),
+    *[
+        pytest.param(chip, shape, tiling, marks=pytest.mark.slow)
+        for chip, shape, tiling in [
+            ("ascend310p", (256, 512, 256), dict(m=128, n=128, k_l1=256, k_l0=64)),
+            ("ascend910b", (128, 256, 384), dict(m=64, n=128, k_l1=128, k_l0=32, l1_stages=1)),
+            ("ascend910b", (192, 128, 128), dict(m=64, n=64, k_l1=64, k_l0=64, l0_stages=1, cores=3)),
+            ("ascend310p", (192, 128, 128), dict(m=64, n=64, k_l1=64, k_l0=64, l0_stages=1, cores=3)),
+        ]
+    ],
+]
+
+
+@pytest.mark.parametrize("chip,shape,tiling", GEMM_CASES)
+def test_the_gemm_in_asc_is_the_built_in_gemm(rng, chip, shape, tiling):
+    hw = getattr(npu_jax.presets, chip)()
+    M, K, N = shape
+    t = npu_jax.MatmulTiling(**tiling)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c, mine = gemm.run(a, b, hw, t)
+    ref, theirs = npu_jax.matmul(a, b, hw=hw, tiling=t)
+    np.testing.assert_array_equal(c, np.asarray(ref))  # bit for bit
+    assert mine.n_cores == theirs.n_cores
+    assert mine.cycles == theirs.cycles and mine.core_end == theirs.core_end
+    assert mine.pipe_busy == theirs.pipe_busy
+    assert mine.bytes == theirs.bytes and mine.flops == theirs.flops
+    np.testing.assert_array_equal(np.asarray(mine.n_instr), np.asarray(theirs.n_instr))
+    np.testing.assert_array_equal(np.asarray(mine.pipe_free), np.asarray(theirs.pipe_free))
+
+
+@asc.kernel
+def _mmad_into_ub(x):
+    pipe = asc.TPipe()
+    q = asc.TQue(asc.TPosition.VECIN, 1)
+    a2 = asc.TQue(asc.TPosition.A2, 1)
+    b2 = asc.TQue(asc.TPosition.B2, 1)
+    for que, nbytes in ((q, 1024), (a2, 512), (b2, 512)):
+        pipe.init_buffer(que, 1, nbytes)
+    c, a, b = q.alloc_tensor(asc.float32), a2.alloc_tensor(asc.half), b2.alloc_tensor(asc.half)
+    asc.mmad(c, a, b, asc.MmadParams(16, 16, 16))
+
+
+def test_a_cube_call_on_the_wrong_buffer_names_the_call_and_line(rng):
+    with pytest.raises(asc.AscError, match=r"Mmad at tests/test_asc_cube.py:\d+.*L0C, got UB"):
+        _mmad_into_ub[1](rng.standard_normal(16).astype(np.float16), hw=HW910B)
+
+
+@asc.kernel
+def _transposed_load(x):
+    pipe = asc.TPipe()
+    a1, a2 = asc.TQue(asc.TPosition.A1, 1), asc.TQue(asc.TPosition.A2, 1)
+    pipe.init_buffer(a1, 1, 512)
+    pipe.init_buffer(a2, 1, 512)
+    asc.load_data(
+        a2.alloc_tensor(asc.half), a1.alloc_tensor(asc.half), asc.LoadData2DParams(if_transpose=True)
+    )
+
+
+def test_an_unsupported_parameter_names_it_and_the_guide(rng):
+    with pytest.raises(NotImplementedError, match=r"if_transpose=True.*docs/kernels.md"):
+        _transposed_load[1](rng.standard_normal(16).astype(np.float16), hw=HW910B)
