@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -93,3 +94,41 @@ def _transposed_load(x):
 def test_an_unsupported_parameter_names_it_and_the_guide(rng):
     with pytest.raises(NotImplementedError, match=r"if_transpose=True.*docs/kernels.md"):
         _transposed_load[1](rng.standard_normal(16).astype(np.float16), hw=HW910B)
+
+
+import matmul_leakyrelu as mlr  # noqa: E402
+
+
+def _leaky_relu_case(rng, tiling, blocks, timing_only=False):
+    M, N, K = tiling.m, tiling.n, tiling.k
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    ws = np.zeros((blocks, tiling.base_m * tiling.base_n), np.float32)
+    c = np.zeros((M, N), np.float32)
+    if timing_only:
+        a, b, c, ws = (jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (a, b, c, ws))
+    (_, _, out, _), report = mlr.matmul_leakyrelu[blocks](
+        a, b, c, ws, tiling, mlr.ALPHA, hw=HW910B, timing_only=timing_only
+    )
+    return a, b, out, report
+
+
+def test_matmul_leakyrelu_through_the_high_level_matmul(rng):
+    t = asc.TCubeTiling(256, 256, 128, 128, 256, 128, 128, 128, 64)
+    a, b, c, report = _leaky_relu_case(rng, t, blocks=2)
+    ref = mlr.reference(a, b)  # fp32 accumulation of exact fp16 products: within fp32 rounding
+    np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(t.k))
+    assert report.pipe_busy["CUBE"] > 0 and report.pipe_busy["VECTOR"] > 0 and report.pipe_busy["FIXP"] > 0
+
+
+def test_matmul_leakyrelu_at_the_vendors_size_timing_only(rng):
+    _, _, c, report = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS, timing_only=True)
+    assert c is None
+    assert report.flops == 2 * mlr.M * mlr.N * mlr.K
+
+
+@pytest.mark.slow
+def test_matmul_leakyrelu_at_the_vendors_size(rng):
+    a, b, c, _ = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS)
+    ref = mlr.reference(a, b)
+    np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(mlr.K))

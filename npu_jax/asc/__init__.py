@@ -21,6 +21,7 @@ of every supported call beside its Ascend C name.
 
 from npu_jax.asc.cube import data_copy, fixpipe, load_3d, load_data, mmad
 from npu_jax.asc.launcher import Kernel, kernel, last_run, launch, loop
+from npu_jax.asc.matmul import Matmul, TCubeTiling
 from npu_jax.asc.ops import (
     AscWarning,
     abs,
@@ -101,6 +102,7 @@ __all__ = [
     "LoadData2DParams",
     "LocalMemAllocator",
     "LocalTensor",
+    "Matmul",
     "MmadParams",
     "Nd2NzParams",
     "PIPE_ALL",
@@ -114,6 +116,7 @@ __all__ = [
     "QuantMode",
     "RoundMode",
     "TBuf",
+    "TCubeTiling",
     "TPipe",
     "TPosition",
     "TQue",

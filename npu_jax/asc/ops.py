@@ -265,12 +265,7 @@ def _tile(view: View, win):
                 f"{tuple(win.sizes)} at {runtime.where()}; see docs/kernels.md."
             )
         return view.alloc.at(view.stage)
-    if math.prod(win.sizes[:-1]) > 1:
-        raise NotImplementedError(
-            f"asc: a copy between rows of a GM matrix and a flat local tensor at {runtime.where()} is not "
-            f"supported yet (a 2-D tile from L0C is); see docs/kernels.md."
-        )
-    return View(view.alloc, view.stage, view.offset, shape=(win.sizes[-1],))
+    return View(view.alloc, view.stage, view.offset, shape=(math.prod(win.sizes),))
 
 
 def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams | None = None) -> None:

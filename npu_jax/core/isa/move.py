@@ -8,6 +8,7 @@ the bytes per path, what it read and wrote). (L0 tiles are stored logically; see
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax.numpy as jnp
 from jax import lax
@@ -79,6 +80,8 @@ def data_copy_in(
     elif layout is not None:
         raise ValueError(f"layout must be None, 'nz', 'nc1hwc0' or 'oihw_to_kn', got {layout!r}.")
     tile = squeeze_to(tile, len(dst.alloc.shape))
+    if len(dst.alloc.shape) == 1 and tile.ndim > 1:  # rows of a GM matrix into a flat buffer, in order
+        tile, inside = tile.reshape(-1), inside.reshape(-1)
     if outside == "keep":  # only the valid bursts move: the rest of the block keeps what UB held
         tile = jnp.where(squeeze_to(inside, tile.ndim), tile, stage_block(core, dst, tile.shape))
     nbytes, bursts = gm_bursts(core, src, valid)
@@ -107,6 +110,8 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     sq = squeeze_shape(dst.sizes, len(src.alloc.shape))
     if len(sq) == len(src.alloc.shape):
         block = stage_block(core, src, sq).reshape(dst.sizes)
+    elif len(src.alloc.shape) == 1:  # a flat buffer into rows of a GM matrix, in order
+        block = stage_block(core, src, (math.prod(dst.sizes),)).reshape(dst.sizes)
     elif len(src.alloc.shape) == 2:  # a (positions, channels) tile into an (…, ho, wo, c) window
         block = rows_to_window(stage_block(core, src, src.alloc.shape), dst.sizes)
     else:
