@@ -12,6 +12,7 @@ Public surface::
     npu_jax.cost, npu_jax.search               # the cost model and the tile search
     npu_jax.set_max_bytes(16 << 30)            # what one call may allocate (NPU_JAX_MAX_BYTES; 4 GiB)
     npu_jax.set_program_cache_size(64)         # compiled programs kept (NPU_JAX_PROGRAM_CACHE; LRU)
+    npu_jax.set_program_cache_bytes(1 << 30)   # ... and the memory they hold (NPU_JAX_PROGRAM_CACHE_MB)
     npu_jax.enable_persistent_cache()          # ... and on disk, across processes (NPU_JAX_CACHE_DIR)
 
 ``import npu_jax`` imports only the hardware description (no JAX): every other public name, and every
@@ -44,6 +45,7 @@ _LAZY_NAMES = {
     "Report": "npu_jax.report.report",
     "set_max_bytes": "npu_jax.api.validate",
     "set_program_cache_size": "npu_jax.core.programs",
+    "set_program_cache_bytes": "npu_jax.core.programs",
     "program_cache_info": "npu_jax.core.programs",
     "clear_program_cache": "npu_jax.core.programs",
     "enable_persistent_cache": "npu_jax.core.programs",
@@ -102,5 +104,6 @@ __all__ = [
     "search",
     "set_default_checks",
     "set_max_bytes",
+    "set_program_cache_bytes",
     "set_program_cache_size",
 ]

@@ -13,8 +13,16 @@ The cache holds at most :func:`set_program_cache_size` programs (default 64, or 
 variable ``NPU_JAX_PROGRAM_CACHE``); the least recently used is dropped first. Once as many have
 been dropped as are kept, the cache and JAX's own caches are cleared and freed memory is returned to
 the OS (``_Cache.purge``: a dropped program alone does not give its memory back), so a long sweep or
-a notebook run many times stays bounded in memory. :func:`program_cache_info` reports hits, misses,
-evictions and purges.
+a notebook run many times stays bounded in memory.
+
+Programs are bounded by bytes as well (:func:`set_program_cache_bytes`, default 1 GiB, or
+``NPU_JAX_PROGRAM_CACHE_MB``): before each compile, the memory the process gained since the last
+purge is measured, and past the bound everything is purged first. Counting programs alone did not
+bound memory: a program's cost ranges from a few MB (a small GEMM) to hundreds (a large layer with
+every sanitizer on), and JAX's own caches (the jit caches of ``kernels/values.py``, traced jaxprs,
+lowerings) hold as much again as the kept programs, out of this cache's sight; 50 distinct small
+calls grew a process by 1.2 GB before the count bound acted. :func:`program_cache_info` reports
+hits, misses, evictions, purges and the bytes held.
 """
 
 from __future__ import annotations
@@ -32,6 +40,45 @@ from npu_jax.core import diskcache
 from npu_jax.errors import ConfigError, check_int
 
 _DEFAULT_SIZE = 64
+# The byte bound's default, 1 GiB. Why: a 12 GB Colab VM (and an 8 GB laptop) runs jax and npu_jax in
+# ~0.3 GB; with 1 GiB for compiled programs the process peaks near 1.5 GB (one compile can overshoot
+# the bound: it is checked before each compile), leaving > 10 GB on Colab for the user's arrays --
+# 1,000 distinct small calls measured 1.4 GB peak (benchmarks/session_memory.py). At the tiny
+# preset's ~16 MB a program (RSS, measured there) it keeps ~60 programs, as many as the count
+# bound, so a session that reuses a few shapes never purges; only a stream of new shapes does,
+# every ~40 calls, and pays recompiles of the hot programs then (seconds each), not an OOM kill.
+_DEFAULT_MB = 1024
+# Where the process's resident memory cannot be read (no /proc: macOS, Windows), each program
+# compiled since the last purge is counted at this estimate: the tiny preset's GEMMs and Conv2Ds
+# cost 15-16 MB of RSS each, with JAX's caches (benchmarks/session_memory.py, Linux).
+_PROGRAM_BYTES_ESTIMATE = 16 << 20
+
+
+def _bytes_from_env() -> int | None:
+    raw = os.environ.get("NPU_JAX_PROGRAM_CACHE_MB", "").strip()
+    if not raw:
+        return _DEFAULT_MB << 20
+    if raw.lower() in ("none", "off", "unbounded"):
+        return None
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not 0 <= mb < 2**40:
+        raise ConfigError(
+            f"NPU_JAX_PROGRAM_CACHE_MB={raw!r} is not a size; set it to the MB of memory compiled programs "
+            f"may hold (default {_DEFAULT_MB}; 0 keeps only the newest; 'none' for no byte bound)."
+        )
+    return int(mb * 2**20)
+
+
+def _rss_bytes() -> int | None:
+    """The process's resident memory now (Linux ``/proc/self/statm``), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def _size_from_env() -> int:
@@ -52,13 +99,36 @@ def _size_from_env() -> int:
 
 @dataclasses.dataclass
 class _Cache:
+    """Kept programs: at most ``maxsize`` of them, and at most ``max_bytes`` of memory gained since
+    the last purge (None: no byte bound), measured by ``rss`` (bytes, or None where unknown)."""
+
     maxsize: int
+    max_bytes: int | None = None
+    rss: Callable[[], int | None] = _rss_bytes
     entries: collections.OrderedDict = dataclasses.field(default_factory=collections.OrderedDict)
     hits: int = 0
     misses: int = 0
     evictions: int = 0
     since_purge: int = 0
     purges: int = 0
+    compiled_since_purge: int = 0
+    baseline: int | None = None  # RSS just after the last purge (or before the first compile)
+
+    def held_bytes(self) -> int:
+        """Memory compiled programs hold now: what the process gained since the last purge.
+
+        Measured, not estimated per program, because that is what a session pays: the kept programs'
+        executables, what JAX's caches keep of them and of every other jit the kernels use, and the
+        pages freed but not yet returned (glibc keeps them until ``malloc_trim``) -- an executable's
+        own size (``Compiled.memory_analysis``) misses most of that. The gain includes the caller's
+        new arrays too, so a session whose data grows purges once per bound's worth of growth (the
+        baseline then moves up). Where RSS cannot be read: programs compiled since then x 16 MB."""
+        now = self.rss()
+        if now is None:
+            return self.compiled_since_purge * _PROGRAM_BYTES_ESTIMATE
+        if self.baseline is None:
+            self.baseline = now
+        return max(0, now - self.baseline)
 
     def get(self, key: Hashable, fn: Callable, fast_compile: bool = False) -> Callable:
         jitted = self.entries.get(key)
@@ -67,6 +137,9 @@ class _Cache:
             self.entries.move_to_end(key)
             return jitted
         self.misses += 1
+        if self.max_bytes is not None and self.held_bytes() > self.max_bytes:
+            self.purge()  # before this compile: the bound holds with one program's overshoot at most
+        self.compiled_since_purge += 1
         jitted = jit(fn, fast_compile)
         if self.maxsize > 0:
             self.entries[key] = jitted
@@ -91,10 +164,12 @@ class _Cache:
         (each is compiled again on its next use; other jitted code in the process too)."""
         self.entries.clear()
         self.since_purge = 0
+        self.compiled_since_purge = 0
         self.purges += 1
         jax.clear_caches()
         gc.collect()
         _malloc_trim()
+        self.baseline = self.rss()
 
 
 def _malloc_trim() -> None:
@@ -105,7 +180,7 @@ def _malloc_trim() -> None:
         pass
 
 
-_CACHE = _Cache(maxsize=_size_from_env())
+_CACHE = _Cache(maxsize=_size_from_env(), max_bytes=_bytes_from_env())
 
 
 # XLA:CPU's backend (LLVM) optimisation off: what a program that runs once wants
@@ -141,6 +216,30 @@ def set_program_cache_size(n: int) -> None:
     _CACHE.trim()
 
 
+def set_program_cache_bytes(n: int | None) -> None:
+    """Let compiled programs hold at most ``n`` bytes of memory (None: no byte bound); past it, every
+    kept program and JAX's caches are dropped before the next compile and the memory returned to
+    the OS (then the bound counts again from there).
+
+    What is bounded is the process's resident memory gained since the last such purge, read before
+    each compile (:meth:`_Cache.held_bytes` says why that measure and not an executable's size).
+    The default, 1 GiB (or ``NPU_JAX_PROGRAM_CACHE_MB`` in MB, ``none`` for no bound), keeps a
+    12 GB Colab session, or an 8 GB laptop, alive through any number of distinct calls: jax and
+    npu_jax take ~0.3 GB, so the process peaks near 1.5 GB (1,000 distinct small calls:
+    ``benchmarks/session_memory.py``), and at ~16 MB a small program the bound still keeps about
+    as many programs as the count bound (64), so reused shapes stay compiled.
+
+    Example:
+        >>> import npu_jax
+        >>> npu_jax.set_program_cache_bytes(512 << 20)  # a 4 GB machine
+        >>> npu_jax.program_cache_info()["max_bytes"]
+        536870912
+    """
+    if n is not None:
+        n = check_int("set_program_cache_bytes", "n", n, 0, fix="None for no byte bound")
+    _CACHE.max_bytes = n
+
+
 def clear_program_cache() -> None:
     """Drop every kept compiled program (counters stay)."""
     _CACHE.entries.clear()
@@ -148,7 +247,9 @@ def clear_program_cache() -> None:
 
 
 def program_cache_info() -> dict:
-    """{"size", "maxsize", "hits", "misses", "evictions", "purges"} of the compiled-program cache."""
+    """{"size", "maxsize", "hits", "misses", "evictions", "purges", "bytes", "max_bytes"} of the
+    compiled-program cache; ``bytes``: the memory compiled programs hold now, as the byte bound
+    (``max_bytes``, None: none) measures it (:func:`set_program_cache_bytes`)."""
     c = _CACHE
     return {
         "size": len(c.entries),
@@ -157,6 +258,8 @@ def program_cache_info() -> dict:
         "misses": c.misses,
         "evictions": c.evictions,
         "purges": c.purges,
+        "bytes": c.held_bytes(),
+        "max_bytes": c.max_bytes,
     }
 
 
@@ -222,5 +325,6 @@ __all__ = [
     "default_cache_dir",
     "enable_persistent_cache",
     "program_cache_info",
+    "set_program_cache_bytes",
     "set_program_cache_size",
 ]
