@@ -30,3 +30,13 @@ def test_lazy_attributes_and_unknown_names():
     assert {"cost", "search", "conv2d", "matmul"} <= set(dir(npu_jax))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         npu_jax.nope  # noqa: B018
+
+
+# one public name per defining module (the import a name triggers is its module's)
+_FIRST_NAME_PER_MODULE = sorted({m: n for n, m in sorted(npu_jax._LAZY_NAMES.items())}.values())
+
+
+@pytest.mark.parametrize("name", _FIRST_NAME_PER_MODULE)
+def test_each_lazy_module_is_reached_first_in_a_fresh_interpreter(name):
+    """A public name as the first thing a process touches (an import cycle shows only so)."""
+    subprocess.run([sys.executable, "-c", f"import npu_jax; npu_jax.{name}"], check=True)
