@@ -132,3 +132,45 @@ def test_matmul_leakyrelu_at_the_vendors_size(rng):
     a, b, c, _ = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS)
     ref = mlr.reference(a, b)
     np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(mlr.K))
+
+
+@asc.kernel(core="cube")
+def _matmul_all(a, b, c, tiling: asc.TCubeTiling):
+    t = tiling
+    blk = asc.get_block_idx()
+    a_gm, b_gm, c_gm = asc.GlobalTensor(), asc.GlobalTensor(), asc.GlobalTensor()
+    a_gm.set_global_buffer(a + blk * t.single_core_m * t.k)
+    b_gm.set_global_buffer(b)
+    c_gm.set_global_buffer(c + blk * t.single_core_m * t.n)
+    mm = asc.Matmul(asc.TPipe(), t, c_dtype=asc.half)
+    mm.set_tensor_a(a_gm)
+    mm.set_tensor_b(b_gm)
+    mm.iterate_all(c_gm)
+    mm.end()
+
+
+@pytest.mark.parametrize("chip", ["ascend910b", "ascend310p"])
+def test_matmul_iterate_all_is_the_exact_product_on_both_data_paths(rng, chip):
+    # 910B: Fixpipe L0C -> GM; 310P (coupled): L0C -> UB (CO2) -> GM (MTE3), no Fixpipe
+    hw = getattr(npu_jax.presets, chip)()
+    t = asc.TCubeTiling(256, 256, 128, 128, 256, 128, 128, 128, 64)
+    a = rng.integers(-4, 5, (t.m, t.k)).astype(np.float16)
+    b = rng.integers(-4, 5, (t.k, t.n)).astype(np.float16)
+    (_, _, c), report = _matmul_all[2](a, b, np.zeros((t.m, t.n), np.float16), t, hw=hw)
+    np.testing.assert_array_equal(c, (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float16))
+    assert (report.pipe_busy["FIXP"] > 0) == (not hw.coupled)
+
+
+def test_matmul_leakyrelu_on_a_coupled_chip_goes_through_ub(rng):
+    # 310P: get_tensor_c(ub) moves L0C to UB directly (CO1 -> CO2); the GM workspace is not used
+    hw = npu_jax.presets.ascend310p()
+    t = asc.TCubeTiling(256, 256, 128, 128, 256, 128, 128, 128, 64)
+    a = rng.uniform(-1, 1, (t.m, t.k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (t.k, t.n)).astype(np.float16)
+    ws = np.zeros((2, t.base_m * t.base_n), np.float32)
+    (_, _, c, _), report = mlr.matmul_leakyrelu[2](
+        a, b, np.zeros((t.m, t.n), np.float32), ws, t, mlr.ALPHA, hw=hw
+    )
+    ref = mlr.reference(a, b)
+    np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(t.k))
+    assert report.pipe_busy["FIXP"] == 0 and report.pipe_busy["VECTOR"] > 0

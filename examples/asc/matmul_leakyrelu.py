@@ -1,6 +1,7 @@
 """MatmulLeakyRelu: the vendor's mix kernel, the high-level Matmul on the Cube and LeakyReLU on the
 vector unit. a [1024, 256] @ b [256, 640], fp16 in, fp32 out; base blocks of 256 x 128 (x 64 deep),
-alpha 0.001; two blocks of 512 rows. The Cube's block reaches UB through a GM workspace, as on the 910B.
+alpha 0.001; two blocks of 512 rows. The Cube's block reaches UB through a GM workspace on the 910B
+(Fixpipe), straight from L0C (CO1 -> CO2) on the coupled 910 / 310P.
 
     python examples/asc/matmul_leakyrelu.py
 """

@@ -19,6 +19,7 @@ from npu_jax.asc.pipe import TPipe, TQue
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.tensors import GlobalTensor, LocalTensor
 from npu_jax.asc.types import (
+    DataCopyParams,
     FixpipeParamsV220,
     LoadData2DParams,
     MmadParams,
@@ -78,10 +79,6 @@ class Matmul:
         if not isinstance(tiling, TCubeTiling):
             raise TypeError(f"asc.Matmul takes an asc.TCubeTiling, got {type(tiling).__name__}.")
         run = runtime.current()
-        if run.hw.coupled:
-            raise NotImplementedError(
-                f"asc.Matmul is emulated on separated chips (Fixpipe); {run.hw.name} is coupled. See docs/kernels.md."
-            )
         t = tiling
         self.t, self.c_dtype = t, c_dtype
         self.q_a1, self.q_b1 = TQue(TPosition.A1, 1), TQue(TPosition.B1, 1)
@@ -92,6 +89,10 @@ class Matmul:
         pipe.init_buffer(self.q_a2, 1, t.base_m * t.base_k * half.itemsize)
         pipe.init_buffer(self.q_b2, 1, t.base_k * t.base_n * half.itemsize)
         pipe.init_buffer(self.q_c1, 1, t.base_m * t.base_n * 4)
+        self.coupled = run.hw.coupled
+        if self.coupled:  # 910 / 310P: L0C leaves through UB (CO2) and MTE3, no Fixpipe
+            self.q_c2 = TQue(TPosition.CO2, 1)
+            pipe.init_buffer(self.q_c2, 1, t.base_m * t.base_n * c_dtype.itemsize)
         self.a = self.b = None
         self.event = run.events.get("MTE2_V", 0)  # an MTE2_V id of its own (queues hand out the others)
         run.events["MTE2_V"] = self.event + 1
@@ -164,8 +165,20 @@ class Matmul:
         return self.q_c1.deque(float32)
 
     def _out(self, c1: LocalTensor, dst: GlobalTensor, i, j) -> None:
-        """Fixpipe base block (i, j) into C (rows ``n`` long), converted to C's dtype; free CO1."""
+        """Fixpipe base block (i, j) into C (rows ``n`` long), converted to C's dtype; free CO1. On a
+        coupled chip: CO1 -> CO2 (UB, converted on the way) and MTE3 rows into C."""
         t = self.t
+        if self.coupled:
+            c2 = self.q_c2.alloc_tensor(self.c_dtype)
+            cube.data_copy(c2, c1, t.base_m * t.base_n)
+            self.q_c1.free_tensor(c1)
+            self.q_c2.enque(c2)
+            c2 = self.q_c2.deque(self.c_dtype)
+            per = 32 // self.c_dtype.itemsize
+            rows = DataCopyParams(t.base_m, t.base_n // per, 0, (t.n - t.base_n) // per)
+            cube.data_copy(dst[i * t.base_m * t.n + j * t.base_n :], c2, rows)
+            self.q_c2.free_tensor(c2)
+            return
         quant = {"fp32": QuantMode.NoQuant, "fp16": QuantMode.F322F16, "bf16": QuantMode.F322BF16}[
             self.c_dtype.fmt
         ]
@@ -199,12 +212,17 @@ class Matmul:
     def get_tensor_c(self, dst, workspace: GlobalTensor | None = None) -> None:
         """``GetTensorC(dst)``: the block ``iterate`` computed, into C in GM (``dst`` a GlobalTensor) or
         into a UB tensor. On a separated chip (910B) the Cube's result reaches the vector core through
-        GM: ``workspace`` (a GM scratch of a base block) carries it, as the vendor's mix kernels do."""
+        GM: ``workspace`` (a GM scratch of a base block) carries it, as the vendor's mix kernels do; on a
+        coupled chip (910, 310P) L0C goes to UB directly (CO1 -> CO2) and ``workspace`` is not used."""
         if self.c1 is None:
             raise AscError(f"asc.Matmul.get_tensor_c at {runtime.where()}: iterate() first.")
         c1, (i, j), self.c1 = self.c1, self.block, None
         if isinstance(dst, GlobalTensor):
             return self._out(c1, dst, i, j)
+        if self.coupled:  # 910 / 310P: CO1 -> CO2 straight into the user's UB tensor (V)
+            cube.data_copy(dst, c1, self.t.base_m * self.t.base_n)
+            self.q_c1.free_tensor(c1)
+            return
         if workspace is None:
             raise AscError(
                 f"asc.Matmul.get_tensor_c at {runtime.where()}: a UB destination needs workspace= (GM scratch of "

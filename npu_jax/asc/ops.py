@@ -327,8 +327,20 @@ def _vec(op: str, dst, srcs, count, call, **kw):
     if any(v is None for v in views):
         return
     n = builtins.min(v.shape[0] for v in views)
-    views = [View(v.alloc, v.stage, v.offset, shape=(n,)) for v in views]
+    views = [_flat_or_tile(v, n, call) for v in views]
     issue(lambda c: c.vector(op, views[0], *views[1:], **kw))
+
+
+def _flat_or_tile(v: View, n: int, call: str):
+    """``n`` elements of a stage: a flat view, or, on a 2-D tile (an L0C result moved to UB), all of it."""
+    if len(v.alloc.shape) == 1:
+        return View(v.alloc, v.stage, v.offset, shape=(n,))
+    if n != math.prod(v.alloc.shape) or not (_static(v.offset[0]) and v.offset[0] == 0):
+        raise NotImplementedError(
+            f"asc: {call} at {runtime.where()} works on {n} elements of a {v.alloc.shape} tile (an L0C result in "
+            f"UB); vector calls on such a tile take all of it (see docs/kernels.md)."
+        )
+    return v.alloc.at(v.stage)
 
 
 def _binary(op):
