@@ -43,16 +43,17 @@ def rss_mb() -> float:
 
 
 def shapes():
-    """An endless stream of distinct small kernels: (kind, shape) pairs."""
+    """An endless stream of distinct small kernels: (kind, shape) pairs, GEMMs and Conv2Ds in turn.
+
+    Each kind counts its own calls ``j`` in mixed radix whose last digit is unbounded, so no shape
+    comes twice: GEMMs (m, k, n) of 16..112 x 16..144 x 16.. (n grows by 16 every 63 GEMMs), Conv2Ds
+    (n, 16, h, w) 3x3 to k of 4..12 x 4..10 pixels, 16..64 kernels (n grows by 1 every 252)."""
     for i in itertools.count():
+        j = i // 2
         if i % 2 == 0:
-            m, n, k = 16 * (1 + i % 7), 16 * (1 + (i // 7) % 5), 16 * (1 + (i // 35) % 9)
-            yield "matmul", (m, k, n + 16 * (i // 315))
+            yield "matmul", (16 * (1 + j % 7), 16 * (1 + (j // 7) % 9), 16 * (1 + j // 63))
         else:
-            h = 4 + (i // 2) % 9
-            w = 4 + (i // 18) % 7
-            k = 16 * (1 + (i // 126) % 4)
-            yield "conv2d", (1, 16, h, w, k)
+            yield "conv2d", (1 + j // 252, 16, 4 + j % 9, 4 + (j // 9) % 7, 16 * (1 + (j // 63) % 4))
 
 
 def run_one(kind, shape, hw, rng):
