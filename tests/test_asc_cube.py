@@ -174,3 +174,30 @@ def test_matmul_leakyrelu_on_a_coupled_chip_goes_through_ub(rng):
     ref = mlr.reference(a, b)
     np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(t.k))
     assert report.pipe_busy["FIXP"] == 0 and report.pipe_busy["VECTOR"] > 0
+
+
+import conv_img2col as cim  # noqa: E402
+
+
+@pytest.mark.parametrize("stride,pad", [(1, 1), (2, 1), (1, 0)])
+def test_load_3d_img2col_conv_is_the_exact_convolution(rng, stride, pad):
+    x = rng.integers(-4, 5, (32, 8, 8)).astype(np.float16)
+    wt = rng.integers(-4, 5, (16, 32, 3, 3)).astype(np.float16)
+    y, report = cim.run(x, wt, stride, pad, HW910B)
+    np.testing.assert_array_equal(y, cim.reference(x, wt, stride, pad).astype(np.float16))
+    assert report.bytes["L1->L0A"] > 0
+
+
+@asc.kernel
+def _transposed_img2col(x):
+    pipe = asc.TPipe()
+    a1, a2 = asc.TQue(asc.TPosition.A1, 1), asc.TQue(asc.TPosition.A2, 1)
+    pipe.init_buffer(a1, 1, 2048)
+    pipe.init_buffer(a2, 1, 2048)
+    params = asc.LoadData3DParamsV2((0, 0, 0, 0), 4, 4, 16, 16, 16, en_transpose=True)
+    asc.load_data(a2.alloc_tensor(asc.half), a1.alloc_tensor(asc.half), params)
+
+
+def test_an_unsupported_load_3d_parameter_names_it_and_the_guide(rng):
+    with pytest.raises(NotImplementedError, match=r"en_transpose=True.*docs/kernels.md"):
+        _transposed_img2col[1](rng.standard_normal(16).astype(np.float16), hw=HW910B)

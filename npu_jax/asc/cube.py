@@ -14,7 +14,15 @@ import jax.numpy as jnp
 from npu_jax.asc import ops, runtime
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.tensors import GlobalTensor, LocalTensor
-from npu_jax.asc.types import FixpipeParamsV220, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode
+from npu_jax.asc.types import (
+    FixpipeParamsV220,
+    LoadData2DParams,
+    LoadData3DParamsV2,
+    MmadParams,
+    Nd2NzParams,
+    QuantMode,
+)
+from npu_jax.core.isa.move import Load3DGeometry
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import round_up
 
@@ -131,10 +139,12 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     destination tile from fractal ``start_index`` of the source (fractals run down a column block of
     the NZ tile, then across); ``repeat_times`` is the destination's fractal count."""
     call = "LoadData"
+    if isinstance(params, LoadData3DParamsV2):
+        return load_3d(dst, src, params)
     _need(dst, ("L0A", "L0B"), call, "destination")
     _need(src, ("L1",), call, "source")
     if not isinstance(params, LoadData2DParams):
-        raise TypeError("load_data(dst, src, asc.LoadData2DParams(...)).")
+        raise TypeError("load_data(dst, src, asc.LoadData2DParams(...) | asc.LoadData3DParamsV2(...)).")
     if params.if_transpose:
         raise NotImplementedError(
             "asc.load_data with if_transpose=True is not supported yet; see docs/kernels.md."
@@ -167,9 +177,80 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
         ops.issue(lambda core: core.load2d(dst=d, src=s, start=(row, col)))
 
 
-def load_3d(*args, **kwargs):
-    """``LoadData`` 3D (img2col into L0A): not in ``asc`` yet."""
-    ops.not_supported("load_3d")
+def load_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParamsV2) -> None:
+    """``LoadData(dst, src, LoadData3DParamsV2)``: img2col of an NC1HWC0 feature-map tile in L1
+    (``channel_size`` channels of ``l1_h`` x ``l1_w``, filled by a plain ``data_copy`` of its C1 x H x W
+    x C0 elements) into an L0A tile of ``m_extension`` x ``k_extension``: the window at (``m_start_pt``,
+    ``k_start_pt``) of the img2col matrix (row = output position oh * out_w + ow, column = ((c1 * kh +
+    i) * kw + j) * C0 + c0), zero where the filter hangs over ``pad_list`` (left, right, top, bottom)."""
+    call = "LoadData(3D)"
+    _need(dst, ("L0A",), call, "destination")
+    _need(src, ("L1",), call, "source")
+    if not isinstance(params, LoadData3DParamsV2):
+        raise TypeError("load_3d(dst, src, asc.LoadData3DParamsV2(...)).")
+    p = params
+    for name in (
+        "en_transpose",
+        "en_small_k",
+        "pad_value",
+        "filter_size_w",
+        "filter_size_h",
+        "f_matrix_ctrl",
+    ):
+        if getattr(p, name):
+            raise NotImplementedError(
+                f"asc.load_3d with {name}={getattr(p, name)!r} is not supported yet; see docs/kernels.md."
+            )
+    vals = {
+        n: _int(getattr(p, n), n, call)
+        for n in (
+            "l1_h", "l1_w", "channel_size", "k_extension", "m_extension", "stride_w", "stride_h",
+            "filter_w", "filter_h", "dilation_filter_w", "dilation_filter_h",
+        )
+    }  # fmt: skip
+    pads = tuple(p.pad_list)
+    if len(pads) != 4 or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in pads):
+        raise AscError(
+            f"{call} at {runtime.where()}: pad_list is 4 ints >= 0 (left, right, top, bottom), got {pads}."
+        )
+    left, right, top, _ = pads
+    c0 = _c0(src)
+    if vals["channel_size"] % c0 or vals["k_extension"] % c0:
+        raise AscError(
+            f"{call} at {runtime.where()}: channel_size ({vals['channel_size']}) and k_extension "
+            f"({vals['k_extension']}) are multiples of C0 = {c0}."
+        )
+    kh, kw = vals["filter_h"], vals["filter_w"]
+    span_w = (kw - 1) * vals["dilation_filter_w"] + 1
+    out_w = (vals["l1_w"] + left + right - span_w) // vals["stride_w"] + 1
+    if out_w < 1:
+        raise AscError(
+            f"{call} at {runtime.where()}: the filter ({span_w} wide, dilated) is wider than the padded map."
+        )
+    k_tile = vals["channel_size"] // c0 * kh * kw * c0
+    ks = p.k_start_pt
+    if isinstance(ks, int) and (ks < 0 or ks % c0 or ks + vals["k_extension"] > k_tile):
+        raise AscError(
+            f"{call} at {runtime.where()}: k_start_pt {ks} + k_extension {vals['k_extension']} leave the img2col "
+            f"matrix's {k_tile} columns (k_start_pt a multiple of C0 = {c0})."
+        )
+    geom = Load3DGeometry(
+        kh,
+        kw,
+        (vals["stride_h"], vals["stride_w"]),
+        (vals["dilation_filter_h"], vals["dilation_filter_w"]),
+        out_w,
+    )
+    s = _shaped(src, (vals["channel_size"] // c0, vals["l1_h"], vals["l1_w"], c0), "NC1HWC0", call, "source")
+    m = round_up(vals["m_extension"], FRACTAL_ROWS)
+    d = _shaped(dst, (m, vals["k_extension"]), "ZZ", call, "destination")
+    if d is not None and s is not None:
+        ops.issue(
+            lambda core: core.load3d(
+                dst=d, src=s, geom=geom, k_start=ks, m_start=p.m_start_pt, pad_top=top, pad_left=left,
+                m_valid=vals["m_extension"],
+            )
+        )  # fmt: skip
 
 
 # ---- Mmad -----------------------------------------------------------------------------------------

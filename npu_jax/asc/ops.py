@@ -258,6 +258,15 @@ def data_copy(dst, src, params) -> None:
 def _tile(view: View, win):
     """The local operand of a GM copy: the view shaped as the window, or, for a local tensor that is a
     2-D tile (an L0C result moved to UB), the whole tile."""
+    if len(view.alloc.shape) > 2:  # an NC1HWC0 tile in L1 (the source of a Load3D), filled whole, in order
+        if math.prod(win.sizes) != math.prod(view.alloc.shape) or not (
+            _static(view.offset[0]) and view.offset[0] == 0
+        ):
+            raise NotImplementedError(
+                f"asc: a copy into a {view.alloc.shape} tile fills all of it ({math.prod(view.alloc.shape)} "
+                f"elements), got {math.prod(win.sizes)} at {runtime.where()}; see docs/kernels.md."
+            )
+        return view.alloc.at(view.stage)
     if len(view.alloc.shape) == 2:
         if tuple(win.sizes) != view.alloc.shape or not (_static(view.offset[0]) and view.offset[0] == 0):
             raise NotImplementedError(

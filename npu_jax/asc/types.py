@@ -211,6 +211,35 @@ class LoadData2DParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class LoadData3DParamsV2:
+    """``LoadData3DParamsV2``: img2col of an NC1HWC0 tile in L1 (``channel_size`` channels of ``l1_h`` x
+    ``l1_w``) into L0A: the (``m_extension``, ``k_extension``) window at (``m_start_pt``, ``k_start_pt``)
+    of its img2col matrix (row = output position, column = (c1, kh, kw, c0)). ``pad_list`` is (left,
+    right, top, bottom)."""
+
+    pad_list: tuple = (0, 0, 0, 0)
+    l1_h: int = 0
+    l1_w: int = 0
+    channel_size: int = 0
+    k_extension: int = 0
+    m_extension: int = 0
+    k_start_pt: int = 0
+    m_start_pt: int = 0
+    stride_w: int = 1
+    stride_h: int = 1
+    filter_w: int = 1
+    filter_h: int = 1
+    dilation_filter_w: int = 1
+    dilation_filter_h: int = 1
+    en_transpose: bool = False
+    en_small_k: bool = False
+    pad_value: float = 0
+    filter_size_w: bool = False
+    filter_size_h: bool = False
+    f_matrix_ctrl: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class MmadParams:
     """Mmad: C (m x n, fp32) = A (m x k) @ B (k x n) [+ C]. ``cmatrix_init_val`` true starts from 0."""
 

@@ -82,6 +82,9 @@ def data_copy_in(
     tile = squeeze_to(tile, len(dst.alloc.shape))
     if len(dst.alloc.shape) == 1 and tile.ndim > 1:  # rows of a GM matrix into a flat buffer, in order
         tile, inside = tile.reshape(-1), inside.reshape(-1)
+    elif 1 == tile.ndim < len(dst.alloc.shape) and tile.size == math.prod(dst.alloc.shape):
+        # a flat run of GM that fills a whole shaped tile (an NC1HWC0 map in L1), in order
+        tile, inside = tile.reshape(dst.alloc.shape), inside.reshape(dst.alloc.shape)
     if outside == "keep":  # only the valid bursts move: the rest of the block keeps what UB held
         tile = jnp.where(squeeze_to(inside, tile.ndim), tile, stage_block(core, dst, tile.shape))
     nbytes, bursts = gm_bursts(core, src, valid)
