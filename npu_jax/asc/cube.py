@@ -281,12 +281,42 @@ def mmad(c: LocalTensor, a: LocalTensor, b: LocalTensor, params: MmadParams) -> 
 
 
 # ---- Fixpipe --------------------------------------------------------------------------------------
-def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220) -> None:
+def bias_row(t: LocalTensor, call: str = "bias") -> None:
+    """Make ``t``'s L1 buffer a (1, N) float32 row of bias values (the plan pass; before its first copy)."""
+    _need(t, ("L1",), call, "bias")
+    if t.dtype.fmt != "fp32":
+        raise NotImplementedError(f"asc: a bias row is float32 (got {t.dtype}); see docs/kernels.md.")
+    req = t.request
+    if req.shape is None and runtime.current().planning:
+        req.shape, req.fmt = (1, req.nbytes // 4), "ND"
+    elif req.shape is None or len(req.shape) != 2 or req.shape[0] != 1:
+        raise AscError(
+            f"{call} at {runtime.where()}: the bias buffer (init_buffer at {req.where}) is not a bias row."
+        )
+
+
+def fixpipe(
+    dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220, bias: LocalTensor | None = None
+) -> None:
     """``Fixpipe(dst_gm, c, FixpipeParamsV220)`` (910B): an ``m_size`` x ``n_size`` block of L0C into GM
     rows ``dst_stride`` elements apart, converted per ``quant_pre`` (round to nearest even), ReLU if
-    ``relu_en``."""
+    ``relu_en``. ``bias`` (the emulator's: a float32 row in L1, from ``bias[offset:]`` on) is added to
+    every row in fp32 before the ReLU and the conversion: the chip's bias table (C1 -> C2 -> BT) with its
+    load folded into the Fixpipe, as the built-in kernels' fused bias is."""
     call = "Fixpipe"
     _need(src, ("L0C",), call, "source")
+    bref = None
+    if bias is not None:
+        bias_row(bias, call)
+        ops.check_live(bias, call, "bias")
+        width = bias.request.shape[1] if bias.request.shape else None
+        if width is not None and isinstance(bias.offset, int) and bias.offset + params.n_size > width:
+            raise AscError(
+                f"{call} at {runtime.where()}: bias[{bias.offset}:] holds {width - bias.offset} values, n_size is "
+                f"{params.n_size}."
+            )
+        if not runtime.current().planning:
+            bref = runtime.current().allocs[bias.request.index].at(bias.slot, (0, bias.offset))
     if not isinstance(params, FixpipeParamsV220):
         raise TypeError("fixpipe(dst, c, asc.FixpipeParamsV220(...)).")
     run = runtime.current()
@@ -320,4 +350,4 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220) -> N
     c = _shaped(src, shape, "NZ", call, "source")
     win = ops.gm_window(dst, n, call, "FIX", write=True, rows=m, pitch=params.dst_stride or n)
     if c is not None and win is not None:
-        ops.issue(lambda core: core.fixpipe(dst=win, src=c, m=m, n=n, relu=bool(params.relu_en)))
+        ops.issue(lambda core: core.fixpipe(dst=win, src=c, m=m, n=n, relu=bool(params.relu_en), bias=bref))

@@ -15,7 +15,7 @@ import dataclasses
 
 from npu_jax.asc import cube, ops, runtime
 from npu_jax.asc.launcher import loop
-from npu_jax.asc.pipe import TPipe, TQue
+from npu_jax.asc.pipe import TBuf, TPipe, TQue
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.tensors import GlobalTensor, LocalTensor
 from npu_jax.asc.types import (
@@ -96,6 +96,9 @@ class Matmul:
         self.a = self.b = None
         self.event = run.events.get("MTE2_V", 0)  # an MTE2_V id of its own (queues hand out the others)
         run.events["MTE2_V"] = self.event + 1
+        self.event_fix = run.events.get("MTE2_FIX", 0)  # the bias row's MTE2 <-> FIX pair
+        run.events["MTE2_FIX"] = self.event_fix + 1
+        self.pipe, self.bias = pipe, None
         self.done = 0  # base blocks iterated so far (static: Iterate is a Python loop)
         self.c1 = None
 
@@ -117,8 +120,28 @@ class Matmul:
         self.b = gm
 
     def set_bias(self, gm: GlobalTensor) -> None:
-        """``SetBias(gm)``: not emulated yet (the bias table, C1 -> C2)."""
-        raise NotImplementedError("asc.Matmul.set_bias is not supported yet; see docs/kernels.md.")
+        """``SetBias(gm)``: this core's ``single_core_n`` float32 bias values (one per column of C, from
+        ``gm`` on), added to every row of each block in fp32 before the conversion. They go GM -> L1 (C1)
+        once per call, and the Fixpipe adds them (the chip's C1 -> C2 bias table, its load folded into
+        the Fixpipe as in the built-in kernels: the sum is (A @ B) + bias, rounded once more than a bias
+        in L0C's initial value would be). 910B only: the coupled chips have no Fixpipe."""
+        run = runtime.current()
+        if self.coupled:
+            raise NotImplementedError(
+                f"asc.Matmul.set_bias on {run.hw.name} (coupled, no Fixpipe) is not supported yet; see docs/kernels.md."
+            )
+        t = self.t
+        if self.bias is None:
+            self.bias_buf = TBuf(TPosition.C1)
+            self.pipe.init_buffer(self.bias_buf, t.single_core_n * float32.itemsize)
+            self.bias = self.bias_buf.get(float32)
+            cube.bias_row(self.bias, "asc.Matmul.set_bias")
+        else:  # the Fixpipes that read the last bias are done before it is overwritten
+            ops.set_flag("FIX_MTE2", self.event_fix)
+            ops.wait_flag("FIX_MTE2", self.event_fix)
+        cube.data_copy(self.bias, gm, t.single_core_n)
+        ops.set_flag("MTE2_FIX", self.event_fix)
+        ops.wait_flag("MTE2_FIX", self.event_fix)
 
     # ---- computing ------------------------------------------------------------------------------
     @property
@@ -164,6 +187,9 @@ class Matmul:
         self.q_c1.enque(c1)
         return self.q_c1.deque(float32)
 
+    def _bias(self, j):
+        return None if self.bias is None else self.bias[j * self.t.base_n :]
+
     def _out(self, c1: LocalTensor, dst: GlobalTensor, i, j) -> None:
         """Fixpipe base block (i, j) into C (rows ``n`` long), converted to C's dtype; free CO1. On a
         coupled chip: CO1 -> CO2 (UB, converted on the way) and MTE3 rows into C."""
@@ -183,7 +209,7 @@ class Matmul:
             self.c_dtype.fmt
         ]
         params = FixpipeParamsV220(t.base_n, t.base_m, t.base_m, t.n, False, quant)
-        cube.fixpipe(dst[i * t.base_m * t.n + j * t.base_n :], c1, params)
+        cube.fixpipe(dst[i * t.base_m * t.n + j * t.base_n :], c1, params, bias=self._bias(j))
         self.q_c1.free_tensor(c1)
 
     def iterate_all(self, c: GlobalTensor) -> None:
@@ -232,7 +258,8 @@ class Matmul:
         quant = {"fp32": QuantMode.NoQuant, "fp16": QuantMode.F322F16, "bf16": QuantMode.F322BF16}[
             self.c_dtype.fmt
         ]
-        cube.fixpipe(workspace, c1, FixpipeParamsV220(t.base_n, t.base_m, t.base_m, t.base_n, False, quant))
+        params = FixpipeParamsV220(t.base_n, t.base_m, t.base_m, t.base_n, False, quant)
+        cube.fixpipe(workspace, c1, params, bias=self._bias(j))
         self.q_c1.free_tensor(c1)
         # the vector side reads the block back once Fixpipe wrote it and every earlier read of dst is done
         ops.pipe_barrier("ALL")

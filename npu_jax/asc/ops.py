@@ -255,6 +255,14 @@ def data_copy(dst, src, params) -> None:
         )
 
 
+def _lead1(shape) -> tuple:
+    """``shape`` without its leading 1s: a (1, N) row and an (N,) run of GM are the same tile."""
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 def _tile(view: View, win):
     """The local operand of a GM copy: the view shaped as the window, or, for a local tensor that is a
     2-D tile (an L0C result moved to UB), the whole tile."""
@@ -268,7 +276,9 @@ def _tile(view: View, win):
             )
         return view.alloc.at(view.stage)
     if len(view.alloc.shape) == 2:
-        if tuple(win.sizes) != view.alloc.shape or not (_static(view.offset[0]) and view.offset[0] == 0):
+        if _lead1(win.sizes) != _lead1(view.alloc.shape) or not (
+            _static(view.offset[0]) and view.offset[0] == 0
+        ):
             raise NotImplementedError(
                 f"asc: a copy of a {view.alloc.shape} tile moves all of it ({view.alloc.shape}), got a window of "
                 f"{tuple(win.sizes)} at {runtime.where()}; see docs/kernels.md."
