@@ -20,6 +20,7 @@ of every supported call beside its Ascend C name.
 """
 
 from npu_jax.asc.cube import data_copy, fixpipe, load_3d, load_data, mmad
+from npu_jax.asc.debug import dump_tensor, printf
 from npu_jax.asc.launcher import Kernel, kernel, last_run, launch, loop
 from npu_jax.asc.matmul import Matmul, TCubeTiling
 from npu_jax.asc.ops import (
@@ -30,7 +31,6 @@ from npu_jax.asc.ops import (
     cast,
     data_copy_pad,
     div,
-    dump_tensor,
     duplicate,
     exp,
     get_block_idx,
@@ -44,7 +44,6 @@ from npu_jax.asc.ops import (
     mul,
     muls,
     pipe_barrier,
-    printf,
     reduce_max,
     reduce_sum,
     relu,

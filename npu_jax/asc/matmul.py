@@ -200,7 +200,7 @@ class Matmul:
             self.q_c1.free_tensor(c1)
             self.q_c2.enque(c2)
             c2 = self.q_c2.deque(self.c_dtype)
-            per = 32 // self.c_dtype.itemsize
+            per = runtime.current().hw.alignment("UB") // self.c_dtype.itemsize  # elements per 32-B block
             rows = DataCopyParams(t.base_m, t.base_n // per, 0, (t.n - t.base_n) // per)
             cube.data_copy(dst[i * t.base_m * t.n + j * t.base_n :], c2, rows)
             self.q_c2.free_tensor(c2)

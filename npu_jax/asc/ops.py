@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import builtins
 import math
-import re
 import warnings
 
-import jax
 import jax.numpy as jnp
 
 from npu_jax.asc import runtime
@@ -27,7 +25,7 @@ from npu_jax.asc.types import (
     DataCopyParams,
     RoundMode,
 )
-from npu_jax.core.isa.data import View, view_block
+from npu_jax.core.isa.data import View
 from npu_jax.hw.costs import round_up
 
 _i32 = jnp.int32
@@ -478,37 +476,3 @@ def wait_flag(event: str, event_id=0) -> None:
 def pipe_barrier(pipe: str = "ALL") -> None:
     """``PipeBarrier<PIPE_X>()``: ``asc.PIPE_ALL`` makes every pipe wait for the latest."""
     issue(lambda c: c.pipe_barrier(pipe))
-
-
-# ---- debugging ------------------------------------------------------------------------------------
-def _printf_format(fmt: str) -> str:
-    return re.sub(r"%[-+ #0]*\d*(?:\.\d+)?[diufFeEgGxXs]", "{}", fmt.replace("{", "{{").replace("}", "}}"))
-
-
-def printf(fmt: str, *args) -> None:
-    """``printf(fmt, ...)`` (C format: %d %f %s ...), once per block, prefixed with the block's index.
-    Works jitted (``jax.debug.print``) and with ``jit=False`` (Python's print)."""
-    run = runtime.current()
-    if run.planning:
-        return
-    text = "[block {}] " + _printf_format(fmt)
-    blk = get_block_idx()
-    if run.eager:
-        print(text.format(blk, *[jax.device_get(a) for a in args]), end="" if fmt.endswith("\n") else "\n")
-    else:
-        jax.debug.print(text.rstrip("\n"), blk, *args, ordered=False)
-
-
-def dump_tensor(t: LocalTensor, desc: int = 0, count: int | None = None) -> None:
-    """``DumpTensor(tensor, desc, count)``: print a local tensor's first ``count`` elements with ``desc``."""
-    run = runtime.current()
-    count = t.length if count is None else _count(count, "dump_tensor")
-    view = _local(t, count, "dump_tensor", "tensor")
-    if view is None:
-        return
-    vals = view_block(run.core, view)
-    text = f"[block {{}}] DumpTensor desc={desc} {t.position.name} {t.dtype} [{count}]: {{}}"
-    if run.eager:
-        print(text.format(get_block_idx(), jax.device_get(vals)))
-    else:
-        jax.debug.print(text, get_block_idx(), vals, ordered=False)
