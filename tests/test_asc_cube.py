@@ -40,6 +40,8 @@ GEMM_CASES = [
             ("ascend910b", (128, 256, 384), dict(m=64, n=128, k_l1=128, k_l0=32, l1_stages=1)),
             ("ascend910b", (192, 128, 128), dict(m=64, n=64, k_l1=64, k_l0=64, l0_stages=1, cores=3)),
             ("ascend310p", (192, 128, 128), dict(m=64, n=64, k_l1=64, k_l0=64, l0_stages=1, cores=3)),
+            ("ascend910", (256, 512, 256), dict(m=128, n=128, k_l1=256, k_l0=64)),
+            ("tiny", (128, 256, 128), dict(m=32, n=32, k_l1=64, k_l0=32)),
         ]
     ],
 ]
