@@ -347,6 +347,11 @@ def fixpipe(
         raise AscError(f"{call} at {runtime.where()}: the L0C tensor holds nothing yet (no mmad wrote it).")
     if m > shape[0] or n > shape[1]:
         raise AscError(f"{call} at {runtime.where()}: {m} x {n} is larger than the L0C tile {shape}.")
+    if params.src_stride not in (0, shape[0]):  # L0C's column blocks lie M (rounded to 16) rows apart
+        raise NotImplementedError(
+            f"asc.fixpipe with src_stride={params.src_stride} (the L0C tile is {shape[0]} rows: src_stride is its "
+            f"rows or 0) is not supported; see docs/kernels.md."
+        )
     c = _shaped(src, shape, "NZ", call, "source")
     win = ops.gm_window(dst, n, call, "FIX", write=True, rows=m, pitch=params.dst_stride or n)
     if c is not None and win is not None:
