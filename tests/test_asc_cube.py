@@ -248,3 +248,49 @@ def test_matmul_set_bias_on_a_coupled_chip_is_not_supported_and_says_so(rng):
             t,
             hw=npu_jax.presets.ascend310p(),
         )
+
+
+@asc.kernel
+def _misuse(x, y, which: str):
+    x_gm, y_gm = asc.GlobalTensor(), asc.GlobalTensor()
+    x_gm.set_global_buffer(x)
+    y_gm.set_global_buffer(y)
+    pipe = asc.TPipe()
+    ub, a1, co1 = (
+        asc.TQue(asc.TPosition.VECIN, 1),
+        asc.TQue(asc.TPosition.A1, 1),
+        asc.TQue(asc.TPosition.CO1, 1),
+    )
+    for que, nbytes in ((ub, 1024), (a1, 512), (co1, 1024)):
+        pipe.init_buffer(que, 1, nbytes)
+    u, a, c = ub.alloc_tensor(asc.half), a1.alloc_tensor(asc.half), co1.alloc_tensor(asc.float32)
+    if which == "load_data":
+        asc.load_data(u, a, asc.LoadData2DParams())
+    elif which == "nd2nz":
+        asc.data_copy(u, x_gm, asc.Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0))
+    elif which == "fixpipe":
+        asc.fixpipe(y_gm, u, asc.FixpipeParamsV220(16, 16, 16, 16, False, asc.QuantMode.F322F16))
+    elif which == "fixpipe_l0c":
+        asc.fixpipe(y_gm, c, asc.FixpipeParamsV220(16, 16, 16, 16, False, asc.QuantMode.F322F16))
+    elif which == "co1_to_ub":
+        asc.data_copy(u, c, 256)
+
+
+@pytest.mark.parametrize(
+    "which,chip,message",
+    [
+        ("load_data", "ascend910b", r"LoadData at tests/test_asc_cube.py:\d+.*L0A or L0B, got UB"),
+        ("nd2nz", "ascend910b", r"DataCopy\(Nd2Nz\) at tests/test_asc_cube.py:\d+.*in L1, got UB"),
+        ("fixpipe", "ascend910b", r"Fixpipe at tests/test_asc_cube.py:\d+.*in L0C, got UB"),
+        ("fixpipe_l0c", "ascend310p", r"Fixpipe at tests/test_asc_cube.py:\d+.*has no Fixpipe"),
+        (
+            "co1_to_ub",
+            "ascend910b",
+            r"DataCopy\(CO1 -> CO2\) at tests/test_asc_cube.py:\d+.*no L0C -> UB path",
+        ),
+    ],
+)
+def test_cube_calls_on_the_wrong_buffer_or_chip_name_the_call_and_line(rng, which, chip, message):
+    x = rng.standard_normal(256).astype(np.float16)
+    with pytest.raises(asc.AscError, match=message):
+        _misuse[1](x, np.zeros(256, np.float16), which, hw=getattr(npu_jax.presets, chip)())
