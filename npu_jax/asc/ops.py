@@ -183,6 +183,8 @@ def _dma_count(count: int, dtype, call: str) -> int:
     nbytes, blk = count * dtype.itemsize, _block(runtime.current())
     if nbytes % blk:
         kept = (nbytes // blk) * blk // dtype.itemsize
+        if not runtime.current().planning:  # said once per launch: by the plan pass, which every launch runs
+            return kept
         warnings.warn(
             f"data_copy at {runtime.where()}: {count} elements of {dtype} = {nbytes} B is not a multiple of "
             f"{blk} B; the vendor's DataCopy silently rounds it down to {kept} elements ({kept * dtype.itemsize} "
