@@ -15,6 +15,7 @@ import math
 import warnings
 
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError
@@ -343,6 +344,11 @@ def _vec(op: str, dst, srcs, count, call, **kw):
             raise AscError(
                 f"{call} at {runtime.where()}: vector instructions work on UB; a tensor is in {t.buffer}."
             )
+    if dst.dtype.fmt not in ("fp16", "bf16", "fp32"):  # the core's vector unit stores float formats only
+        raise NotImplementedError(
+            f"asc.{call} at {runtime.where()} into {dst.dtype} data: vector calls (and casts) with an integer "
+            f"destination are not emulated yet; see docs/kernels.md."
+        )
     if any(v is None for v in views):
         return
     n = builtins.min(v.shape[0] for v in views)
@@ -369,9 +375,17 @@ def _binary(op):
     return f
 
 
+def _scalar_of(scalar, t: LocalTensor) -> float:
+    """The vendor's scalar argument is a ``T`` (``Adds(dst, src, const T& scalar, n)``): a Python float
+    becomes the tensor's type first (0.01 as a half is 0.01000213...), as the C++ call converts it."""
+    fmt = getattr(getattr(t, "dtype", None), "fmt", None)
+    np_dtype = {"fp16": np.float16, "bf16": jnp.bfloat16, "fp32": np.float32}.get(fmt)
+    return float(scalar) if np_dtype is None else float(np.asarray(float(scalar), dtype=np_dtype))
+
+
 def _with_scalar(op):
     def f(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
-        _vec(op, dst, (src,), count, f.__name__, scalar=float(scalar))
+        _vec(op, dst, (src,), count, f.__name__, scalar=_scalar_of(scalar, dst))
 
     return f
 
@@ -425,7 +439,7 @@ def relu(dst: LocalTensor, src: LocalTensor, count: int) -> None:
 
 def leaky_relu(dst: LocalTensor, src: LocalTensor, alpha, count: int) -> None:
     """``LeakyRelu(dst, src, alpha, count)``: x if x >= 0 else alpha * x (V)."""
-    _unary("VLeakyRelu", dst, src, count, "leaky_relu", alpha=float(alpha))
+    _unary("VLeakyRelu", dst, src, count, "leaky_relu", alpha=_scalar_of(alpha, dst))
 
 
 def cast(dst: LocalTensor, src: LocalTensor, round_mode: RoundMode, count: int) -> None:
@@ -441,7 +455,7 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: RoundMode, count: int) 
 
 def duplicate(dst: LocalTensor, scalar, count: int) -> None:
     """``Duplicate(dst, scalar, count)``: every element = scalar (V)."""
-    _vec("VDup", dst, (), count, "duplicate", scalar=float(scalar))
+    _vec("VDup", dst, (), count, "duplicate", scalar=_scalar_of(scalar, dst))
 
 
 def _reduce(op, dst, src, work, count, call):
