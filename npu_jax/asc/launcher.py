@@ -264,7 +264,8 @@ def launch(
             fn(*call_args())
             for q in run.queues:
                 if q.busy():
-                    tok = q.fifo[0].where if q.fifo else q.where
+                    tok = q.first_live()  # the finding is at the AllocTensor of the first one never freed
+                    tok = tok.where if tok is not None else q.where
                     run.finding(
                         "synccheck",
                         "tensor never freed",
@@ -274,6 +275,7 @@ def launch(
                         f"dequeued tensor(s) never freed (first at {tok}).",
                         "free_tensor every tensor the kernel allocates (after its last use).",
                         alloc=q.position.name,
+                        where=tok,
                     )
                 q.drain(run)
         return run.core

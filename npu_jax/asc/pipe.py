@@ -111,6 +111,7 @@ class TQue:
         self.where = runtime.where()
         self.n_alloc = self.n_queued = self.n_deq = 0
         self.fifo: list[Token] = []  # tokens queued (static), oldest first
+        self.tokens: list[Token] = []  # every token allocated, in order (to name one never freed)
         self.base: tuple[int, int] = (0, 0)
 
     def __repr__(self) -> str:
@@ -120,7 +121,7 @@ class TQue:
         if isinstance(num, bool) or not isinstance(num, int) or num < 1:
             raise AscError(f"init_buffer(que, num, len): num is an int >= 1, got {num!r}.")
         if self.req is not None:
-            raise AscError(f"init_buffer called twice for {self!r}.")
+            raise AscError(f"init_buffer at {runtime.where()}: called twice for {self!r}.")
         run = runtime.current()
         self.req = _request("que", self.position, num, _round32(length))
         self.flags = flags_of(self.position, run.hw)
@@ -130,9 +131,9 @@ class TQue:
                 b = run.events.get(ev, 0)
                 if b + num > run.hw.num_event_ids:
                     raise AscError(
-                        f"init_buffer: queues on {self.position.name} need {b + num} event ids of {ev}, but "
-                        f"{run.hw.name} has {run.hw.num_event_ids}: at most {run.hw.num_event_ids} buffers per "
-                        f"position. Use fewer buffers (num) or fewer queues."
+                        f"init_buffer at {runtime.where()}: queues on {self.position.name} need {b + num} event "
+                        f"ids of {ev}, but {run.hw.name} has {run.hw.num_event_ids}: at most "
+                        f"{run.hw.num_event_ids} buffers per position. Use fewer buffers (num) or fewer queues."
                     )
                 run.events[ev] = b + num
                 bases.append(b)
@@ -178,6 +179,7 @@ class TQue:
             )
         self.n_alloc += 1
         token = Token(self, runtime.where())
+        self.tokens.append(token)
         length = self.req.nbytes // dtype.itemsize
         if run.planning:
             return LocalTensor(self.req, 0, 0, length, dtype, token)
@@ -278,6 +280,10 @@ class TQue:
 
     def busy(self) -> int:
         return self.n_alloc + self.n_queued + self.n_deq
+
+    def first_live(self) -> Token | None:
+        """The earliest-allocated tensor not yet freed (None when all are)."""
+        return next((t for t in self.tokens if t.state != "FREE"), None)
 
     def drain(self, run) -> None:
         """The end of the kernel: wait for every free nobody allocated after (the pipe's release)."""

@@ -85,9 +85,20 @@ class KernelRun:
         return self.mode == PLAN
 
     # ---- findings at the user's line ------------------------------------------------------------
-    def finding(self, check: str, kind: str, op: str, pipe: str, detail: str, fix: str, alloc: str = "-"):
-        """A finding the kernel's trace shows (the same on every core): recorded once per line."""
-        where = caller()
+    def finding(
+        self,
+        check: str,
+        kind: str,
+        op: str,
+        pipe: str,
+        detail: str,
+        fix: str,
+        alloc: str = "-",
+        where: str | None = None,
+    ):
+        """A finding the kernel's trace shows (the same on every core): recorded once per line (the
+        caller's, or ``where``: a line the kernel has left, such as the AllocTensor never freed)."""
+        where = where or caller()
         if self.planning or any(f.where == where and f.kind == kind for f in self.findings):
             return
         self.findings.append(
