@@ -374,3 +374,30 @@ def test_each_vector_call_against_numpy(name, fmt):
         np.testing.assert_allclose(got.astype(np.float64), exact, rtol=np.finfo(dt).eps / 2)
     else:  # IEEE: the exact result rounded once to the destination
         np.testing.assert_array_equal(got, exact.astype(dt), err_msg=name)
+
+
+@asc.kernel
+def _cast_to(x, z, dst: str, mode: asc.RoundMode):
+    ub = asc.LocalMemAllocator(asc.Hardware.UB)
+    a = ub.alloc(asc.TPosition.VECIN, asc.float32, N)
+    c = ub.alloc(asc.TPosition.VECOUT, asc.int32 if dst == "int32" else asc.half, N)
+    xg, zg = asc.GlobalTensor(), asc.GlobalTensor()
+    xg.set_global_buffer(x)
+    zg.set_global_buffer(z)
+    asc.data_copy(a, xg, N)
+    asc.set_flag(asc.HardEvent.MTE2_V, 0)
+    asc.wait_flag(asc.HardEvent.MTE2_V, 0)
+    asc.cast(c, a, mode, N)
+    asc.set_flag(asc.HardEvent.V_MTE3, 0)
+    asc.wait_flag(asc.HardEvent.V_MTE3, 0)
+    asc.data_copy(zg, c, N)
+
+
+def test_casts_the_emulator_lacks_say_so_at_the_call(rng):
+    x = rng.uniform(-9, 9, N).astype(np.float32)
+    with pytest.raises(NotImplementedError, match=r"asc.cast with RoundMode.CAST_ODD"):
+        _cast_to[1](x, np.zeros(N, np.float16), "fp16", asc.RoundMode.CAST_ODD, hw=HW)
+    lines, first = inspect.getsourcelines(_cast_to.fn)
+    (line,) = [first + i for i, text in enumerate(lines) if "asc.cast(" in text]
+    with pytest.raises(NotImplementedError, match=rf"asc.cast at tests/test_asc_vector.py:{line} .*integer"):
+        _cast_to[1](x, np.zeros(N, np.int32), "int32", asc.RoundMode.CAST_RINT, hw=HW)
