@@ -408,7 +408,8 @@ for _f, _n in ((add, "add"), (sub, "sub"), (mul, "mul"), (div, "div"), (max, "ma
 for _f, _n in ((adds, "adds"), (muls, "muls"), (maxs, "maxs"), (mins, "mins")):
     _f.__name__ = _n
     _f.__doc__ = (
-        f"``{_n.capitalize()}(dst, src, scalar, count)``: dst = {_n[:-1]}(src, scalar), element-wise (V)."
+        f"``{_n.capitalize()}(dst, src, scalar, count)``: dst = {_n[:-1]}(src, scalar), element-wise (V); the "
+        f"scalar is a T, converted to the tensor's type first (as the C++ call converts it)."
     )
 
 
@@ -438,7 +439,8 @@ def relu(dst: LocalTensor, src: LocalTensor, count: int) -> None:
 
 
 def leaky_relu(dst: LocalTensor, src: LocalTensor, alpha, count: int) -> None:
-    """``LeakyRelu(dst, src, alpha, count)``: x if x >= 0 else alpha * x (V)."""
+    """``LeakyRelu(dst, src, alpha, count)``: x if x >= 0 else alpha * x (V); alpha is a T (a half on half
+    data), as in C++."""
     _unary("VLeakyRelu", dst, src, count, "leaky_relu", alpha=_scalar_of(alpha, dst))
 
 
@@ -454,7 +456,7 @@ def cast(dst: LocalTensor, src: LocalTensor, round_mode: RoundMode, count: int) 
 
 
 def duplicate(dst: LocalTensor, scalar, count: int) -> None:
-    """``Duplicate(dst, scalar, count)``: every element = scalar (V)."""
+    """``Duplicate(dst, scalar, count)``: every element = scalar, converted to the tensor's type (V)."""
     _vec("VDup", dst, (), count, "duplicate", scalar=_scalar_of(scalar, dst))
 
 
