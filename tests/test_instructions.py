@@ -915,7 +915,7 @@ def test_vector_errors():
     l1 = plan.alloc("L1", "l1", VS, "fp16")
     core = make_core(hw, plan)
     with pytest.raises(ValueError, match="unknown vector op"):
-        core.vector("VDiv", x[0], x[0], x[0])
+        core.vector("VFoo", x[0], x[0], x[0])
     with pytest.raises(ValueError, match="2 source"):
         core.vector("VAdd", x[0], x[0])
     with pytest.raises(ValueError, match="scalar"):
