@@ -41,12 +41,13 @@ from npu_jax.errors import ConfigError, check_int
 
 _DEFAULT_SIZE = 64
 # The byte bound's default, 1 GiB. Why: a 12 GB Colab VM (and an 8 GB laptop) runs jax and npu_jax in
-# ~0.3 GB; with 1 GiB for compiled programs the process peaks near 1.5 GB (one compile can overshoot
-# the bound: it is checked before each compile), leaving > 10 GB on Colab for the user's arrays --
-# 1,000 distinct small calls measured 1.4 GB peak (benchmarks/session_memory.py). At the tiny
+# ~0.3 GB (~0.6 GB once XLA has compiled); with 1 GiB for compiled programs the process peaks near
+# 1.7 GB (one compile can overshoot the bound: it is checked before each compile), leaving > 10 GB
+# on Colab for the user's arrays -- 1,000 small calls measured 1.64 GB peak, a sawtooth between
+# ~0.7 and ~1.6 GB with no drift (benchmarks/session_memory.py, 2-core box). At the tiny
 # preset's ~16 MB a program (RSS, measured there) it keeps ~60 programs, as many as the count
 # bound, so a session that reuses a few shapes never purges; only a stream of new shapes does,
-# every ~40 calls, and pays recompiles of the hot programs then (seconds each), not an OOM kill.
+# every ~50 calls, and pays recompiles of the hot programs then (seconds each), not an OOM kill.
 _DEFAULT_MB = 1024
 # Where the process's resident memory cannot be read (no /proc: macOS, Windows), each program
 # compiled since the last purge is counted at this estimate: the tiny preset's GEMMs and Conv2Ds
@@ -225,7 +226,7 @@ def set_program_cache_bytes(n: int | None) -> None:
     each compile (:meth:`_Cache.held_bytes` says why that measure and not an executable's size).
     The default, 1 GiB (or ``NPU_JAX_PROGRAM_CACHE_MB`` in MB, ``none`` for no bound), keeps a
     12 GB Colab session, or an 8 GB laptop, alive through any number of distinct calls: jax and
-    npu_jax take ~0.3 GB, so the process peaks near 1.5 GB (1,000 distinct small calls:
+    npu_jax take ~0.3-0.6 GB, so the process peaks near 1.7 GB (1,000 distinct small calls:
     ``benchmarks/session_memory.py``), and at ~16 MB a small program the bound still keeps about
     as many programs as the count bound (64), so reused shapes stay compiled.
 
