@@ -129,9 +129,10 @@ def test_findings_are_raised_by_every_call_through_a_kept_program():
 @pytest.mark.slow
 def test_the_cache_is_bounded_least_recently_used_out():
     hw, rng = presets.tiny(), np.random.default_rng()
-    old = programs.program_cache_info()["maxsize"]
+    old, old_bytes = programs.program_cache_info()["maxsize"], programs.program_cache_info()["max_bytes"]
     npu_jax.clear_program_cache()  # what earlier tests kept would be dropped here, and count
     npu_jax.set_program_cache_size(2)
+    npu_jax.set_program_cache_bytes(None)  # the count bound alone (a byte purge would empty the cache)
     try:
         mats = [
             (
@@ -152,6 +153,7 @@ def test_the_cache_is_bounded_least_recently_used_out():
         assert compiled >= 1
     finally:
         npu_jax.set_program_cache_size(old)
+        npu_jax.set_program_cache_bytes(old_bytes)
     assert programs.program_cache_info()["maxsize"] == old
 
 
