@@ -123,6 +123,7 @@ def test_matmul_leakyrelu_through_the_high_level_matmul(rng):
     assert report.pipe_busy["CUBE"] > 0 and report.pipe_busy["VECTOR"] > 0 and report.pipe_busy["FIXP"] > 0
 
 
+@pytest.mark.slow  # 30 s of compile on 2 cores; the same kernel runs with data at a small size by default
 def test_matmul_leakyrelu_at_the_vendors_size_timing_only(rng):
     _, _, c, report = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS, timing_only=True)
     assert c is None
