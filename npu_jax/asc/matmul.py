@@ -205,9 +205,7 @@ class Matmul:
             cube.data_copy(dst[i * t.base_m * t.n + j * t.base_n :], c2, rows)
             self.q_c2.free_tensor(c2)
             return
-        quant = {"fp32": QuantMode.NoQuant, "fp16": QuantMode.F322F16, "bf16": QuantMode.F322BF16}[
-            self.c_dtype.fmt
-        ]
+        quant = QuantMode(self.c_dtype.fmt)  # the Fixpipe conversion to C's dtype
         params = FixpipeParamsV220(t.base_n, t.base_m, t.base_m, t.n, False, quant)
         cube.fixpipe(dst[i * t.base_m * t.n + j * t.base_n :], c1, params, bias=self._bias(j))
         self.q_c1.free_tensor(c1)
@@ -255,9 +253,7 @@ class Matmul:
                 f"base_m x base_n elements) on {runtime.current().hw.name}."
             )
         t = self.t
-        quant = {"fp32": QuantMode.NoQuant, "fp16": QuantMode.F322F16, "bf16": QuantMode.F322BF16}[
-            self.c_dtype.fmt
-        ]
+        quant = QuantMode(self.c_dtype.fmt)  # the Fixpipe conversion to C's dtype
         params = FixpipeParamsV220(t.base_n, t.base_m, t.base_m, t.base_n, False, quant)
         cube.fixpipe(workspace, c1, params, bias=self._bias(j))
         self.q_c1.free_tensor(c1)
