@@ -48,6 +48,27 @@ def ascend910b() -> HardwareConfig:
     )
 
 
+def ascend910b1() -> HardwareConfig:
+    """Ascend 910B1, the "Atlas A2 training" part of the vendor's measured best-practice kernels.
+
+    24 AI Cube cores and 48 AI Vector cores at 1.85 GHz (stated in the READMEs of the vendor's
+    add_high_performance and matmul_high_performance samples, asc-devkit) -> 363.7 TFLOPS fp16 (the
+    vendor's own "theory" time of an 8192^3 matmul, 3022.92 us, is 8192^3 / (4096 x 24 x 1850 MHz)).
+    L2 192 MiB (asc-devkit ``04_memory_access/data_copy/README.md``). HBM ~1.8 TB/s (the vendor's
+    estimates in the matmul_high_performance README) -> 973.0 B/cycle for the chip. ``l2_rate`` 110 B/cycle
+    read, 86 write per core (INI, ``Ascend910B1.ini``): 110 x 24 x 1.85 GHz = 4.9 TB/s, the vendor's
+    "L2 ~5 TB/s" ("3-4x HBM"). Buffers, port rate and the rest as the 910B4 (arch 2201, ASC).
+    """
+    return ascend910b().replace(
+        name="ascend910b1",
+        num_cores=24,
+        vector_cores=48,
+        clock_ghz=1.85,
+        chip_gm_bytes_per_cycle=round(1.8e12 / 1.85e9, 2),
+        l2_bytes=192 * MiB,
+    )
+
+
 def ascend910() -> HardwareConfig:
     """Ascend 910 (arch 1001), coupled data path: L0C -> UB on the Vector pipe.
 
@@ -137,6 +158,7 @@ def tiny(coupled: bool = False) -> HardwareConfig:
 
 PRESETS = {
     "ascend910b": ascend910b,
+    "ascend910b1": ascend910b1,
     "ascend910": ascend910,
     "ascend310p": ascend310p,
     "tiny": tiny,
@@ -144,7 +166,7 @@ PRESETS = {
 
 
 def get(name: str) -> HardwareConfig:
-    """A preset by name (``ascend910b``, ``ascend910``, ``ascend310p``, ``tiny``; ``910b`` works)."""
+    """A preset by name (``ascend910b``, ``ascend910b1``, ``ascend910``, ``ascend310p``, ``tiny``; ``910b`` works)."""
     if not isinstance(name, str):
         raise TypeError(
             f"preset name must be a string such as '910b' or 'tiny', got {name!r}; known: {sorted(PRESETS)}."
