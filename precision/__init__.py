@@ -9,6 +9,8 @@ accumulator, output and vector formats inside the machine)::
     precision.assert_within_budget(m, precision.layer_budget("conv", precision.layer_bounds(576)))
     precision.assert_precision(m, baseline="conv3x3_fp16_mixed")      # golden-baseline regression
     res = precision.run_experiments(depths=(4, 8, 16, 32))            # strategies vs depth
+    cal = precision.calibrate(activations, "entropy")                # int8 range, scale, zero point
+    xq = precision.quantize(x, scale=cal.scale, zero_point=cal.zero_point)   # ONNX QuantizeLinear
 """
 
 from npu_jax.core.policy import Policy
@@ -30,6 +32,7 @@ from precision.budgets import (
 from precision.experiments import SCENARIOS, run_experiments
 from precision.formats import FORMATS, FloatFormat, get_format
 from precision.metrics import Metrics, compare
+from precision.quantization import QuantizedTensor, dequantize, quantize
 from precision.rounding import MODES, round_to
 from precision.strategies import STRATEGIES, StackSpec, run_strategy
 
@@ -44,11 +47,13 @@ __all__ = [
     "LayerBounds",
     "Metrics",
     "Policy",
+    "QuantizedTensor",
     "StackSpec",
     "assert_precision",
     "assert_within_budget",
     "budget_for",
     "compare",
+    "dequantize",
     "formats",
     "gamma",
     "gamma_K",
@@ -57,6 +62,7 @@ __all__ = [
     "layer_bounds",
     "layer_budget",
     "prob_bound",
+    "quantize",
     "round_to",
     "run_experiments",
     "run_strategy",
