@@ -29,6 +29,7 @@ from precision.budgets import (
     layer_budget,
     prob_bound,
 )
+from precision.calibration import Calibration, calibrate
 from precision.experiments import SCENARIOS, run_experiments
 from precision.formats import FORMATS, FloatFormat, get_format
 from precision.metrics import Metrics, compare
@@ -43,6 +44,7 @@ __all__ = [
     "SCENARIOS",
     "STRATEGIES",
     "Budget",
+    "Calibration",
     "FloatFormat",
     "LayerBounds",
     "Metrics",
@@ -52,6 +54,7 @@ __all__ = [
     "assert_precision",
     "assert_within_budget",
     "budget_for",
+    "calibrate",
     "compare",
     "dequantize",
     "formats",
