@@ -23,10 +23,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from npu_jax.core.policy import Policy
 from npu_jax.errors import InputError, InputTypeError, check_choice, check_int, check_number
 from precision.formats import FORMATS, get_format
 from precision.metrics import Metrics
+from precision.quantization import QuantizedTensor
 
 U32 = FORMATS["fp32"].u
 
@@ -265,6 +268,143 @@ def layer_budget(name: str, bounds: LayerBounds, *, kind: str = "probabilistic")
     )
 
 
+# ---- int8: quantisation noise ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Int8Bounds:
+    """Per-output bounds on ``|y_q - y|`` for ``y = x @ w`` with both operands quantised (float64, (M, N)).
+
+    ``y_q`` is the exact dot of the dequantised operands (the int8 Cube sums int32 exactly) scaled
+    once in fp32. Rounding ``x`` to a step ``s`` leaves ``r`` in ``[-s/2, s/2]``; a value outside the
+    representable range also leaves its clipping distance ``d``. With ``dx = rx + cx``,
+    ``dw = rw + cw`` (``c``: clipping plus fp32's few ulps), ``y_q - y`` is
+
+        sum_k rx_k w_k + x_k rw_k  +  sum_k rx_k rw_k  +  (terms in cx, cw).
+
+    * deterministic: every term at its largest, ``|rx| = sx/2``, ``|rw| = sw/2``.
+    * probabilistic (independent zero-mean ``r``, uniform: variance s^2 / 12): Hoeffding's
+      inequality on each of the two random sums, ``P(|sum| >= (lam / 2) sqrt(sum width_k^2)) <=
+      2 exp(-lam^2 / 2)`` with widths ``sx |w_k|``, ``sw |x_k|`` and ``sx sw / 2``; the clipping terms
+      are added at their largest. It fails with probability <= 4 exp(-lam^2 / 2) per output (6e-8 at
+      lam = 6): the sqrt(K) form of Higham & Mary's bound, here for the operands' rounding.
+
+    Attributes:
+        deterministic, probabilistic: the bounds on ``|y_q - y|``, one per output.
+        abs_ref: ``S = |x| @ |w|``, what :func:`precision.compare` takes as ``abs_ref``.
+        K, lam, describe: depth, lambda, and a line saying what was bounded.
+    """
+
+    deterministic: np.ndarray
+    probabilistic: np.ndarray
+    abs_ref: np.ndarray
+    K: int
+    lam: float
+    describe: str
+
+    def relative(self, kind: str = "probabilistic") -> float:
+        """``max (bound / S)`` over the outputs: the componentwise error the bound allows."""
+        check_choice("Int8Bounds.relative", "kind", kind, ("deterministic", "probabilistic"))
+        lim = getattr(self, kind)
+        return float(np.max(np.where(self.abs_ref > 0, lim / np.maximum(self.abs_ref, 1e-300), np.inf)))
+
+
+def _qerr(v: np.ndarray, qt: QuantizedTensor, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(half-step, deterministic remainder) per element of ``v`` under ``qt``'s scale."""
+    if qt.axis is None:
+        s = float(qt.scale)
+        lo, hi = (float(b) for b in qt.bounds())
+    elif what == "w" and qt.axis == 1:
+        s = np.asarray(qt.scale, np.float64)[None, :]
+        lo, hi = (np.asarray(b, np.float64)[None, :] for b in qt.bounds())
+    else:
+        raise InputError(
+            f"int8_bounds: {what} must be quantised per tensor"
+            + (" or per output channel (axis=1 of w (K, N))" if what == "w" else "")
+            + f", got axis={qt.axis}; a scale per K slice does not factor out of the integer dot."
+        )
+    d = np.abs(v - np.clip(v, lo, hi))
+    half = 0.5 * s * np.ones_like(v)
+    return half, d + 3 * U32 * (np.abs(v) + half)
+
+
+def int8_bounds(x, w, xq: QuantizedTensor, wq: QuantizedTensor, *, lam: float = 6.0) -> Int8Bounds:
+    """Bounds on the error of ``dequantize(xq) @ dequantize(wq)`` against ``x @ w``, per output.
+
+    Args:
+        x: (M, K) operand (activations), quantised per tensor as ``xq``.
+        w: (K, N) operand (weights), quantised per tensor or per output channel (axis 1) as ``wq``.
+        xq, wq: :func:`precision.quantize` of ``x`` and ``w`` (any scale: clipping is accounted).
+        lam: lambda of the probabilistic bound (failure probability <= 4 exp(-lam^2 / 2) per output).
+
+    Example:
+        >>> import numpy as np, precision
+        >>> rng = np.random.default_rng(0)
+        >>> x, w = rng.standard_normal((8, 64)), rng.standard_normal((64, 4))
+        >>> xq = precision.quantize(x.astype(np.float32))
+        >>> wq = precision.quantize(w.astype(np.float32), granularity="per_channel", axis=1)
+        >>> b = int8_bounds(x, w, xq, wq)
+        >>> y_q = np.asarray(xq.dequantize(), np.float64) @ np.asarray(wq.dequantize(), np.float64)
+        >>> bool(np.all(np.abs(y_q - x @ w) <= b.probabilistic))
+        True
+    """
+    fn = "int8_bounds"
+    if not isinstance(xq, QuantizedTensor) or not isinstance(wq, QuantizedTensor):
+        raise InputTypeError(f"{fn}: xq and wq must be QuantizedTensors (precision.quantize(x), ...).")
+    lam = check_number(fn, "lam", lam, 0.0, open_lo=True)
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise InputError(f"{fn}: x (M, K) and w (K, N) must share K, got x {x.shape} and w {w.shape}.")
+    if xq.q.shape != x.shape or wq.q.shape != w.shape:
+        raise InputError(
+            f"{fn}: xq {tuple(xq.q.shape)} and wq {tuple(wq.q.shape)} must be the quantisations of x "
+            f"{x.shape} and w {w.shape}."
+        )
+    K = x.shape[1]
+    hx, cx = _qerr(x, xq, "x")
+    hw, cw = _qerr(w, wq, "w")
+    ax, aw = np.abs(x), np.abs(w)
+    S = ax @ aw
+    det = (hx + cx) @ aw + ax @ (hw + cw) + (hx + cx) @ (hw + cw)
+    main = np.sqrt((2 * hx) ** 2 @ aw**2 + ax**2 @ (2 * hw) ** 2)
+    cross = np.sqrt((hx * 2) ** 2 @ (hw * 2) ** 2) / 2
+    fixed = cx @ (aw + hw + cw) + (ax + hx) @ cw
+    prob = (lam / 2) * (main + cross) + fixed
+    # one fp32 rounding of the scale product and one of the scaled result
+    det, prob = det + 2 * U32 * (S + det), prob + 2 * U32 * (S + prob)
+    what = (
+        f"K={K}: x per tensor (scale {float(xq.scale):.3g}), w "
+        + ("per tensor" if wq.axis is None else "per output channel")
+        + f", lam={lam:g}"
+    )
+    return Int8Bounds(deterministic=det, probabilistic=prob, abs_ref=S, K=K, lam=lam, describe=what)
+
+
+def int8_budget(name: str, bounds: Int8Bounds, *, kind: str = "probabilistic") -> Budget:
+    """A Budget from :func:`int8_bounds`: componentwise error (``compare(..., abs_ref=bounds.abs_ref)``)
+    within the largest ``bound / S``, no NaN or inf. Elementwise, compare against ``bounds.<kind>``.
+
+    Example:
+        >>> import numpy as np, precision
+        >>> rng = np.random.default_rng(0)
+        >>> x, w = rng.standard_normal((8, 64)), rng.standard_normal((64, 4))
+        >>> xq, wq = precision.quantize(x.astype(np.float32)), precision.quantize(w.astype(np.float32))
+        >>> b = int8_bounds(x, w, xq, wq)
+        >>> y_q = np.asarray(xq.dequantize(), np.float64) @ np.asarray(wq.dequantize(), np.float64)
+        >>> m = precision.compare(y_q, x @ w, abs_ref=b.abs_ref)
+        >>> assert_within_budget(m, int8_budget("int8 gemm", b))
+    """
+    if not isinstance(bounds, Int8Bounds):
+        raise InputTypeError(
+            f"int8_budget: bounds must be an Int8Bounds (precision.int8_bounds(x, w, xq, wq)), got "
+            f"{type(bounds).__name__}."
+        )
+    check_choice("int8_budget", "kind", kind, ("deterministic", "probabilistic"))
+    return Budget(
+        name,
+        max_={"componentwise": bounds.relative(kind), "n_nan": 0, "n_overflow": 0},
+        why=f"int8 {kind} bound, {bounds.describe}",
+    )
+
+
 # The kernel engineer's claims, as budgets on the ResNet-like stacks (see precision.experiments):
 # pure FP16 1-2% error in deep stacks; with the strategies under 0.1%. "finite" workloads must
 # produce no NaN / inf.
@@ -338,12 +478,15 @@ def stack_budget(strategy: str, workload: str, depth: int) -> Budget:
 __all__ = [
     "BUDGETS",
     "Budget",
+    "Int8Bounds",
     "LayerBounds",
     "assert_within_budget",
     "budget_for",
     "gamma",
     "gamma_K",
     "gamma_tilde",
+    "int8_budget",
+    "int8_bounds",
     "layer_bounds",
     "layer_budget",
     "prob_bound",
