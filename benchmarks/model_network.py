@@ -11,6 +11,8 @@ import time
 
 import npu_jax
 from npu_jax.model import fusion_saving, zoo
+from npu_jax.model.breakdown import breakdown
+from npu_jax.model.kernels import Setting
 
 
 def main() -> None:
@@ -21,6 +23,11 @@ def main() -> None:
     ap.add_argument("--image", type=int, default=None)
     ap.add_argument("--unfused", action="store_true", help="also estimate unfused and table the saving")
     ap.add_argument("--layers", action="store_true", help="print the per-layer table")
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="cycles by kind of layer and bottleneck, conv GM bytes by role",
+    )
     ap.add_argument("--trace", default=None, help="Chrome trace of the last batch (fused)")
     ap.add_argument("--plot", default=None, help="per-layer time plot of the last batch (fused)")
     args = ap.parse_args()
@@ -33,6 +40,8 @@ def main() -> None:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if args.layers:
             print(rep.summary())
+        if args.breakdown:
+            print(breakdown(m, rep, Setting(hw, npu_jax.Policy())).table())
         print(
             f"{args.network} {hw.name} batch {b}: {rep.cycles:,} cycles = {rep.time_us / 1e3:.3f} ms, "
             f"{rep.images_per_second:,.0f} img/s, {rep.pct_peak:.1f}% of peak, {len(rep.layers)} layers, "
