@@ -68,7 +68,9 @@ def conv2d_fused(
             ``("clipped_relu", ceiling)``, ``"residual"``, ``("cast", fmt)`` (last).
         bias: (K,) per-channel values, when the chain has ``"bias"``. Held in fp32 for the
             Fixpipe, in ``policy.vector`` format on UB.
-        residual: (N, K, Ho, Wo), when the chain has ``"residual"``; read in ``policy.vector``.
+        residual: (N, K, Ho, Wo), when the chain has ``"residual"``. Fused in UB (coupled chips) it
+            is read as an activation, in ``policy.output`` (widened in UB to ``policy.vector``);
+            in the vector kernel after the Cube kernel, in ``policy.vector``.
         stride, padding, dilation, strategy, hw, tiling, policy, trace, timing_only, checks: as
             :func:`npu_jax.conv2d` (``checks`` covers both kernels). ``tiling=None`` lets the chooser pick under the fused
             kernel's own constraints (its UB / L1 buffers count too).

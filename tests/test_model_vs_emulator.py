@@ -140,7 +140,7 @@ def runner(strategy, tiling, hw, epi, out):
         if epi is not None and epi.has("bias"):
             bias = jnp.zeros((B.k,), DTYPES[epi.bias_format])
         if epi is not None and epi.has("residual"):
-            residual = jnp.zeros((B.n, p.ho_cap, p.wo_cap, B.k), DTYPES[epi.vector])
+            residual = jnp.zeros((B.n, p.ho_cap, p.wo_cap, B.k), DTYPES[epi.residual_format])
         _, rep = run_plan(p, x, w, Policy(), bias=bias, residual=residual, move_data=False)
         return rep
 

@@ -155,7 +155,7 @@ def l2_kept(p: ConvPlan) -> tuple[str, ...]:
     if e is not None and e.has("bias"):
         specs.append(GmSpec("bias", (1, B.k), (), e.bias_format))
     if e is not None and e.has("residual"):
-        specs.append(GmSpec("res", y_shape, (), e.vector))
+        specs.append(GmSpec("res", y_shape, (), e.residual_format))
     specs.append(GmSpec("y", y_shape, (), p.output, output=True))
     return l2.kept(p.hw, specs)
 

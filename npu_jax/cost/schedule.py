@@ -147,7 +147,7 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
     if e is not None and e.has("bias"):
         sizes.append(L.k * itemsize(e.bias_format))
     if e is not None and e.has("residual"):
-        sizes.append(L.n * L.ho * L.wo * L.k * itemsize(e.vector))
+        sizes.append(L.n * L.ho * L.wo * L.k * itemsize(e.residual_format))
     sizes.append(L.n * L.ho * L.wo * L.k * osz)
     kept = costs.l2_keeps(h, sizes, xp)
     has_bias = e is not None and e.has("bias")
@@ -237,19 +237,21 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     vpre, vres, vpost, cr, res_bytes = z, z, z, z, z
     e = pr.epi
     if e is not None and e.where == "ub":
-        vsz = itemsize(e.vector)
+        vsz, rsz = itemsize(e.vector), itemsize(e.residual_format)
         cnt = m_eff * t.n * live  # the tile's real rows, all its columns
         seen_res = False
+        width = {"cast": max(vsz, osz), "widen_residual": max(vsz, rsz)}
         for _op, role in e.vector_ops():
-            cyc = costs.vector(h, cnt * (max(vsz, osz) if role == "cast" else vsz))
-            if role == "residual":
+            cyc = costs.vector(h, cnt * width.get(role, vsz))
+            # vres: the op that waits for the residual tile and frees it (the widening VCast if any)
+            if role == "widen_residual" or (role == "residual" and not e.widens_residual):
                 vres, seen_res = cyc, True
             elif seen_res:
                 vpost = vpost + cyc
             else:
                 vpre = vpre + cyc
         if e.has("residual"):
-            res_bytes = ho_v * wo_v * nv * vsz * live
+            res_bytes = ho_v * wo_v * nv * rsz * live
             cr = costs.dma_in(h, res_bytes, out_bursts, gm_rate)
     last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
     return dict(

@@ -38,6 +38,12 @@ def emit(core, e: EpiloguePlan, a: dict, c_l0, y_win, res_win, bias_col, m, n, t
     for op, role in e.vector_ops():
         if role == "bias":
             core = core.vector(op, cur, cur, a["bias"].at(0, (0, bias_col)), count_elems=cnt, when=live)
+        elif role == "widen_residual":  # the residual tile is free again once widened
+            core = core.wait_flag("MTE2_V", 1, live)
+            core = core.vector(op, a["res_v"][0], a["res"][0], count_elems=cnt, when=live)
+            core = core.set_flag("V_MTE2", 0, live)
+        elif role == "residual" and e.widens_residual:
+            core = core.vector(op, cur, cur, a["res_v"][0], count_elems=cnt, when=live)
         elif role == "residual":
             core = core.wait_flag("MTE2_V", 1, live)
             core = core.vector(op, cur, cur, a["res"][0], count_elems=cnt, when=live)

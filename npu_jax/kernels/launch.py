@@ -53,7 +53,7 @@ def run_plan(
     every instruction. The report is the same either way.
 
     A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
-    (N, Ho, Wo, K) NHWC in ``p.epi.vector`` format, when its steps use them.
+    (N, Ho, Wo, K) NHWC in ``p.epi.residual_format`` (an activation's format), when its steps use them.
 
     A plan under a tiling bound (``p.tiling_bound``, ``p.t`` possibly traced) runs timing-only.
 
@@ -76,7 +76,7 @@ def run_plan(
     bias_v = _epi_input("bias", bias, (p.g.k,), e.bias_format) if e is not None and e.has("bias") else None
     res_v = None
     if e is not None and e.has("residual"):
-        res_v = _epi_input("residual", residual, (p.g.n, p.g.ho, p.g.wo, p.g.k), e.vector)
+        res_v = _epi_input("residual", residual, (p.g.n, p.g.ho, p.g.wo, p.g.k), e.residual_format)
     traced = any(isinstance(a, jax.core.Tracer) for a in (x, w, bias_v, res_v))
     shapes = (tuple(x.shape), tuple(w.shape), bias_v is not None, res_v is not None)
     report = timing_report(p, policy, trace_capacity, name, Checks.parse(checks), *shapes, traced)
@@ -102,7 +102,7 @@ def timing_report(
             policy,
             cap,
             np.zeros(g.k, DTYPES[e.bias_format]) if bias else None,
-            np.zeros((g.n, g.ho, g.wo, g.k), DTYPES[e.vector]) if res else None,
+            np.zeros((g.n, g.ho, g.wo, g.k), DTYPES[e.residual_format]) if res else None,
             name,
             False,
             True,
@@ -165,8 +165,8 @@ def _launch_plan(
         gm_in["bias"] = _epi_input("bias", bias, (B.k,), e.bias_format).reshape(1, B.k)
         extents["bias"] = (1, g.k)
     if e is not None and e.has("residual"):
-        gm += (GmSpec("res", y_shape, y_pad, e.vector),)
-        gm_in["res"] = _epi_input("residual", residual, y_shape, e.vector)
+        gm += (GmSpec("res", y_shape, y_pad, e.residual_format),)
+        gm_in["res"] = _epi_input("residual", residual, y_shape, e.residual_format)
         extents["res"] = (g.n, g.ho, g.wo, g.k)
     gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
     extents["y"] = (user.n, g.ho, g.wo, G, g.k) if G > 1 else (g.n, g.ho, g.wo, g.k)

@@ -170,12 +170,17 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
     clip = [s.arg for s in e.steps if s.op == "clipped_relu"]
     alpha = [s.arg for s in e.steps if s.op == "leaky_relu"]
     fmt = e.vector
+    res = None if residual is None else residual.astype(jnp.float32)
     for op, role in e.vector_ops():  # the instructions of kernels/epilogue.emit, in its order
         xs = [cur]
         if role == "bias":
             xs.append(bias.astype(jnp.float32))
         elif role == "residual":
-            xs.append(residual.astype(jnp.float32))
+            xs.append(res)
+        if role == "widen_residual":  # the residual tile, in its GM format, converted to the vector's
+            res = store(elementwise(op, [residual.astype(jnp.float32)]), op, e.vector, policy, hw)
+            res = res.astype(jnp.float32)
+            continue
         if role == "cast":
             fmt = e.output
         scalar = 0.0 if op == "VMaxs" else clip[0] if op == "VMins" else None

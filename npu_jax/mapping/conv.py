@@ -339,6 +339,7 @@ class ConvPlan:
                     "c_l0c": ("ho", "wo", "n"),
                     "y_ub": ("ho", "wo", "n"),
                     "res_ub": ("ho", "wo", "n"),
+                    "res_v_ub": ("ho", "wo", "n"),
                     "out_ub": ("ho", "wo", "n"),
                     "bias_l1": ("n", "cout_split"),
                     "bias_ub": ("n", "cout_split"),

@@ -130,12 +130,17 @@ class EpiloguePlan:
         where: ``"fixpipe"`` (910B) or ``"ub"`` (coupled chips).
         vector: format of the UB tile the vector steps work on (``policy.vector``).
         output: format the kernel writes to GM.
+        residual: format of the residual tensor in GM: another layer's activation, stored as that
+            layer wrote it (``policy.output``; the vendor's compiled networks keep activations fp16
+            between layers). MTE2 reads it as it is and, where it differs from ``vector``, a VCast
+            widens it in UB before the add. None = ``vector`` (a residual given in the vector format).
     """
 
     steps: tuple[Step, ...]
     where: str
     vector: str
     output: str
+    residual: str | None = None
 
     def has(self, op: str) -> bool:
         return any(s.op == op for s in self.steps)
@@ -148,6 +153,16 @@ class EpiloguePlan:
     @property
     def needs_out_tile(self) -> bool:
         return self.where == "ub" and self.output != self.vector
+
+    @property
+    def residual_format(self) -> str:
+        """The residual's format in GM (and in its UB tile, as MTE2 copies it)."""
+        return self.vector if self.residual is None else self.residual
+
+    @property
+    def widens_residual(self) -> bool:
+        """The residual tile is converted to the vector format (one VCast) before the add."""
+        return self.where == "ub" and self.has("residual") and self.residual_format != self.vector
 
     def fixpipe_args(self) -> dict:
         """Fixpipe keyword arguments of the fused activation."""
@@ -162,12 +177,15 @@ class EpiloguePlan:
 
     def vector_ops(self) -> list[tuple[str, str]]:
         """The UB path's vector instructions as (op, role): role ``bias`` / ``residual`` name the
-        second source; ``cast`` writes the output tile; the rest work in place."""
+        second source; ``widen_residual`` converts the residual tile to the vector format (into its
+        own tile); ``cast`` writes the output tile; the rest work in place."""
         ops = []
         for s in self.steps:
             if s.op == "bias":
                 ops.append(("VAdd", "bias"))
             elif s.op == "residual":
+                if self.widens_residual:
+                    ops.append(("VCast", "widen_residual"))
                 ops.append(("VAdd", "residual"))
             elif s.op == "relu":
                 ops.append(("VRelu", "inplace"))
@@ -192,7 +210,7 @@ def split(steps: tuple[Step, ...], hw, policy, fused: bool):
     if not fused or not steps:
         return None, steps, policy.output, final
     if hw.coupled:
-        return EpiloguePlan(steps, "ub", policy.vector, final), (), final, final
+        return EpiloguePlan(steps, "ub", policy.vector, final, policy.output), (), final, final
     k = fixpipe_prefix(steps)
     if k == 0:
         return None, steps, policy.output, final
@@ -213,7 +231,9 @@ def allocate_epilogue(plan, e: EpiloguePlan, m_t: int, n: int, row_cols: int) ->
     if e.has("bias"):
         a["bias"] = plan.alloc("UB", "bias_ub", (1, row_cols), e.vector)
     if e.has("residual"):
-        a["res"] = plan.alloc("UB", "res_ub", (m_t, n), e.vector)
+        a["res"] = plan.alloc("UB", "res_ub", (m_t, n), e.residual_format)
+        if e.widens_residual:
+            a["res_v"] = plan.alloc("UB", "res_v_ub", (m_t, n), e.vector)
     if e.needs_out_tile:
         a["out"] = plan.alloc("UB", "out_ub", (m_t, n), e.output)
     return a
