@@ -52,7 +52,7 @@ from npu_jax.asc.ops import (
     sub,
     wait_flag,
 )
-from npu_jax.asc.pipe import LocalMemAllocator, TBuf, TPipe, TQue
+from npu_jax.asc.pipe import LocalMemAllocator, TBuf, TPipe, TQue, local_tensor
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.tensors import GlobalAddress, GlobalTensor, LocalTensor
 from npu_jax.asc.types import (
@@ -64,6 +64,7 @@ from npu_jax.asc.types import (
     PIPE_MTE3,
     PIPE_S,
     PIPE_V,
+    CacheMode,
     DataCopyExtParams,
     DataCopyPadExtParams,
     DataCopyParams,
@@ -89,6 +90,7 @@ from npu_jax.asc.types import (
 __all__ = [
     "AscError",
     "AscWarning",
+    "CacheMode",
     "DType",
     "DataCopyExtParams",
     "DataCopyPadExtParams",
@@ -147,6 +149,7 @@ __all__ = [
     "ln",
     "load_3d",
     "load_data",
+    "local_tensor",
     "loop",
     "max",
     "maxs",

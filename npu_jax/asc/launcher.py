@@ -28,7 +28,7 @@ from npu_jax.core import run as core_run
 from npu_jax.core.buffers import Plan
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec
-from npu_jax.errors import CapacityError
+from npu_jax.errors import AlignmentError, CapacityError
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 
@@ -235,6 +235,7 @@ def launch(
             _gm_shape(p, size, plan),
             dt.fmt,
             output=p in plan.gm_use and plan.gm_use[p].written,
+            l2_bypass=p in plan.gm_use and plan.gm_use[p].l2_bypass,
         )
         for p, (size, dt, _) in gm_args.items()
     )
@@ -382,10 +383,18 @@ def _allocate(hw, plan: KernelRun) -> dict:
         shape = r.shape or (r.nbytes // dt.itemsize,)
         try:
             out[r.index] = p.alloc(
-                r.buffer, f"{r.kind}{r.index}_{r.position.name}", shape, dt.fmt, stages=r.num, fmt=r.fmt
+                r.buffer,
+                f"{r.kind}{r.index}_{r.position.name}",
+                shape,
+                dt.fmt,
+                stages=r.num,
+                fmt=r.fmt,
+                offset=r.addr,
             )
         except CapacityError as e:
             raise CapacityError(f"init_buffer at {r.where}: {e}") from None
+        except AlignmentError as e:
+            raise AscError(f"the tensor at {r.where}: {e}") from None
     return out
 
 

@@ -45,6 +45,7 @@ class BufferRequest:
     dtype: object = None  # the DType it is used as (first use)
     shape: tuple | None = None  # a Cube-side tensor's logical shape (first shaped use)
     fmt: str = "ND"
+    addr: int | None = None  # a fixed byte address in the buffer (asc.local_tensor); None: the next free
 
 
 @dataclasses.dataclass
@@ -54,6 +55,7 @@ class GmUse:
     pitch: int | None = None
     where: str = ""
     written: bool = False
+    l2_bypass: bool = False  # SetL2CacheHint(CACHE_MODE_DISABLE) on a GlobalTensor of it
 
 
 class KernelRun:

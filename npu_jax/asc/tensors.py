@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from npu_jax.asc import runtime
-from npu_jax.asc.types import DType, dtype_of
+from npu_jax.asc.runtime import AscError
+from npu_jax.asc.types import CacheMode, DType, dtype_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +67,22 @@ class GlobalTensor:
         self.dtype = self.dtype or addr.dtype
         self.length = length
         return self
+
+    def set_l2_cache_hint(self, mode) -> None:
+        """``SetL2CacheHint(mode)``: ``asc.CacheMode.CACHE_MODE_DISABLE`` reads this GM argument past the
+        chip's L2 (for data read once: it then takes no room there); the model applies the hint to every
+        access of the argument, through any GlobalTensor. Call after ``set_global_buffer``."""
+        if not isinstance(mode, CacheMode):
+            raise TypeError(
+                f"set_l2_cache_hint takes an asc.CacheMode (e.g. CACHE_MODE_DISABLE), got {mode!r}."
+            )
+        if self.addr is None:
+            raise AscError(
+                f"set_l2_cache_hint at {runtime.where()}: the GlobalTensor has no memory yet; call "
+                "set_global_buffer first."
+            )
+        use = runtime.current().gm_use.setdefault(self.addr.name, runtime.GmUse())
+        use.l2_bypass = use.l2_bypass or mode == CacheMode.CACHE_MODE_DISABLE
 
     def view(self, off) -> GlobalTensor:
         _check_offset(off, "GlobalTensor[offset:]")

@@ -86,6 +86,13 @@ class Hardware(enum.Enum):
     L0C = "L0C"
 
 
+class CacheMode(enum.Enum):
+    """``CacheMode``: how a GlobalTensor's accesses use the chip's L2 (``SetL2CacheHint``)."""
+
+    CACHE_MODE_NORMAL = "normal"
+    CACHE_MODE_DISABLE = "disable"  # reads go straight to HBM: never hit, never allocate a line
+
+
 def buffer_of(position: TPosition, hw) -> str:
     """The buffer a position lives in (ascend-c.md: positions -> buffers); CO2 is UB on coupled chips."""
     table = {

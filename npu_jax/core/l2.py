@@ -32,9 +32,12 @@ RESIDENT, TRACK, STREAM = "resident", "track", "stream"
 
 
 def _keeps(hw, gm_specs) -> list[bool]:
-    """Whether the L2 keeps each of a launch's GM tensors (``costs.l2_keeps`` over their logical bytes)."""
-    sizes = [math.prod(s.shape) * itemsize(s.dtype) for s in gm_specs]
-    return [bool(k) for k in costs.l2_keeps(costs.HwNumbers.of(hw), sizes)]
+    """Whether the L2 keeps each of a launch's GM tensors (``costs.l2_keeps`` over their logical bytes).
+    A tensor read past L2 (``l2_bypass``) takes no room in it and is never kept."""
+    cached = [s for s in gm_specs if not s.l2_bypass]
+    sizes = [math.prod(s.shape) * itemsize(s.dtype) for s in cached]
+    keep = dict(zip((s.name for s in cached), costs.l2_keeps(costs.HwNumbers.of(hw), sizes)))
+    return [bool(keep.get(s.name, False)) for s in gm_specs]
 
 
 def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:

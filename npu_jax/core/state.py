@@ -40,6 +40,7 @@ class GmSpec:
     padded: tuple[int, ...]
     dtype: str
     output: bool = False
+    l2_bypass: bool = False  # reads skip L2 (the vendor's CACHE_MODE_DISABLE): never hit, never kept
 
 
 @dataclasses.dataclass(frozen=True)
