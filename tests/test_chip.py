@@ -114,8 +114,19 @@ def test_working_set_larger_than_l2_pays_misses(x):
     assert fits.bytes["HBM->L2"] == WIN
 
 
+def test_writes_stay_in_l2_when_it_keeps_the_output_and_stream_out_when_not(x):
+    keeps = _run(_hw(num_cores=8), x, lambda b: b * ROWS, cores=8, out=True)
+    assert keeps.bytes["UB->GM"] == 8 * WIN and "y" in keeps.l2_kept
+    assert keeps.bytes["L2->HBM"] == 0 and keeps.hbm_bytes == 8 * WIN  # the reads only
+    # an L2 that holds x but not x and the output (ties: the earlier tensor first): the writes stream out
+    tight = _run(_hw(num_cores=8, l2_bytes=x.nbytes), x, lambda b: b * ROWS, cores=8, out=True)
+    assert "y" not in tight.l2_kept
+    assert tight.bytes["L2->HBM"] == 8 * WIN and tight.hbm_bytes == 16 * WIN
+
+
 def test_chip_hbm_binds_when_all_cores_stream(x):
-    hw = _hw(num_cores=8, chip_gm_bytes_per_cycle=64.0)  # 8 ports of 32 B/cycle, a chip of 64
+    # 8 ports of 32 B/cycle, a chip of 64; an L2 too small to keep the output, so every write goes to HBM
+    hw = _hw(num_cores=8, chip_gm_bytes_per_cycle=64.0, l2_bytes=x.nbytes)
     rep = _run(hw, x, lambda b: b * ROWS, cores=8, out=True)
     assert rep.hbm_bytes == 8 * WIN + 8 * WIN  # every read missed; every write goes to HBM
     assert rep.hbm_cycles == ceil_rate(16 * WIN, 64.0)

@@ -11,8 +11,12 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   cores ``< b`` (:func:`touch` keeps one record for all cores for this: the cores share it).
 * **Across kernels**, a tensor an earlier kernel of the same sequence kept (read or written) is
   resident: every read of it hits, if this kernel keeps it too (``launch(..., l2_resident=...)``).
-* **Writes** go into L2 (write-allocate) at the L2 write rate and are charged to HBM once; the chip's
-  HBM bandwidth, shared by every core, bounds the kernel (``costs.kernel_cycles``).
+* **Writes** go into L2 (write-allocate) at the L2 write rate. A written tensor the L2 keeps stays
+  there, dirty, when the kernel ends: its write-back to HBM is not on this kernel's clock (the vendor's
+  note on add_high_performance case 5: with x and y read past L2, "the writes of z land in L2" and the
+  kernel moves more than HBM can). A written tensor the L2 does not keep streams out: every written
+  byte is charged to HBM once. The chip's HBM bandwidth, shared by every core, bounds the kernel
+  (``costs.kernel_cycles``).
 
 The record is a bool array per tracked GM input (its padded shape), carried in the core state.
 """
@@ -53,6 +57,12 @@ def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:
 def kept(hw, gm_specs) -> tuple[str, ...]:
     """Names of a launch's GM tensors the L2 keeps once it is done (resident for the next kernel)."""
     return tuple(s.name for s, keep in zip(gm_specs, _keeps(hw, gm_specs)) if keep)
+
+
+def write_back(ctx, name: str) -> bool:
+    """Whether writes of GM output ``name`` reach HBM within the launch (charged to it): False when
+    the L2 keeps the tensor (its dirty lines stay; see the module's notes)."""
+    return name not in kept(ctx.hw, ctx.gm)
 
 
 def init_state(ctx) -> dict:

@@ -57,6 +57,8 @@ class Board:
         self.h = costs.HwNumbers.of(hw)
         self.ncores = ncores
         self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))
+        kept = l2.kept(hw, tuple(gm))
+        self.outputs = {s.name: s.name not in kept for s in gm if s.output}  # name -> written back?
         self.rate, self.wrate = costs.gm_rate(self.h, ncores), costs.write_rate(self.h, ncores)
         self.counts: collections.Counter = collections.Counter()
 
@@ -87,10 +89,15 @@ class Board:
         bursts = np.where(nbytes > 0, bursts, 0)
         self.run("MTE2", costs.dma_in(self.h, nbytes, bursts, self.rate, hits), when)
 
-    def write(self, nbytes, bursts, when=True):
-        """DataCopy UB -> GM (MTE3) of ``nbytes`` in ``bursts``, into L2 (charged to HBM once)."""
+    def write(self, nbytes, bursts, when=True, name: str | None = None):
+        """DataCopy UB -> GM (MTE3) of ``nbytes`` in ``bursts`` of output ``name`` (None: the launch's
+        one output), into L2: charged to HBM once unless the L2 keeps the tensor (``l2.write_back``)."""
+        if name is None:
+            if len(self.outputs) != 1:
+                raise ValueError(f"Board.write: name one of the outputs {sorted(self.outputs)}.")
+            (name,) = self.outputs
         self._count("UB->GM", nbytes, when)
-        self._count("L2->HBM", nbytes, when)
+        self._count("L2->HBM", nbytes if self.outputs[name] else 0 * nbytes, when)
         self.run("MTE3", costs.dma_out(self.h, nbytes, np.where(nbytes > 0, bursts, 0), self.wrate), when)
 
     def vector(self, nbytes, when=True):

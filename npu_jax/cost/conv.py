@@ -215,8 +215,8 @@ def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
     core's); each of its items is costed at the layer's smallest tile and Cout block: its Mmads and
     MTE1 loads (the K steps as the kernel takes them: each part's full steps and last one) and its
     drain (Fixpipe; or L0C -> UB and MTE3 on coupled chips), its vector work and MTE2 counted as
-    nothing. ``parallel`` is the busiest of those pipes, ``serial`` their sum; HBM: the output
-    written and every weight read once (the first core of a Cout group misses); then the launch
+    nothing. ``parallel`` is the busiest of those pipes, ``serial`` their sum; HBM: every weight read
+    once (the first core of a Cout group misses; the output may stay in L2); then the launch
     (:func:`kernel_cycles`)."""
     p0 = plans[0]
     g = p0.gv
@@ -249,7 +249,7 @@ def floors(plans: list[ConvPlan], h: HwNumbers) -> np.ndarray:
         drain = costs.fixpipe_gm(h, m_min, n_min, out_min, 1, rate)
     epi = items * drain
     w_bytes = (p0.k_total * g.k if p0.spec.nc1hwc0_source else g.k * g.c * g.kh * g.kw) * isz * p0.sgroups
-    hbm = g.n * g.ho * g.wo * g.k * osz + w_bytes
+    hbm = w_bytes
     par = kernel_cycles(h, np.maximum(cube, np.maximum(mte1, epi)), hbm)
     return np.stack(np.broadcast_arrays(par, kernel_cycles(h, cube + mte1 + epi, hbm)), 1).astype(np.int64)
 

@@ -15,11 +15,10 @@ its cycles without running it:
   (Fixpipe; or V then MTE3 through the one UB tile). Within a weight part the first two full K
   steps are worked out and the rest advance by the steady period; the last step closes it.
 
-The code is written against an array module ``xp``: with numpy (:func:`npu_jax.cost.conv.predict`,
-the tiling chooser: item costs for all items at once, the recurrence a Python loop) or with
-``jax.numpy`` (the search: items and weight parts as ``lax.fori_loop`` with traced trip counts,
-``vmap``-ed over tilings). Both run the same functions below; :class:`Program` holds what changes a
-program's shape (core count, chip type, strategy structure, epilogue, formats).
+Written against an array module ``xp``: numpy (:func:`npu_jax.cost.conv.predict`, the chooser: all
+items at once, the recurrence a Python loop) or ``jax.numpy`` (the search: ``lax.fori_loop`` with
+traced trip counts, ``vmap``-ed over tilings), the same functions below; :class:`Program` holds what
+changes a program's shape (core count, chip type, strategy structure, epilogue, formats).
 """
 
 from __future__ import annotations
@@ -128,9 +127,9 @@ def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
 
 # ---- the L2: what the kernel's reads find there (core/l2.py's rules, in closed form) ---------------
 def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
-    """What L2 does with each GM tensor the kernel reads (``costs.l2_keeps`` over the launch's tensors,
-    in the launch's order): ``x_res`` (the input is resident: the relayout kernel before it left it),
-    ``x_track`` / ``w_track`` / ``bias_track`` (re-reads hit). Booleans (arrays with jax)."""
+    """What L2 does with the launch's GM tensors (``costs.l2_keeps``, in the launch's order): ``x_res``
+    (the input is resident: the relayout kernel left it), ``x_track`` / ``w_track`` / ``bias_track``
+    (re-reads hit), ``out_kept`` (the writes stay). Booleans (arrays with jax)."""
     isz, osz = itemsize(pr.operand), itemsize(pr.output)
     c0 = costs.k0(h, isz)
     e = pr.epi
@@ -156,6 +155,7 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
         x_track=kept[0],
         w_track=kept[1],
         bias_track=kept[2] if has_bias else False,
+        out_kept=kept[-1],  # writes not charged to HBM (core/l2.py)
     )
 
 
@@ -199,9 +199,8 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     chans = d["c1"] * c0 if pr.nc1hwc0_source else L.c
     x_bytes = chans * rows * cols * isz * fetch
     x_bursts = xp.where(cols_full, 1, rows) * xp.where(cols_full & rows_full, 1, planes)
-    # L2: the first core to read a tile (group 0, first Cout block) finds in L2 what the tiles before
-    # it read -- the rows the previous tile row's windows ended on, the columns of the previous tile
-    # in this row (every earlier tile of the image, in the cores' lock-step order); all others hit
+    # L2: the first core to read a tile (group 0, first Cout block) finds there what earlier tiles read
+    # (the previous tile row's last rows, the previous tile's columns: lock-step order); others hit
     m = d["l2"]
     ov_r = _overlap(
         xp, th > 0, xp.minimum((th * t.ho - 1) * L.sh + (L.kh - 1) * L.dh + 1 - L.pt, L.h), r0, rows
@@ -260,7 +259,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
         release=live & last_cb if pr.reuse_input else live,
         cx=cx,
         x_bytes=x_bytes,
-        hbm=x_bytes - hx + out_bytes + res_bytes,  # residual reads never repeat: all misses
+        hbm=x_bytes - hx + xp.where(m["out_kept"], 0, out_bytes) + res_bytes,  # residual: all misses
         # the first reader of its weights: the first tile of its super-group (cores read in tile order)
         first_round=(tile % (d["n_th"] * d["n_tw"]) == 0) & (tile < L.sg * d["n_th"] * d["n_tw"]),
         m_eff=m_eff,
@@ -421,8 +420,7 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, st
     res = t.resident > 0
     has_res = pr.epi is not None and pr.epi.where == "ub" and pr.epi.has("residual")
     z = 0 * b
-    # state: MTE2 free, last load end, last two Mmad ends, L0C free (Cube may start), epilogue
-    # queue free, residual slot free, loads that released the input / weight slots (newest first)
+    # MTE2 free, last load end, last two Mmad ends, L0C free, epilogue free, residual slot free, slot loads
     state0 = (
         z + pro["cw_res"] + pro["cbias"],
         z + pro["cw_res"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from npu_jax.core import sanitize
+from npu_jax.core import l2, sanitize
 from npu_jax.core.buffers import Ref
 from npu_jax.core.isa.data import (
     broadcast_row,
@@ -138,7 +138,10 @@ def fixpipe_gm(
     return Effect(
         core,
         cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),
-        counts=(("L0C->GM", nbytes), ("L2->HBM", nbytes)),
+        counts=(
+            ("L0C->GM", nbytes),
+            ("L2->HBM", nbytes if l2.write_back(core.ctx, dst.name) else 0 * nbytes),
+        ),
         reads=(src,),
         oob=oob,
         gm_writes=((dst, written),),
