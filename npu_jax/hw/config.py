@@ -41,6 +41,9 @@ class Assumed:
     ub_to_gm_bytes_per_cycle: float = 32.0  # 910B figure unpublished; ddr_rate
     # the chip around the cores (see docs/fidelity.md for the hints behind these)
     launch_us: float = 2.0  # a kernel launch: task scheduling and block dispatch (docs/fidelity.md)
+    # the fraction of the chip's nominal HBM rate that streaming DMA sustains (1.0: the nominal figure;
+    # the 910B1 preset's is calibrated from one measured kernel, docs/fidelity.md)
+    hbm_sustained: float = 1.0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -51,6 +54,11 @@ class Assumed:
         for name in ("fixpipe_bytes_per_cycle", "l1_to_l0b_bytes_per_cycle", "ub_to_gm_bytes_per_cycle"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Assumed.{name} must be > 0, got {getattr(self, name)}.")
+        if not 0 < self.hbm_sustained <= 1:
+            raise ValueError(
+                f"Assumed.hbm_sustained is the fraction of the nominal HBM rate sustained, in (0, 1]; got "
+                f"{self.hbm_sustained!r}."
+            )
         check_assumed(self)
 
 

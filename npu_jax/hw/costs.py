@@ -46,7 +46,7 @@ class HwNumbers(NamedTuple):
     """
 
     gm: float  # ddr_rate: one core's GM port
-    chip_gm: float  # whole chip, shared by the active cores (inf = unshared)
+    chip_gm: float  # whole chip, shared by the active cores (inf = unshared); the sustained rate
     l0a_rate: float  # L1 -> L0A
     l0b_rate: float  # L1 -> L0B
     fix_rate: float  # Fixpipe's L0C read rate
@@ -78,6 +78,7 @@ class HwNumbers(NamedTuple):
         """Python scalars (what the emulator's static costs read)."""
         a = hw.assumed
         chip = float("inf") if hw.chip_gm_bytes_per_cycle is None else float(hw.chip_gm_bytes_per_cycle)
+        chip *= a.hbm_sustained  # what streaming sustains of the nominal rate
         return cls(
             gm=float(hw.gm_bytes_per_cycle),
             chip_gm=chip,
