@@ -2,7 +2,8 @@
 
 :func:`breakdown` reads an estimate (a :class:`~npu_jax.model.report.NetworkReport`) and, for the
 convs, the closed-form instruction costs of the plans it priced (``cost.many.stacked_arrays``: the
-same arrays the schedule sums), so the bytes by role add up to the report's GM bytes of each conv.
+same arrays the schedule sums), so the bytes by role add up to the GM bytes of each conv kernel (a
+vector kernel after one, where the epilogue does not fuse, counts in its kind's bytes, not by role).
 
 Kinds: ``stem`` (the first conv), ``conv3x3`` / ``conv1x1`` (``+res``: with a fused residual add;
 ``/2``: strided), ``pool``, ``gemm``, ``eltwise``. Roles of a conv's GM bytes: ``input``,
@@ -18,6 +19,7 @@ import numpy as np
 from npu_jax.cost.conv import layer_of
 from npu_jax.cost.many import stacked_arrays
 from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
 from npu_jax.model.kernels import _conv_plan
 from npu_jax.model.report import NetworkReport
 
@@ -33,6 +35,9 @@ class Breakdown:
     by_bottleneck: dict  # lane -> cycles
     roles: dict  # role -> bytes (convs only)
     roles_by_kind: dict  # kind -> {role: bytes}
+    compulsory: int = 0  # GM bytes if every layer read its inputs and weights and wrote its output once
+    port_rate: float = 0.0  # B/cycle: every core's GM port together
+    chip_rate: float = 0.0  # B/cycle: the chip's memory (0: unbounded)
 
     def table(self) -> str:
         t = max(1, self.total)
@@ -48,6 +53,17 @@ class Breakdown:
         rows = list(self.roles_by_kind.items()) + [("all convs", self.roles)]
         for k, roles in rows:
             lines.append(f"{k:<14}" + "".join(f"{roles.get(r, 0) / 1e6:>11.1f}" for r in ROLES))
+        if self.compulsory:
+            lines.append("")
+            lines.append(
+                f"compulsory GM bytes (each layer's inputs, weights and output once): {self.compulsory / 1e6:.1f} MB; "
+                f"at the cores' ports ({self.port_rate:g} B/cycle) {self.compulsory / self.port_rate:,.0f} cycles"
+                + (
+                    f", at the chip's memory ({self.chip_rate:.1f} B/cycle) {self.compulsory / self.chip_rate:,.0f} cycles"
+                    if self.chip_rate
+                    else ""
+                )
+            )
         return "\n".join(lines)
 
 
@@ -88,7 +104,29 @@ def breakdown(model, rep: NetworkReport, cache_setting) -> Breakdown:
         n, cyc, b = by_kind.get(k, (0, 0, 0))
         by_kind[k] = (n + 1, cyc + lr.cycles, b + lr.gm_bytes)
         by_bn[lr.bottleneck] = by_bn.get(lr.bottleneck, 0) + lr.cycles
-    return Breakdown(rep.cycles, by_kind, by_bn, roles, roles_by_kind)
+    hw = cache_setting.hw
+    return Breakdown(
+        rep.cycles,
+        by_kind,
+        by_bn,
+        roles,
+        roles_by_kind,
+        compulsory_bytes(model, rep.batch, itemsize(cache_setting.policy.output)),
+        hw.gm_bytes_per_cycle * hw.num_cores,
+        hw.chip_gm_bytes_per_cycle or 0.0,
+    )
+
+
+def compulsory_bytes(model, batch: int, act_itemsize: int) -> int:
+    """GM bytes no layer-at-a-time schedule avoids without keeping tensors on chip across kernels:
+    each layer's activation inputs and output once in the activation format, its weights once."""
+    total = 0
+    for la in model.layers:
+        acts = [model.graph.shape(t, batch) for t in (*la.inputs, la.output)]
+        total += sum(int(np.prod(s)) for s in acts) * act_itemsize
+        if la.weight is not None:
+            total += la.weight.size * act_itemsize
+    return total
 
 
 def _conv_kind(la) -> str:
@@ -101,4 +139,4 @@ def _conv_kind(la) -> str:
     return name
 
 
-__all__ = ["Breakdown", "ROLES", "breakdown", "conv_roles"]
+__all__ = ["Breakdown", "ROLES", "breakdown", "compulsory_bytes", "conv_roles"]
