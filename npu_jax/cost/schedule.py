@@ -238,8 +238,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     if e is not None and e.where == "ub":
         vsz, rsz = itemsize(e.vector), itemsize(e.residual_format)
         cnt = m_eff * t.n * live  # the tile's real rows, all its columns
-        seen_res = False
-        width = {"cast": max(vsz, osz), "widen_residual": max(vsz, rsz)}
+        seen_res, width = False, {"cast": max(vsz, osz), "widen_residual": max(vsz, rsz)}
         for _op, role in e.vector_ops():
             cyc = costs.vector(h, cnt * width.get(role, vsz))
             # vres: the op that waits for the residual tile and frees it (the widening VCast if any)
