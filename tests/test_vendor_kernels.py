@@ -116,6 +116,21 @@ def test_add_case_6_at_the_published_size_is_within_the_band_of_its_task_duratio
     assert theory_us <= row["aiv_vec"] <= 1.25 * published["aiv_vec"]
 
 
+def test_the_l2_bypass_step_of_the_ladder_at_a_small_scale():
+    # case 4 -> 5 of the ladder on 4 cores with an L2 that holds one of x, y, z but not two (the published
+    # size's proportions: 134 MB each against 192 MiB): with x and y read past L2, z's writes stay in it
+    # and the kernel no longer waits for HBM to take them (a chip rate that binds 4 cores, as HBM binds 48)
+    small = HW.replace(l2_bytes=200 * 1024, chip_gm_bytes_per_cycle=64.0)
+    _, four = vendor_add.run_case(4, small, total_m=8, cores=4, checks="none")
+    _, five = vendor_add.run_case(5, small, total_m=8, cores=4, checks="none")
+    z_bytes = 8 * vendor_add.TOTAL_N * 2
+    assert four.bytes["L2->HBM"] == z_bytes and five.bytes["L2->HBM"] == 0
+    assert five.hbm_bytes == four.hbm_bytes - z_bytes
+    assert "z" in five.l2_kept and "z" not in four.l2_kept
+    launch = small.launch_cycles
+    assert four.bottleneck == "HBM" and five.cycles - launch < 0.9 * (four.cycles - launch)
+
+
 def test_the_benchmark_names_its_cases_and_refuses_unknown_ones():
     assert vendor_kernels.parse_cases("add:1,add_high_performance:6") == [
         ("add_high_performance", 1),
