@@ -42,7 +42,7 @@ class Assumed:
     # the chip around the cores (see docs/fidelity.md for the hints behind these)
     launch_us: float = 2.0  # a kernel launch: task scheduling and block dispatch (docs/fidelity.md)
     # the fraction of the chip's nominal HBM rate that streaming DMA sustains (1.0: the nominal figure;
-    # the 910B1 preset's is calibrated from one measured kernel, docs/fidelity.md)
+    # the 910B1 preset's is calibrated from one measured micro-benchmark, docs/fidelity.md)
     hbm_sustained: float = 1.0
 
     def __post_init__(self):

@@ -58,10 +58,11 @@ def ascend910b1() -> HardwareConfig:
     estimates in the matmul_high_performance README) -> 973.0 B/cycle for the chip. ``l2_rate`` 110 B/cycle
     read, 86 write per core (INI, ``Ascend910B1.ini``): 110 x 24 x 1.85 GHz = 4.9 TB/s, the vendor's
     "L2 ~5 TB/s" ("3-4x HBM"). Buffers, port rate and the rest as the 910B4 (arch 2201, ASC).
-    Streaming sustains 0.80 of the nominal HBM rate (``Assumed.hbm_sustained``): *calibrated* from one
-    measured kernel, add_high_performance case 5 (x and y, 2 x 8192^2 halves, read past L2 and z's
-    writes kept in L2: 268.4 MB from HBM in 187.68 - 2.0 (launch) us = 1.446 TB/s = 0.803 x 1.8);
-    the other cases of the vendor's kernels validate it (docs/fidelity.md).
+    Streaming sustains 0.816 of the nominal HBM rate (``Assumed.hbm_sustained``): *calibrated* from one
+    micro-benchmark, the vendor's data_copy GM -> UB scenario 3 (a [12288, 12288] half matrix read once
+    by 48 AIV in [64, 1024] tiles: Task Duration 215.82 us, ``04_memory_access/data_copy/README.md``),
+    the value at which the port (``examples/asc/vendor_data_copy.py``) takes exactly that; the vendor's
+    add and matmul kernels validate it (docs/fidelity.md).
     """
     return ascend910b().replace(
         name="ascend910b1",
@@ -70,7 +71,7 @@ def ascend910b1() -> HardwareConfig:
         clock_ghz=1.85,
         chip_gm_bytes_per_cycle=round(1.8e12 / 1.85e9, 2),
         l2_bytes=192 * MiB,
-        assumed=Assumed(hbm_sustained=0.80),
+        assumed=Assumed(hbm_sustained=0.816),
     )
 
 
