@@ -43,6 +43,9 @@ def _preset_row(hw: HardwareConfig) -> list:
     ]
 
 
+_UNITS = {"launch_us": "us", "hbm_sustained": "x nominal"}
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     """The flags of ``npu-jax info``."""
     add_preset_argument(parser, None, what="every preset")
@@ -54,12 +57,15 @@ def run(args) -> int:
     chosen = [args.preset] if args.preset is not None else [f() for f in presets.PRESETS.values()]
     preset_rows = [_preset_row(hw) for hw in chosen]
     assumed = chosen[0].assumed if len(chosen) == 1 else Assumed()
+    default = Assumed()
     assumed_rows = [
         [
             f.name,
             getattr(assumed, f.name),
-            "B/cycle" if f.name.endswith("bytes_per_cycle") else "cycles",
-            "assumed, not published",
+            _UNITS.get(f.name, "B/cycle" if f.name.endswith("bytes_per_cycle") else "cycles"),
+            "calibrated for this preset (its docstring)"
+            if getattr(assumed, f.name) != getattr(default, f.name)
+            else "assumed, not published",
         ]
         for f in dataclasses.fields(Assumed)
     ]
@@ -79,6 +85,15 @@ def run(args) -> int:
             f"  {name}: assumed value used by {', '.join(guessed) or 'none of these'}; "
             f"the others publish their own."
         )
+    if len(chosen) > 1:  # the table shows the defaults; name the presets that set their own
+        for hw in chosen:
+            own = [
+                f.name
+                for f in dataclasses.fields(Assumed)
+                if getattr(hw.assumed, f.name) != getattr(default, f.name)
+            ]
+            if own:
+                print(f"  {hw.name} sets its own {', '.join(own)} (npu-jax info --preset {hw.name}).")
     print_written(args)
     return 0
 
