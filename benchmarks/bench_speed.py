@@ -1,4 +1,4 @@
-"""Interactive speed (issue 14): the emulated data path against XLA's own conv and dot, and the first
+"""Interactive speed: the emulated data path against XLA's own conv and dot, and the first
 and repeated call.
 
 Prints, in one run (every ratio from runs side by side in this process, best of 5 after compile):
@@ -7,7 +7,7 @@ Prints, in one run (every ratio from runs side by side in this process, best of 
     img2col ``conv2d`` and of the fused ConvReLU (``fusion.conv_relu``), each under ``jax.jit`` with
     the chooser's tiling, against ``lax.conv_general_dilated`` on the same fp16 values in fp32 at
     ``Precision.HIGHEST`` (jitted); at batch 1 also the conv with ``data_path="instructions"`` (the
-    data moved through every instruction, as before the values path). Targets (issue 14):
+    data moved through every instruction, as before the values path). Targets:
     emulated / lax.conv <= 1.5 at batch 8 and <= 2 at batch 1 on conv2_x-conv5_x.
 (b) the GEMM 2048^3 (fp16 operands) against ``jnp.dot`` in fp32 at HIGHEST. Target <= 1.5.
 (c) in a fresh process each: the first ``npu_jax.conv2d`` on conv2_x (910B, every sanitizer on) after
@@ -120,7 +120,7 @@ def part_a(layers, batches, hw) -> None:
                 f"  {layer.name:<26}{n:>6}{t_ref * 1e3:>12.2f}{t_conv / t_ref:>8.2f}x{t_relu / t_ref:>9.2f}x{instr}",
                 flush=True,
             )
-    print("  targets: <= 2x at batch 1, <= 1.5x at batch 8 on conv2_x-conv5_x (issue 14)")
+    print("  targets: <= 2x at batch 1, <= 1.5x at batch 8 on conv2_x-conv5_x")
 
 
 def part_b(size: int) -> None:

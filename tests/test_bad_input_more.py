@@ -1,4 +1,4 @@
-"""Issue 15's bad inputs, by kind, across every public entry point: one named row each.
+"""Bad inputs, by kind, across every public entry point: one named row each.
 
 Each row is (name, call, expected error type, the parameter the message must name). ``call`` takes a
 scratch directory (for the file cases). Every row fails in the validation layer, before anything is
@@ -530,7 +530,7 @@ CASES = [
         SizeError,
         "NPU_JAX_MAX_BYTES",
     ),
-    # ---- found by a second reader (issue 15's last criterion): one row per kind ----------------------
+    # ---- found by a second reader: one row per kind ----------------------
     # sizes estimated before anything is materialised: a broadcast view of tens of GB is refused, not copied
     (
         "conv x a 25 GB view",

@@ -1,4 +1,4 @@
-"""The command line as a newcomer meets it (issue 17 item 1, issue 15 item 5): a quick ``--help`` that loads
+"""The command line as a newcomer meets it: a quick ``--help`` that loads
 no JAX, ``--version``, help text on every flag, ``--hw-ini``, layer files, ``--json`` / ``--csv`` to files,
 output paths checked before any work (``--force``), one-line errors, and progress on stderr within 2 s."""
 
@@ -302,7 +302,7 @@ def _run_timed(argv: list[str], timeout: float = 300) -> tuple[int, float, list[
 
 @pytest.mark.slow
 def test_progress_on_stderr_within_two_seconds():
-    """Acceptance (issue 17): progress appears within 2 s of starting a command that runs longer than
+    """Progress appears within 2 s of starting a command that runs longer than
     5 s; before the first compile a line names the kernel and the shape."""
     rc, seconds, lines, out = _run_timed(["conv2d", *_QUICK_CONV])
     assert rc == 0, lines

@@ -1,4 +1,4 @@
-"""Fuzz every public entry point with drawn argument values AND types (issue 15, item 7).
+"""Fuzz every public entry point with drawn argument values AND types.
 
 For each call the outcome must be one of:
 

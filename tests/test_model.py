@@ -1,4 +1,4 @@
-"""npu_jax.model: ONNX import, the fusion planner, timing-only estimates and runs with data (issue 16).
+"""npu_jax.model: ONNX import, the fusion planner, timing-only estimates and runs with data.
 
 Small hand-built graphs (onnx.helper) keep the data runs to a few compiles; the zoo's real networks
 are planned (no compile); estimating and running them takes minutes (marked slow).

@@ -1,4 +1,4 @@
-"""Tilings as pytrees (issue 17, item 4): ConvTiling and MatmulTiling flatten to their fields, stack,
+"""Tilings as pytrees: ConvTiling and MatmulTiling flatten to their fields, stack,
 and pass through ``jax.vmap``; ``npu_jax.cost.cycles`` prices 64 stacked tilings of one layer in one
 vmapped call, equal to 64 single calls, to ``cost.predict`` and (on a few) to the emulator's
 timing-only run. Checks still refuse bad concrete values; traced values pass unchecked."""

@@ -1,4 +1,4 @@
-"""Structural acceptance tests (issue 12): the shape of the code, read with ``ast``; nothing is compiled.
+"""Structural tests: the shape of the code, read with ``ast``; nothing is compiled.
 
 * the module import graph of the installed packages ``npu_jax``, ``fusion`` and ``precision`` has no
   cycle, ``npu_jax`` never imports ``fusion`` or ``precision`` by an import statement (its CLI's
@@ -265,7 +265,7 @@ def test_npu_jax_does_not_import_fusion_or_precision():
     assert not bad, _report("imports of fusion/precision from npu_jax", bad)
 
 
-# The layers of npu_jax, lowest first (issue 12): a module may import its own layer and those below.
+# The layers of npu_jax, lowest first: a module may import its own layer and those below.
 # Modules under no prefix here (the root package, report, workloads, studies) are not ranked.
 LAYERS = (
     "npu_jax.errors",

@@ -1,4 +1,4 @@
-"""The emulator's timing-only run under ``jax.vmap`` over stacked tilings (issue 17, item 4).
+"""The emulator's timing-only run under ``jax.vmap`` over stacked tilings.
 
 ``conv2d(..., tiling=t, tiling_bound=T, timing_only=True)`` sizes every buffer and window for the
 concrete bound ``T`` and reads ``t``'s sizes, stages, Cout split and resident flag as (traced)

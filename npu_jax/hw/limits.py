@@ -115,7 +115,7 @@ def check_assumed(a) -> None:
 
 
 def _rate(hw, name: str, default: float) -> float:
-    """A rate the configuration may not have (L2, from issue 13): the slower of it and ``default``."""
+    """A rate the configuration may not have (L2: configurations from before the chip model lack it): the slower of it and ``default``."""
     v = getattr(hw, name, None)
     return default if v is None else min(v, default)
 
