@@ -93,9 +93,25 @@ def _transposed_load(x):
     )
 
 
+@asc.kernel
+def _load_with(x, field: str, value: int):
+    pipe = asc.TPipe()
+    a1, a2 = asc.TQue(asc.TPosition.A1, 1), asc.TQue(asc.TPosition.A2, 1)
+    pipe.init_buffer(a1, 1, 512)
+    pipe.init_buffer(a2, 1, 512)
+    asc.load_data(
+        a2.alloc_tensor(asc.half), a1.alloc_tensor(asc.half), asc.LoadData2DParams(**{field: value})
+    )
+
+
 def test_an_unsupported_parameter_names_it_and_the_guide(rng):
+    x = rng.standard_normal(16).astype(np.float16)
     with pytest.raises(NotImplementedError, match=r"if_transpose=True.*docs/kernels.md"):
-        _transposed_load[1](rng.standard_normal(16).astype(np.float16), hw=HW910B)
+        _transposed_load[1](x, hw=HW910B)
+    # a LoadData2DParams field the emulator would otherwise ignore is refused by name, never dropped
+    for field, value in (("src_stride", 2), ("dst_gap", 1), ("addr_mode", 1)):
+        with pytest.raises(NotImplementedError, match=rf"LoadData2DParams\.{field}={value}.*docs/kernels.md"):
+            _load_with[1](x, field, value, hw=HW910B)
 
 
 import matmul_leakyrelu as mlr  # noqa: E402

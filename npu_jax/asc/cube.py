@@ -149,6 +149,15 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
         raise NotImplementedError(
             "asc.load_data with if_transpose=True is not supported yet; see docs/kernels.md."
         )
+    # the fractals move one after another (src_stride 1, or 0 for the default); sid (the stream id)
+    # changes no data; a gap between destination fractals or a decrementing address is not emulated
+    for field, allowed in (("src_stride", (0, 1)), ("dst_gap", (0,)), ("addr_mode", (0,))):
+        if getattr(params, field) not in allowed:
+            raise NotImplementedError(
+                f"asc.load_data at {runtime.where()}: LoadData2DParams.{field}={getattr(params, field)!r} is not "
+                f"supported yet (only {' or '.join(map(str, allowed))}: fractals moved one after another); see "
+                "docs/kernels.md."
+            )
     run = runtime.current()
     if dst.request.shape is None or src.request.shape is None:
         if run.planning:  # shapes come from the copy that fills src and the mmad that reads dst
