@@ -397,6 +397,13 @@ def hbm_cycles(h: HwNumbers, hbm_bytes, *, arith: Arith = EXACT):
     return arith.ceil_rate(hbm_bytes, h.chip_gm)
 
 
+def traffic_floors(h: HwNumbers, nbytes, cores: int):
+    """The fewest cycles ``nbytes`` of GM traffic take through ``cores`` cores' ports together (each
+    at ``h.gm``) and through the chip's HBM (:func:`hbm_cycles`; 0 where unbounded): a floor under any
+    schedule that moves them."""
+    return ceil_rate(nbytes, h.gm * cores), hbm_cycles(h, nbytes)
+
+
 def kernel_cycles(h: HwNumbers, core_end, hbm_bytes, *, arith: Arith = EXACT):
     """A kernel's cycles: its launch, then the later of the last core's end and the time the chip's
     HBM needs for everything the kernel moved to and from it."""

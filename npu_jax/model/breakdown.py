@@ -36,8 +36,8 @@ class Breakdown:
     roles: dict  # role -> bytes (convs only)
     roles_by_kind: dict  # kind -> {role: bytes}
     compulsory: int = 0  # GM bytes if every layer read its inputs and weights and wrote its output once
-    port_rate: float = 0.0  # B/cycle: every core's GM port together
-    chip_rate: float = 0.0  # B/cycle: the chip's memory (0: unbounded)
+    port_cycles: int = 0  # the fewest cycles they take through every core's GM port together
+    chip_cycles: int = 0  # ... through the chip's memory (0: unbounded)
 
     def table(self) -> str:
         t = max(1, self.total)
@@ -57,12 +57,8 @@ class Breakdown:
             lines.append("")
             lines.append(
                 f"compulsory GM bytes (each layer's inputs, weights and output once): {self.compulsory / 1e6:.1f} MB; "
-                f"at the cores' ports ({self.port_rate:g} B/cycle) {self.compulsory / self.port_rate:,.0f} cycles"
-                + (
-                    f", at the chip's memory ({self.chip_rate:.1f} B/cycle) {self.compulsory / self.chip_rate:,.0f} cycles"
-                    if self.chip_rate
-                    else ""
-                )
+                f"at the cores' ports {self.port_cycles:,} cycles"
+                + (f", at the chip's memory {self.chip_cycles:,} cycles" if self.chip_cycles else "")
             )
         return "\n".join(lines)
 
@@ -105,16 +101,9 @@ def breakdown(model, rep: NetworkReport, cache_setting) -> Breakdown:
         by_kind[k] = (n + 1, cyc + lr.cycles, b + lr.gm_bytes)
         by_bn[lr.bottleneck] = by_bn.get(lr.bottleneck, 0) + lr.cycles
     hw = cache_setting.hw
-    return Breakdown(
-        rep.cycles,
-        by_kind,
-        by_bn,
-        roles,
-        roles_by_kind,
-        compulsory_bytes(model, rep.batch, itemsize(cache_setting.policy.output)),
-        hw.gm_bytes_per_cycle * hw.num_cores,
-        hw.chip_gm_bytes_per_cycle or 0.0,
-    )
+    compulsory = compulsory_bytes(model, rep.batch, itemsize(cache_setting.policy.output))
+    ports, chip = costs.traffic_floors(costs.HwNumbers.of(hw), compulsory, hw.num_cores)
+    return Breakdown(rep.cycles, by_kind, by_bn, roles, roles_by_kind, compulsory, int(ports), int(chip))
 
 
 def compulsory_bytes(model, batch: int, act_itemsize: int) -> int:
