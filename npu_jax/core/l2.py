@@ -18,7 +18,11 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   byte is charged to HBM once. The chip's HBM bandwidth, shared by every core, bounds the kernel
   (``costs.kernel_cycles``).
 
-The record is a bool array per tracked GM input (its padded shape), carried in the core state.
+The record is a uint8 array per tracked GM input (its padded shape), carried in the core state: 0 for
+an element never read, 1 read once, 2 read more than once (saturated). A read raises its window's
+elements by one and counts as hits those that reach 2, read from the updated record: deciding from
+the record after the write, not before it, is what lets XLA update it in place (a reduction of the
+window read before the write makes it copy the whole record on every read of every core).
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def write_back(ctx, name: str) -> bool:
 def init_state(ctx) -> dict:
     """The per-tensor records of what the kernel has read (tracked inputs only)."""
     return {
-        name: jnp.zeros(ctx.gm_spec(name).padded, jnp.bool_) for name, mode in ctx.l2_modes if mode == TRACK
+        name: jnp.zeros(ctx.gm_spec(name).padded, jnp.uint8) for name, mode in ctx.l2_modes if mode == TRACK
     }
 
 
@@ -104,10 +108,12 @@ def _window_mask(sizes, ext):
 def _touch_one(sizes):
     def one(rec, starts, ext, when, block):
         del block
-        win = lax.dynamic_slice(rec, tuple(starts), sizes)
+        at = tuple(starts)
         m = _window_mask(sizes, ext) & when
-        hits = jnp.sum(win & m, dtype=jnp.int32)
-        return lax.dynamic_update_slice(rec, win | m, tuple(starts)), hits
+        win = lax.dynamic_slice(rec, at, sizes)
+        rec = lax.dynamic_update_slice(rec, jnp.minimum(win + m.astype(rec.dtype), 2).astype(rec.dtype), at)
+        hits = jnp.sum((lax.dynamic_slice(rec, at, sizes) == 2) & m, dtype=jnp.int32)
+        return rec, hits
 
     return one
 
