@@ -118,6 +118,18 @@ def test_add_case_6_at_the_published_size_is_within_the_band_of_its_task_duratio
     assert theory_us <= row["aiv_vec"] <= 1.25 * published["aiv_vec"]
 
 
+@pytest.mark.slow
+def test_the_add_ladder_at_the_published_size():
+    # every case within [0.8, 1.25]x of its Task Duration; the steps the vendor measured as more than 5%
+    # that the model reproduces move the same way (2 -> 3, copy size, is not reproduced: docs/fidelity.md)
+    emu = {c: vendor_kernels.emulate("add_high_performance", c, HW)["task_us"] for c in range(1, 7)}
+    pub = {c: vendor_kernels.PUBLISHED["add_high_performance", c]["task_us"] for c in range(1, 7)}
+    for c in emu:
+        assert 0.8 <= emu[c] / pub[c] <= 1.25, (c, emu[c], pub[c])
+    for a, b in ((1, 2), (4, 5)):
+        assert pub[b] < 0.95 * pub[a] and emu[b] < 0.95 * emu[a], (a, b, emu)
+
+
 def test_the_l2_bypass_step_of_the_ladder_at_a_small_scale():
     # case 4 -> 5 of the ladder on 4 cores with an L2 that holds one of x, y, z but not two (the published
     # size's proportions: 134 MB each against 192 MiB): with x and y read past L2, z's writes stay in it
