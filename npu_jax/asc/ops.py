@@ -26,6 +26,7 @@ from npu_jax.asc.types import (
     DataCopyParams,
     RoundMode,
 )
+from npu_jax.core.buffers import DTYPES
 from npu_jax.core.isa.data import View
 from npu_jax.hw.costs import round_up
 
@@ -379,8 +380,9 @@ def _scalar_of(scalar, t: LocalTensor) -> float:
     """The vendor's scalar argument is a ``T`` (``Adds(dst, src, const T& scalar, n)``): a Python float
     becomes the tensor's type first (0.01 as a half is 0.01000213...), as the C++ call converts it."""
     fmt = getattr(getattr(t, "dtype", None), "fmt", None)
-    np_dtype = {"fp16": np.float16, "bf16": jnp.bfloat16, "fp32": np.float32}.get(fmt)
-    return float(scalar) if np_dtype is None else float(np.asarray(float(scalar), dtype=np_dtype))
+    if fmt not in ("fp16", "bf16", "fp32"):  # an integer tensor: the vector call refuses it
+        return float(scalar)
+    return float(np.asarray(float(scalar), dtype=DTYPES[fmt]))
 
 
 def _with_scalar(op):

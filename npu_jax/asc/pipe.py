@@ -337,30 +337,30 @@ class LocalMemAllocator:
 
     def alloc(self, position: TPosition, dtype, count: int) -> LocalTensor:
         """``Alloc<position, T>(count)``: ``count`` elements (rounded up to 32 B) of ``dtype``."""
-        dtype = dtype_of(dtype)
-        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-            raise AscError(f"LocalMemAllocator.alloc: count is a positive int of elements, got {count!r}.")
         run = runtime.current()
-        if buffer_of(position, run.hw) != self.hardware.value:
+        if isinstance(position, TPosition) and buffer_of(position, run.hw) != self.hardware.value:
             raise AscError(
                 f"LocalMemAllocator({self.hardware.name}).alloc: position {position.name} lives in "
                 f"{buffer_of(position, run.hw)}, not {self.hardware.name}."
             )
-        req = _request("static", position, 1, _round32(count * dtype.itemsize))
-        req.dtype = req.dtype or dtype
-        return LocalTensor(req, 0, 0, count, dtype)
+        return _static(position, dtype, count, None, "LocalMemAllocator.alloc")
+
+
+def _static(position: TPosition, dtype, count: int, addr: int | None, call: str) -> LocalTensor:
+    """A static tensor of ``count`` elements (rounded up to 32 B), at byte ``addr`` or the next free one."""
+    dtype = dtype_of(dtype)
+    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+        raise AscError(f"{call}: count is a positive int of elements, got {count!r}.")
+    req = _request("static", position, 1, _round32(count * dtype.itemsize))
+    req.dtype = req.dtype or dtype
+    req.addr = addr
+    return LocalTensor(req, 0, 0, count, dtype)
 
 
 def local_tensor(position: TPosition, dtype, addr: int, count: int) -> LocalTensor:
     """``LocalTensor<T> t(TPosition::X, addr, count)``: a static tensor of ``count`` elements at byte
     ``addr`` of the position's buffer (the vendor's static tensor programming). Declare them in
     increasing address order; ``addr`` is 32-B aligned and leaves the earlier ones whole."""
-    dtype = dtype_of(dtype)
-    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-        raise AscError(f"asc.local_tensor: count is a positive int of elements, got {count!r}.")
     if isinstance(addr, bool) or not isinstance(addr, int) or addr < 0:
         raise AscError(f"asc.local_tensor: addr is a byte address >= 0 (a Python int), got {addr!r}.")
-    req = _request("static", position, 1, _round32(count * dtype.itemsize))
-    req.dtype = req.dtype or dtype
-    req.addr = addr
-    return LocalTensor(req, 0, 0, count, dtype)
+    return _static(position, dtype, count, addr, "asc.local_tensor")

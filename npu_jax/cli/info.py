@@ -46,6 +46,14 @@ def _preset_row(hw: HardwareConfig) -> list:
 _UNITS = {"launch_us": "us", "hbm_sustained": "x nominal"}
 
 
+def _own(assumed: Assumed) -> list[str]:
+    """The Assumed figures a preset sets to other than the defaults (calibrated: its docstring says)."""
+    default = Assumed()
+    return [
+        f.name for f in dataclasses.fields(Assumed) if getattr(assumed, f.name) != getattr(default, f.name)
+    ]
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     """The flags of ``npu-jax info``."""
     add_preset_argument(parser, None, what="every preset")
@@ -57,15 +65,13 @@ def run(args) -> int:
     chosen = [args.preset] if args.preset is not None else [f() for f in presets.PRESETS.values()]
     preset_rows = [_preset_row(hw) for hw in chosen]
     assumed = chosen[0].assumed if len(chosen) == 1 else Assumed()
-    default = Assumed()
+    own = _own(assumed)
     assumed_rows = [
         [
             f.name,
             getattr(assumed, f.name),
             _UNITS.get(f.name, "B/cycle" if f.name.endswith("bytes_per_cycle") else "cycles"),
-            "calibrated for this preset (its docstring)"
-            if getattr(assumed, f.name) != getattr(default, f.name)
-            else "assumed, not published",
+            "calibrated for this preset (its docstring)" if f.name in own else "assumed, not published",
         ]
         for f in dataclasses.fields(Assumed)
     ]
@@ -87,13 +93,10 @@ def run(args) -> int:
         )
     if len(chosen) > 1:  # the table shows the defaults; name the presets that set their own
         for hw in chosen:
-            own = [
-                f.name
-                for f in dataclasses.fields(Assumed)
-                if getattr(hw.assumed, f.name) != getattr(default, f.name)
-            ]
-            if own:
-                print(f"  {hw.name} sets its own {', '.join(own)} (npu-jax info --preset {hw.name}).")
+            if _own(hw.assumed):
+                print(
+                    f"  {hw.name} sets its own {', '.join(_own(hw.assumed))} (npu-jax info --preset {hw.name})."
+                )
     print_written(args)
     return 0
 

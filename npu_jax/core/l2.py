@@ -63,10 +63,10 @@ def kept(hw, gm_specs) -> tuple[str, ...]:
     return tuple(s.name for s, keep in zip(gm_specs, _keeps(hw, gm_specs)) if keep)
 
 
-def write_back(ctx, name: str) -> bool:
-    """Whether writes of GM output ``name`` reach HBM within the launch (charged to it): False when
-    the L2 keeps the tensor (its dirty lines stay; see the module's notes)."""
-    return name not in kept(ctx.hw, ctx.gm)
+def write_back(hw, gm_specs, name: str) -> bool:
+    """Whether writes of GM output ``name`` of a launch of ``gm_specs`` reach HBM within it (charged to
+    it): False when the L2 keeps the tensor (its dirty lines stay; see the module's notes)."""
+    return name not in kept(hw, gm_specs)
 
 
 def init_state(ctx) -> dict:

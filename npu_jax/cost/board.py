@@ -57,8 +57,7 @@ class Board:
         self.h = costs.HwNumbers.of(hw)
         self.ncores = ncores
         self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))
-        kept = l2.kept(hw, tuple(gm))
-        self.outputs = {s.name: s.name not in kept for s in gm if s.output}  # name -> written back?
+        self.outputs = {s.name: l2.write_back(hw, tuple(gm), s.name) for s in gm if s.output}  # charged?
         self.rate, self.wrate = costs.gm_rate(self.h, ncores), costs.write_rate(self.h, ncores)
         self.counts: collections.Counter = collections.Counter()
 

@@ -140,7 +140,7 @@ def fixpipe_gm(
         cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),
         counts=(
             ("L0C->GM", nbytes),
-            ("L2->HBM", nbytes if l2.write_back(core.ctx, dst.name) else 0 * nbytes),
+            ("L2->HBM", nbytes if l2.write_back(core.hw, core.ctx.gm, dst.name) else 0 * nbytes),
         ),
         reads=(src,),
         oob=oob,

@@ -126,7 +126,10 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     return Effect(
         core,
         cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),
-        counts=(("UB->GM", nbytes), ("L2->HBM", nbytes if l2.write_back(core.ctx, dst.name) else 0 * nbytes)),
+        counts=(
+            ("UB->GM", nbytes),
+            ("L2->HBM", nbytes if l2.write_back(core.hw, core.ctx.gm, dst.name) else 0 * nbytes),
+        ),
         reads=(src,),
         oob=oob,
         gm_writes=((dst, written),),
