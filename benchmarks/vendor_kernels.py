@@ -45,7 +45,7 @@ PUBLISHED = {
     ("add_high_performance", 6): dict(task_us=184.52, aiv_vec=6.954, aiv_mte2=171.611, aiv_mte3=121.442),
 }
 # msprof pipe name -> the report's lane
-LANES = {"aiv_vec": "VECTOR", "aiv_mte2": "MTE2", "aiv_mte3": "MTE3", "aic_mac": "CUBE", "aic_mte2": "MTE2"}
+LANES = {"aiv_vec": "VECTOR", "aiv_mte2": "MTE2", "aiv_mte3": "MTE3"}  # the AIC's come with the matmul ports
 RUNNERS = {"add_high_performance": vendor_add.run_case, "data_copy": vendor_data_copy.run_case}
 SHORT = {"add": "add_high_performance"}
 
