@@ -23,8 +23,16 @@ import numpy as np
 
 from npu_jax.core.rounding import MODES, round_to
 
-OPERANDS = ("fp16", "bf16", "fp32")
+FLOATS = ("fp16", "bf16", "fp32")
+OPERANDS = FLOATS + ("int8",)
+# the running sums of float operands: the hardware's fp32 and the fp16 what-ifs
 ACCUMULATE = ("fp32", "fp16_tile", "fp16_step", "fp16_mac")
+# int8 operands: the Cube multiplies int8 x int8 into an exact int32 sum, nothing else
+INT_ACCUMULATE = ("int32",)
+# what leaves L0C: a float format, or from an int32 accumulator its integers, fp16 (dequantised) or
+# int8 (requantised)
+OUTPUTS = FLOATS + ("int32", "int8")
+INT8_OUTPUTS = ("int32", "fp16", "int8")
 ROUNDING = MODES
 
 
@@ -38,13 +46,22 @@ class Policy:
     :class:`OperandCastWarning`). Pass a policy to choose, e.g. ``Policy(operand="bf16",
     output="bf16")`` for bf16 in and out, or ``Policy(output="fp32")`` for an fp32 result.
 
+    int8 inference: ``Policy(operand="int8", accumulate="int32", output=...)`` (``accumulate`` may be
+    left out: it is ``int32`` for int8 operands). The Cube multiplies int8 x int8 into exact int32
+    sums in L0C, at twice the fp16 MAC rate; ``output="int32"`` returns those integers, ``"fp16"``
+    dequantises and ``"int8"`` requantises them on the way out (Fixpipe on 910B, the vector unit on
+    910/310P) with the ``scale`` and ``offset`` the entry point is given
+    (:func:`npu_jax.requantize` is the formula).
+
     Attributes:
-        operand: format of Cube operands in L1/L0A/L0B (``fp16``, ``bf16``, ``fp32``).
-        accumulate: the running sum in L0C: ``fp32`` (the hardware), or the what-ifs
+        operand: format of Cube operands in L1/L0A/L0B (``fp16``, ``bf16``, ``fp32``, ``int8``).
+        accumulate: the running sum in L0C: ``fp32`` (the hardware, float operands), ``int32``
+            (int8 operands: exact, the only choice), or the float what-ifs
             ``fp16_tile`` (rounded to fp16 after each Mmad, i.e. per K tile of the kernel's
             ``k_l0`` depth), ``fp16_step`` (after every K0-deep fractal step inside an Mmad) and
             ``fp16_mac`` (after every single multiply-add: a true fp16 running sum).
-        output: format written out of L0C (``fp16``, ``bf16``, ``fp32``).
+        output: format written out of L0C (``fp16``, ``bf16``, ``fp32``; from int8 operands
+            ``int32``, ``fp16`` or ``int8``).
         rounding: rounding mode of the output conversion (Fixpipe, L0C->UB): ``nearest_even``
             (the hardware's RINT), ``toward_zero``, ``up``, ``down``, ``away`` or ``stochastic``
             (keyed by ``seed``, the instruction count and the output window). Vector arithmetic
@@ -64,7 +81,7 @@ class Policy:
     """
 
     operand: str = "fp16"
-    accumulate: str = "fp32"
+    accumulate: str | None = None  # fp32 for float operands, int32 for int8
     output: str = "fp16"
     rounding: str = "nearest_even"
     overflow: str | None = None
@@ -75,14 +92,37 @@ class Policy:
     def __post_init__(self):
         for name, allowed in (
             ("operand", OPERANDS),
-            ("output", OPERANDS),
-            ("vector", OPERANDS),
-            ("accumulate", ACCUMULATE),
+            ("output", OUTPUTS),
+            ("vector", FLOATS),
             ("rounding", ROUNDING),
         ):
             v = getattr(self, name)
             if v not in allowed:
                 raise ValueError(f"Policy.{name} must be one of {allowed}, got {v!r}.")
+        int8 = self.operand == "int8"
+        if self.accumulate is None:
+            object.__setattr__(self, "accumulate", "int32" if int8 else "fp32")
+        allowed = INT_ACCUMULATE if int8 else ACCUMULATE
+        if self.accumulate not in allowed:
+            raise ValueError(
+                f"Policy.accumulate must be one of {allowed} for {self.operand} operands, got "
+                f"{self.accumulate!r}" + (" (the Cube sums int8 products in int32)." if int8 else ".")
+            )
+        outputs = INT8_OUTPUTS if int8 else FLOATS
+        if self.output not in outputs:
+            raise ValueError(
+                f"Policy.output must be one of {outputs} for {self.operand} operands, got {self.output!r}"
+                + (
+                    ": an int32 accumulator leaves L0C as int32, dequantised to fp16 or requantised to int8."
+                    if int8
+                    else ": int32 and int8 outputs come from int8 operands (Policy(operand='int8'))."
+                )
+            )
+        if int8 and self.rounding != "nearest_even":
+            raise ValueError(
+                f"Policy.rounding must be 'nearest_even' for int8 operands (the dequantisation and "
+                f"requantisation round to nearest even), got {self.rounding!r}."
+            )
         if self.overflow not in (None, "inf", "saturate"):
             raise ValueError(f"Policy.overflow must be None, 'inf' or 'saturate', got {self.overflow!r}.")
         if not isinstance(self.subnormals, bool):
@@ -109,6 +149,16 @@ class Policy:
         kept report (``tests/test_values.py`` holds every report of the values path, run so, equal
         to the instruction path's under the full policy)."""
         return Policy(operand=self.operand, output=self.output, vector=self.vector)
+
+    @property
+    def quantised(self) -> bool:
+        """int8 operands: an int32 accumulator, scaled on the way out unless the output is int32."""
+        return self.operand == "int8"
+
+    @property
+    def acc_format(self) -> str:
+        """The format of the L0C accumulator: ``int32`` for int8 operands, else ``fp32``."""
+        return "int32" if self.quantised else "fp32"
 
     def convert_out(self, x, fmt: str, hw, *salt):
         """Round ``x`` to ``fmt`` as the output conversion does: ``rounding``, ``subnormals`` and
