@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from npu_jax.api.validate import check_arrays, check_bound, check_common, check_flag, no_grad, state_bytes
+from npu_jax.api.validate import (
+    check_arrays,
+    check_bound,
+    check_common,
+    check_flag,
+    check_quant,
+    int8_operand,
+    no_grad,
+    state_bytes,
+)
 from npu_jax.api.validate import conv_gm_bytes as _gm_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy, notes_default_cast
@@ -12,6 +21,7 @@ from npu_jax.errors import InputError, InputTypeError, check_choice
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.launch import DATA_PATHS, run_plan
 from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
+from npu_jax.mapping.epilogue import split
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import ConvGeometry, canonicalize
 
@@ -35,6 +45,8 @@ def conv2d(
     checks=None,
     tiling_bound: ConvTiling | None = None,
     data_path: str = "values",
+    scale=None,
+    offset: int = 0,
 ):
     """Conv2D on the emulated AI Core. Returns ``(y, report)``.
 
@@ -43,6 +55,11 @@ def conv2d(
     are converted to fp16 and y comes back fp16, and an :class:`~npu_jax.OperandCastWarning` says so
     once per process. ``policy=Policy(operand="bf16", output="bf16")`` keeps bf16 end to end;
     ``Policy(output="fp32")`` returns the fp32 accumulator's values.
+
+    int8: ``policy=Policy(operand="int8", output=...)`` takes integer x and w in [-128, 127] (already
+    quantised) and sums their products exactly in int32 on the Cube, at twice the fp16 MAC rate.
+    ``output="int32"`` returns the sums; ``"fp16"`` / ``"int8"`` scale them on the way out by
+    ``scale`` (and ``offset``), :func:`npu_jax.requantize`'s formula (``docs/precision.md``).
 
     Args:
         x: (N, C, H, W) input, converted to ``policy.operand`` (fp16 by default) at the boundary.
@@ -80,6 +97,9 @@ def conv2d(
             jitted caller, does only the data work); ``"instructions"``: the data moved through
             every instruction. The same bits and the same report either way
             (``docs/performance.md``); stochastic rounding always runs the instructions.
+        scale: int8 operands with fp16 / int8 output: the multiplier of the int32 sums, a number or
+            one per output channel (K,) (``x_scale * w_scale[k]``, over ``y_scale`` for int8 output).
+        offset: int8 output: its zero point, added after rounding (an int in [-128, 127]).
 
     Returns:
         y (N, K, Ho, Wo) in ``policy.output`` format, and a Report. For ``relayout`` and
@@ -108,8 +128,12 @@ def conv2d(
         True
     """
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "conv2d")
-    x, w = check_arrays(x, w)
+    if policy.quantised:
+        x, w = int8_operand("conv2d", "x", x), int8_operand("conv2d", "w", w)
+    else:
+        x, w = check_arrays(x, w)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation, groups)
+    scale, offset = check_quant("conv2d", policy, scale, offset, g.k)
     check_choice("conv2d", "strategy", strategy, STRATEGIES)
     timing_only = check_flag("timing_only", timing_only)
     check_choice("conv2d", "data_path", data_path, DATA_PATHS)
@@ -118,15 +142,17 @@ def conv2d(
     state_bytes("conv2d", hw, hw.num_cores, _gm_bytes(g), cap, checks)
     x, w = no_grad("conv2d", x, w)
     op = policy.operand
+    epi = split((), hw, policy, True, offset)[0]  # an int8 kernel's (re)quantisation, else None
     if tiling is None:
-        tiling = choose_tiling(g, strategy, hw, op, policy.output)
-    p = make_plan(g, strategy, tiling, hw, op, policy.output, tiling_bound=tiling_bound)
+        tiling = choose_tiling(g, strategy, hw, op, policy.output, epi)
+    p = make_plan(g, strategy, tiling, hw, op, policy.output, tiling_bound=tiling_bound, epi=epi)
     y, report = run_plan(
         p,
         x.astype(DTYPES[op]),
         w.astype(DTYPES[op]),
         policy,
         cap,
+        scale=scale,
         move_data=not timing_only,
         checks=checks,
         data_path=data_path,

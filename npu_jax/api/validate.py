@@ -154,6 +154,58 @@ def check_arrays(x, w, fn: str = "conv2d"):
     return as_array(fn, "x", x), as_array(fn, "w", w)
 
 
+def int8_operand(fn: str, name: str, v):
+    """``v`` as an int8 jax array: an integer array whose values (when concrete) lie in [-128, 127].
+    Floats are refused, not rounded: quantising is the caller's choice (scale, zero point)."""
+    v = as_array(fn, name, v, floating=False)
+    if jnp.issubdtype(v.dtype, jnp.floating):
+        raise InputTypeError(
+            f"{fn}: with int8 operands {name} must be an integer array in [-128, 127], got {v.dtype}; quantise it "
+            f"first (precision.quantize(x, scale, zero_point))."
+        )
+    if not isinstance(v, jax.core.Tracer) and v.size:
+        lo, hi = int(jnp.min(v)), int(jnp.max(v))
+        if lo < -128 or hi > 127:
+            raise InputError(
+                f"{fn}: with int8 operands {name} must lie in [-128, 127], got values in [{lo}, {hi}]; an uint8 "
+                f"tensor is shifted by -128 (its zero point too)."
+            )
+    return v.astype(jnp.int8)
+
+
+def check_quant(fn: str, policy: Policy, scale, offset, channels: int):
+    """The dequantisation's ``scale`` (None, or fp32 (``channels``,)) and ``offset`` (an int), checked
+    against the policy: int8 operands with fp16 / int8 output need a scale; nothing else takes one."""
+    if not policy.quantised:
+        if scale is not None or offset:
+            raise InputError(
+                f"{fn}: scale / offset dequantise an int32 accumulator; they need "
+                f"Policy(operand='int8', output='fp16' or 'int8'), got operand {policy.operand!r}."
+            )
+        return None, 0
+    if policy.output == "int32":
+        if scale is not None or offset:
+            raise InputError(f"{fn}: output 'int32' returns the exact sums: pass no scale or offset.")
+        return None, 0
+    if scale is None:
+        raise InputError(
+            f"{fn}: Policy(operand='int8', output={policy.output!r}) needs scale= (x_scale * w_scale, a number or "
+            f"one per output channel ({channels},); divided by the output's scale for int8)."
+        )
+    if isinstance(offset, bool) or not isinstance(offset, int | np.integer) or not -128 <= int(offset) <= 127:
+        raise InputError(f"{fn}: offset (the int8 output's zero point) must be an int in [-128, 127], got {offset!r}.")
+    if offset and policy.output != "int8":
+        raise InputError(f"{fn}: offset is the int8 output's zero point; output {policy.output!r} takes none.")
+    s = as_array(fn, "scale", scale, floating=False).astype(jnp.float32)
+    if s.ndim > 1 or (s.ndim == 1 and s.shape[0] != channels):
+        raise InputError(
+            f"{fn}: scale must be a number or one value per output channel ({channels},), got shape {tuple(s.shape)}."
+        )
+    if not isinstance(s, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(s))):
+        raise InputError(f"{fn}: scale must be finite, got {np.asarray(s)}.")
+    return jnp.broadcast_to(s, (channels,)), int(offset)
+
+
 def nbytes(*arrays, itemsize: int | None = None) -> int:
     """Bytes of ``arrays`` (at ``itemsize`` per element when given)."""
     return sum(int(np.prod(a.shape, dtype=np.int64)) * (itemsize or a.dtype.itemsize) for a in arrays)

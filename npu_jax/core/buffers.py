@@ -165,20 +165,21 @@ class Plan:
 _FRACTAL = {
     "L0A": ("ZZ", "(M, K) with M % {f} == 0 and K % K0 == 0"),
     "L0B": ("ZN", "(K, N) with K % K0 == 0 and N % {f} == 0"),
-    "L0C": ("NZ", "(M, N) fp32 with M % {f} == 0 and N % {f} == 0"),
+    "L0C": ("NZ", "(M, N) fp32 (int32 from int8 operands) with M % {f} == 0 and N % {f} == 0"),
 }
 
 
 def _check_fractal_alloc(hw, buffer, name, shape, dtype, fmt):
     """L0 tiles are whole fractals (FRACTAL_ROWS x K0 elements; FRACTAL_ROWS x FRACTAL_ROWS fp32 in
-    L0C): (M, K) for L0A with M % FRACTAL_ROWS and K % K0 == 0, (K, N) for L0B, (M, N) fp32 for L0C."""
+    L0C): (M, K) for L0A with M % FRACTAL_ROWS and K % K0 == 0, (K, N) for L0B, (M, N) fp32 (or int32,
+    the int8 path's accumulator) for L0C."""
     k0, f = hw.k0(itemsize(dtype)), FRACTAL_ROWS
     if buffer == "L0A":
         ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % k0 == 0
     elif buffer == "L0B":
         ok = len(shape) == 2 and shape[0] % k0 == 0 and shape[1] % f == 0
     else:
-        ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % f == 0 and dtype == "fp32"
+        ok = len(shape) == 2 and shape[0] % f == 0 and shape[1] % f == 0 and dtype in ("fp32", "int32")
     want = _FRACTAL[buffer]
     if fmt != want[0] or not ok:
         want = (want[0], want[1].format(f=f))

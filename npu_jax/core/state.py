@@ -185,8 +185,8 @@ class Core:
             self, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n, outside=outside, when=when
         )
 
-    def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True) -> Core:
-        return _op("load2d")(self, dst=dst, src=src, start=start, valid=valid, when=when)
+    def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True, transpose=False) -> Core:
+        return _op("load2d")(self, dst=dst, src=src, start=start, valid=valid, when=when, transpose=transpose)
 
     def load3d(self, **kw) -> Core:
         return _op("load3d")(self, **kw)
@@ -197,8 +197,8 @@ class Core:
     def fixpipe(self, **kw) -> Core:
         return _op("fixpipe")(self, **kw)
 
-    def l0c_to_ub(self, *, dst, src, m, n, when=True) -> Core:
-        return _op("l0c_to_ub")(self, dst=dst, src=src, m=m, n=n, when=when)
+    def l0c_to_ub(self, **kw) -> Core:
+        return _op("l0c_to_ub")(self, **kw)
 
     def vector(self, op: str, dst, *srcs, **kw) -> Core:
         return _op("vector")(self, op, dst, *srcs, **kw)

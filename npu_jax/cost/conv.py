@@ -152,8 +152,8 @@ def l2_kept(p: ConvPlan) -> tuple[str, ...]:
             GmSpec("w", lead + (B.k, B.c, B.kh, B.kw), (), op),
         ]
     y_shape = (p.g.n, p.ho_cap, p.wo_cap, sg, B.k) if sg > 1 else (B.n, p.ho_cap, p.wo_cap, B.k)
-    if e is not None and e.has("bias"):
-        specs.append(GmSpec("bias", (1, B.k), (), e.bias_format))
+    if e is not None and e.row is not None:
+        specs.append(GmSpec(e.row, (1, B.k), (), e.row_format))
     if e is not None and e.has("residual"):
         specs.append(GmSpec("res", y_shape, (), e.residual_format))
     specs.append(GmSpec("y", y_shape, (), p.output, output=True))

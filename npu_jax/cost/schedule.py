@@ -143,13 +143,13 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
         w_size = L.k * L.c * L.kh * L.kw * isz
         relaid = False
     sizes = [x_size, w_size * L.sg]
-    if e is not None and e.has("bias"):
-        sizes.append(L.k * itemsize(e.bias_format))
+    if e is not None and e.row is not None:
+        sizes.append(L.k * itemsize(e.row_format))
     if e is not None and e.has("residual"):
         sizes.append(L.n * L.ho * L.wo * L.k * itemsize(e.residual_format))
     sizes.append(L.n * L.ho * L.wo * L.k * osz)
     kept = costs.l2_keeps(h, sizes, xp)
-    has_bias = e is not None and e.has("bias")
+    has_bias = e is not None and e.row is not None
     return dict(
         x_res=kept[0] & relaid,
         x_track=kept[0],
@@ -329,8 +329,8 @@ def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> d
     wr_bytes = xp.where((t.resident > 0) & on, wr_bytes, 0)
     bias_bytes = 0 * wr_bytes
     e = pr.epi
-    if e is not None and e.has("bias"):  # the core's Cout group's bias values
-        bias_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per"] * t.n) * itemsize(e.bias_format) * on
+    if e is not None and e.row is not None:  # the core's Cout group's bias values (or scales)
+        bias_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per"] * t.n) * itemsize(e.row_format) * on
     one = 1 + 0 * wr_bytes
     later = b // t.cout_split > 0  # every core of a Cout group but its first finds them in L2
     h_wr = xp.where(d["l2"]["w_track"] & later, wr_bytes, 0)

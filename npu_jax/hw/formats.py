@@ -15,3 +15,9 @@ def itemsize(fmt: str) -> int:
         return FORMAT_BYTES[fmt]
     except (KeyError, TypeError):
         raise ValueError(f"format must be one of {sorted(FORMAT_BYTES)}, got {fmt!r}.") from None
+
+
+def acc_format(operand: str) -> str:
+    """The L0C accumulator's format for Cube operands of ``operand``: int8 x int8 sums exactly into
+    int32 (the Cube's int8 path), every float format into fp32."""
+    return "int32" if operand == "int8" else "fp32"

@@ -160,9 +160,9 @@ def build_kernel(p: ConvPlan):
         if may_res:  # the group's weights, once per core
             core = copy_weights(core, w_l1[0], 0, cb0, _and((cb0 < ncb) & runs, wr), res=True)
             core = core.set_flag("MTE2_MTE1", WT, wr).wait_flag("MTE2_MTE1", WT, wr)
-        if p.epi is not None and p.epi.has("bias"):  # the group's bias values, once per core
+        if p.epi is not None and p.epi.row is not None:  # the group's bias / scale values, once per core
             end = jnp.minimum(g.k, (cb0 + cb_per) * t.n)  # the group's own columns
-            core = epi_mod.load_bias(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, (cb0 < ncb) & runs)
+            core = epi_mod.load_row(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, (cb0 < ncb) & runs)
 
         def item(j, core):
             tile = sgrp + (j // cb_per) * cores_run

@@ -37,6 +37,7 @@ def run_plan(
     *,
     bias=None,
     residual=None,
+    scale=None,
     name: str | None = None,
     move_data: bool = True,
     checks=None,
@@ -53,7 +54,8 @@ def run_plan(
     every instruction. The report is the same either way.
 
     A fused epilogue (``p.epi``) reads ``bias`` (K,) in ``p.epi.bias_format`` and ``residual``
-    (N, Ho, Wo, K) NHWC in ``p.epi.residual_format`` (an activation's format), when its steps use them.
+    (N, Ho, Wo, K) NHWC in ``p.epi.residual_format`` (an activation's format), when its steps use them;
+    an int8 plan's dequantisation reads ``scale`` (K,) fp32 (its per-channel row, as a bias's).
 
     A plan under a tiling bound (``p.tiling_bound``, ``p.t`` possibly traced) runs timing-only.
 
@@ -70,10 +72,16 @@ def run_plan(
         raise ValueError("a plan under a tiling_bound runs timing-only: pass move_data=False.")
     if data_path not in DATA_PATHS:
         raise ValueError(f"data_path must be one of {DATA_PATHS}, got {data_path!r}.")
+    e = p.epi
+    if e is not None and e.row == "scale":  # the dequantisation's scales take the row's place
+        if bias is not None:
+            raise ValueError("an int8 plan's epilogue takes scale=, not bias=.")
+        bias = jnp.broadcast_to(jnp.asarray(scale, jnp.float32), (p.g.k,)) if scale is not None else None
+    elif scale is not None:
+        raise ValueError("scale= is the dequantisation's: it needs an int8 plan with fp16 or int8 output.")
     if not (move_data and data_path == "values" and covers(p, policy) and timing_apart()):
         return _launch_plan(p, x, w, policy, trace_capacity, bias, residual, name, move_data, False, checks)
-    e = p.epi
-    bias_v = _epi_input("bias", bias, (p.g.k,), e.bias_format) if e is not None and e.has("bias") else None
+    bias_v = _epi_input(e.row, bias, (p.g.k,), e.row_format) if e is not None and e.row is not None else None
     res_v = None
     if e is not None and e.has("residual"):
         res_v = _epi_input("residual", residual, (p.g.n, p.g.ho, p.g.wo, p.g.k), e.residual_format)
@@ -101,7 +109,7 @@ def timing_report(
             np.zeros(w_shape, op),
             policy,
             cap,
-            np.zeros(g.k, DTYPES[e.bias_format]) if bias else None,
+            np.zeros(g.k, DTYPES[e.row_format]) if bias else None,
             np.zeros((g.n, g.ho, g.wo, g.k), DTYPES[e.residual_format]) if res else None,
             name,
             False,
@@ -160,10 +168,10 @@ def _launch_plan(
     if G > 1:  # (N, Ho, Wo, G', K')
         y_shape = (user.n, p.ho_cap, p.wo_cap, G, B.k)
     e = p.epi
-    if e is not None and e.has("bias"):
-        gm += (GmSpec("bias", (1, B.k), (1, y_pad[3]), e.bias_format),)
-        gm_in["bias"] = _epi_input("bias", bias, (B.k,), e.bias_format).reshape(1, B.k)
-        extents["bias"] = (1, g.k)
+    if e is not None and e.row is not None:
+        gm += (GmSpec(e.row, (1, B.k), (1, y_pad[3]), e.row_format),)
+        gm_in[e.row] = _epi_input(e.row, bias, (B.k,), e.row_format).reshape(1, B.k)
+        extents[e.row] = (1, g.k)
     if e is not None and e.has("residual"):
         gm += (GmSpec("res", y_shape, y_pad, e.residual_format),)
         gm_in["res"] = _epi_input("residual", residual, y_shape, e.residual_format)

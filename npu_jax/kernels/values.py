@@ -39,7 +39,8 @@ from jax import lax
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.isa.cube import fixpipe_values
-from npu_jax.core.isa.mac import accumulate
+from npu_jax.core.isa.mac import accumulate, int_dot
+from npu_jax.core.quant import requantize
 from npu_jax.core.isa.vector import elementwise, store
 from npu_jax.core.policy import Policy
 from npu_jax.hw.costs import cdiv, round_up
@@ -124,7 +125,12 @@ def accumulators(at, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
 
     In blocks, for the host's caches (no add depends on them): with many rows, blocks of at most
     ``_COLS`` columns (``lax.map``), so that a fractal's rows of ``b`` stay in L1 while every row is
-    worked; in each, blocks of rows (``lax.map``) whose accumulator stays in L2 across the K loop."""
+    worked; in each, blocks of rows (``lax.map``) whose accumulator stays in L2 across the K loop.
+
+    ``int32`` (int8 operands): the exact int32 sums, one integer dot (any order gives the same
+    bits: :func:`~npu_jax.core.isa.mac.accumulate`)."""
+    if mode == "int32":
+        return int_dot(at, b, kmajor=True)
     depth, rows = at.shape
     kp, n = ends[-1], b.shape[1]
     cols = n if rows < _COL_BLOCK_ROWS else cdiv(n, cdiv(n, _COLS))
@@ -154,8 +160,12 @@ def accumulators(at, b, ends: tuple[int, ...], mode: str, k0: int, split: bool):
 def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
     """The output step on (N, Ho, Wo, K) accumulators: what leaves L0C for GM (``p.output``)."""
     hw, e = p.hw, p.epi
+    if e is None and acc.dtype == jnp.int32:  # int8 operands, int32 out: the sums as they are
+        return acc
     if e is None:  # Fixpipe and L0C -> UB convert alike; MTE3 copies UB to GM as it is
         return policy.convert_out(acc, p.output, hw)
+    if e.has("dequant"):  # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales
+        return requantize(acc, bias, e.offset, p.output, overflow=policy.overflow_mode(hw))
     if e.where == "fixpipe":
         args = e.fixpipe_args()
         nd = fixpipe_values(

@@ -19,7 +19,7 @@ from npu_jax.core.buffers import Plan
 from npu_jax.errors import AlignmentError, CapacityError, InputError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.costs import cdiv, round_up
-from npu_jax.hw.formats import itemsize
+from npu_jax.hw.formats import acc_format, itemsize
 from npu_jax.mapping.conv_tiling import SPECS, STRATEGIES, ConvTiling, StrategySpec
 from npu_jax.mapping.epilogue import EpiloguePlan, allocate_epilogue
 from npu_jax.mapping.hints import tiling_hint
@@ -343,6 +343,8 @@ class ConvPlan:
                     "out_ub": ("ho", "wo", "n"),
                     "bias_l1": ("n", "cout_split"),
                     "bias_ub": ("n", "cout_split"),
+                    "scale_l1": ("n", "cout_split"),
+                    "scale_ub": ("n", "cout_split"),
                 },
                 t,
             ) from None
@@ -419,7 +421,7 @@ class ConvPlan:
             a["w"] = plan.alloc("L1", "w_l1", (rows, t.n), op, stages=t.l1_stages, fmt="ND")
         a["a"] = plan.alloc("L0A", "a_l0", (self.m_t, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
         a["b"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
-        a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), "fp32", fmt="NZ")
+        a["c"] = plan.alloc("L0C", "c_l0c", (self.m_t, t.n), acc_format(self.operand), fmt="NZ")
         if self.epi is not None:
             a.update(allocate_epilogue(plan, self.epi, self.m_t, t.n, self.cb_per_cap * t.n))
         elif hw.coupled:

@@ -1,7 +1,7 @@
 """Epilogues: the element-wise chain a Cube kernel applies to its accumulator on the way out.
 
 A chain is a short tuple of :class:`Step` (bias add, ReLU / leaky ReLU / clipped ReLU, abs, residual
-add of a second tensor, cast). Where it runs depends on the chip:
+add of a second tensor, cast; for int8 operands the dequantisation). Where it runs depends on the chip:
 
 * **Fixpipe** (separated chips, 910B): L0C -> GM in one instruction that adds the bias (fp32),
   applies one activation and converts to the output format -- in that fixed order. The longest
@@ -9,6 +9,11 @@ add of a second tensor, cast). Where it runs depends on the chip:
   of a 910B has no UB) runs as a vector kernel on the AIV cores, through GM.
 * **UB** (coupled chips, 910/310P): L0C -> UB on the Vector pipe, each step a vector instruction
   on the UB tile (in ``policy.vector`` format), UB -> GM on MTE3. The whole chain fuses.
+
+An int8 kernel's int32 accumulator leaves L0C scaled (``dequant``: one fp32 scale per output channel
+and the int8 output's zero point, :func:`npu_jax.requantize`'s formula): in the Fixpipe's quantisation
+stage on the 910B, in the L0C -> UB conversion on the 910 / 310P (the vector unit's deq conversion).
+Its scale row is the chain's per-channel row, loaded as a bias row is.
 
 This module holds the chain's description, the split and the buffers it needs;
 ``kernels/epilogue.py`` issues its instructions, :mod:`npu_jax.cost` charges exactly the same ones,
@@ -22,14 +27,14 @@ import dataclasses
 from npu_jax.errors import check_number
 
 ACTIVATIONS = ("relu", "leaky_relu", "clipped_relu")
-STEP_OPS = ("bias", "residual", "cast", "abs") + ACTIVATIONS
+STEP_OPS = ("bias", "residual", "cast", "abs", "dequant") + ACTIVATIONS
 FORMATS = ("fp16", "bf16", "fp32")
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
     """One element-wise step: ``op`` in :data:`STEP_OPS`; ``arg`` is the leaky slope, the clip
-    ceiling or the cast's format.
+    ceiling, the cast's format or the dequantisation's output zero point (an int, int8 outputs).
 
     Example:
         >>> Step("leaky_relu", 0.1)
@@ -52,6 +57,11 @@ class Step:
             object.__setattr__(
                 self, "arg", check_number("step", "clipped_relu ceiling", self.arg, 0.0, open_lo=True)
             )
+        elif self.op == "dequant":
+            off = 0 if self.arg is None else self.arg
+            if isinstance(off, bool) or not isinstance(off, int) or not -128 <= off <= 127:
+                raise ValueError(f"dequant's offset (the int8 output's zero point) is an int in [-128, 127], got {off!r}.")
+            object.__setattr__(self, "arg", off)
         elif self.op == "cast":
             if self.arg not in FORMATS:
                 raise ValueError(
@@ -64,6 +74,8 @@ class Step:
         return (
             self.op
             if self.arg is None
+            else f"{self.op}({self.arg})"
+            if self.op == "dequant"
             else f"{self.op}({self.arg:g})"
             if not isinstance(self.arg, str)
             else f"{self.op}({self.arg})"
@@ -151,8 +163,24 @@ class EpiloguePlan:
         return "fp32" if self.where == "fixpipe" else self.vector
 
     @property
+    def row(self) -> str | None:
+        """The GM tensor of the chain's per-channel row: ``"bias"``, ``"scale"`` (the dequantisation's
+        fp32 scales) or None."""
+        return "bias" if self.has("bias") else "scale" if self.has("dequant") else None
+
+    @property
+    def row_format(self) -> str:
+        """The row's format in GM and on chip: the bias's, or fp32 for the scales."""
+        return "fp32" if self.row == "scale" else self.bias_format
+
+    @property
+    def offset(self) -> int:
+        """The dequantisation's output zero point (0 without one)."""
+        return next((s.arg for s in self.steps if s.op == "dequant"), 0)
+
+    @property
     def needs_out_tile(self) -> bool:
-        return self.where == "ub" and self.output != self.vector
+        return self.where == "ub" and self.output != self.vector and not self.has("dequant")
 
     @property
     def residual_format(self) -> str:
@@ -178,7 +206,8 @@ class EpiloguePlan:
     def vector_ops(self) -> list[tuple[str, str]]:
         """The UB path's vector instructions as (op, role): role ``bias`` / ``residual`` name the
         second source; ``widen_residual`` converts the residual tile to the vector format (into its
-        own tile); ``cast`` writes the output tile; the rest work in place."""
+        own tile); ``cast`` writes the output tile; the rest work in place. The dequantisation is
+        the L0C -> UB conversion itself: no vector instruction."""
         ops = []
         for s in self.steps:
             if s.op == "bias":
@@ -203,9 +232,23 @@ class EpiloguePlan:
         return " -> ".join(str(s) for s in self.steps) + f" [{self.where}]"
 
 
-def split(steps: tuple[Step, ...], hw, policy, fused: bool):
+def split(steps: tuple[Step, ...], hw, policy, fused: bool, offset: int = 0):
     """(plan of the fused part or None, steps left for a vector kernel, format of the tensor the
-    Cube kernel writes, format of the final result)."""
+    Cube kernel writes, format of the final result).
+
+    For int8 operands the chain is the dequantisation alone (``offset``: the int8 output's zero
+    point), fused whatever ``fused`` says: an int32 accumulator leaves L0C scaled or as int32."""
+    if policy.quantised:
+        if steps:
+            raise ValueError(
+                f"epilogue steps {[str(s) for s in steps]} with int8 operands are not supported: an int8 "
+                "kernel's way out is its dequantisation (scale, offset) alone; run the steps on its fp16 output."
+            )
+        if policy.output == "int32":
+            return None, (), "int32", "int32"
+        where = "ub" if hw.coupled else "fixpipe"
+        e = EpiloguePlan((Step("dequant", offset),), where, policy.vector, policy.output)
+        return e, (), policy.output, policy.output
     final = final_format(steps, policy.output)
     if not fused or not steps:
         return None, steps, policy.output, final
@@ -224,12 +267,13 @@ def allocate_epilogue(plan, e: EpiloguePlan, m_t: int, n: int, row_cols: int) ->
     """Buffers of the fused chain. ``row_cols``: bias values a core keeps (its Cout group)."""
     a = {}
     if e.where == "fixpipe":
-        if e.has("bias"):
-            a["bias"] = plan.alloc("L1", "bias_l1", (1, row_cols), "fp32")
+        if e.row is not None:
+            a["row"] = plan.alloc("L1", f"{e.row}_l1", (1, row_cols), "fp32")
         return a
-    a["ub"] = plan.alloc("UB", "y_ub", (m_t, n), e.vector)
-    if e.has("bias"):
-        a["bias"] = plan.alloc("UB", "bias_ub", (1, row_cols), e.vector)
+    # the dequantisation writes the output's format straight into the UB tile
+    a["ub"] = plan.alloc("UB", "y_ub", (m_t, n), e.output if e.has("dequant") else e.vector)
+    if e.row is not None:
+        a["row"] = plan.alloc("UB", f"{e.row}_ub", (1, row_cols), e.row_format)
     if e.has("residual"):
         a["res"] = plan.alloc("UB", "res_ub", (m_t, n), e.residual_format)
         if e.widens_residual:

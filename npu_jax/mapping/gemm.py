@@ -10,7 +10,7 @@ from npu_jax.core.buffers import Plan
 from npu_jax.errors import CapacityError, TilingError
 from npu_jax.hw.config import FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
 from npu_jax.hw.costs import round_up
-from npu_jax.hw.formats import itemsize
+from npu_jax.hw.formats import acc_format, itemsize
 from npu_jax.mapping.pytree import bad_entries, check_ints, concrete, register
 
 
@@ -126,7 +126,7 @@ def allocate_gemm(hw: HardwareConfig, t: MatmulTiling, op: str, out: str) -> tup
     a["b_l1"] = plan.alloc("L1", "b_l1", (t.n // c0, t.k_l1, c0), op, stages=t.l1_stages, fmt="NZ")
     a["a_l0"] = plan.alloc("L0A", "a_l0", (t.m, t.k_l0), op, stages=t.l0_stages, fmt="ZZ")
     a["b_l0"] = plan.alloc("L0B", "b_l0", (t.k_l0, t.n), op, stages=t.l0_stages, fmt="ZN")
-    a["c_l0"] = plan.alloc("L0C", "c_l0c", (t.m, t.n), "fp32", fmt="NZ")
+    a["c_l0"] = plan.alloc("L0C", "c_l0c", (t.m, t.n), acc_format(op), fmt="NZ")
     a["c_ub"] = plan.alloc("UB", "c_ub", (t.m, t.n), out) if hw.coupled else None
     return plan, a
 

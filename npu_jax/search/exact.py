@@ -208,7 +208,7 @@ def buffer_needs(
     zero = xp.zeros_like(need["L0C"])
     if fused:
         epi, out = epilogue(coupled)
-        bias = d["cb_per"] * t.n * itemsize(epi.bias_format)  # the core's Cout group's bias
+        bias = d["cb_per"] * t.n * itemsize(epi.row_format)  # the core's Cout group's bias
     if fused and not coupled:  # Fixpipe: bias in L1; the activation needs no buffer
         need["L1"] = need["L1"] + round_up(bias, a1)
         need["UB"] = zero

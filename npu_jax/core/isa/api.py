@@ -63,17 +63,18 @@ def data_copy(
     )
 
 
-def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=True) -> Core:
+def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=True, transpose=False) -> Core:
     """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN).
 
     (L0 tiles are stored logically; see ``buffers.py`` for why.)
 
     ``start`` is the window's (row, col) in the L1 matrix (traced allowed). For L0A the window is
     (M, K); for L0B it is (K, N). ``valid`` = (rows, cols) actually meaningful, for the cost of an
-    edge tile; whole fractals move either way.
+    edge tile; whole fractals move either way. ``transpose``: the window is read as (cols, rows) and
+    transposed on the way (ifTranspose).
     """
     instr = table.LOAD2D_L0B if dst.buffer == "L0B" else table.LOAD2D_L0A
-    return issue(core, instr, when, dst=dst, src=src, start=start, valid=valid)
+    return issue(core, instr, when, dst=dst, src=src, start=start, valid=valid, transpose=transpose)
 
 
 def load3d(
@@ -144,12 +145,19 @@ def fixpipe(
     alpha: float = 0.0,
     clip: float | None = None,
     bias: Ref | None = None,
+    scale=None,
+    offset: int = 0,
     when=True,
 ) -> Core:
     """Fixpipe (910B): L0C (fp32; NZ fractals on chip) -> GM window or L1 (ND), converted to the
     policy's output format and rounding (nearest-even by default), optional bias add (fp32, before the
     activation), ReLU / leaky ReLU / clipped ReLU. ``bias`` is a (1, N') fp32 row in L1, read from
     column ``bias.offset[1]`` on (the bias table load is folded into the Fixpipe's cost: assumed).
+
+    An int32 L0C (int8 operands) leaves as int32, or with ``scale`` dequantised to fp16 / requantised
+    to int8 (``offset``: the int8 zero point) by :func:`npu_jax.requantize`'s formula: the
+    quantisation stage (``QuantMode_t`` DEQF16 / REQ8 with a scalar ``scale``, VDEQF16 / VREQ8 with a
+    (1, N') fp32 row in L1, read like ``bias``).
 
     ``m``, ``n`` (traced allowed) bound the meaningful part; only that part is written. A GM window
     of rank > 2 takes L0C's rows in row-major order over its leading dims (an (ho, wo) output
@@ -169,15 +177,20 @@ def fixpipe(
         alpha=alpha,
         clip=clip,
         bias=bias,
+        scale=scale,
+        offset=offset,
     )
 
 
-def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, when=True) -> Core:
+def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, scale=None, offset: int = 0, when=True) -> Core:
     """L0C -> UB on the Vector pipe (910/310P coupled path), converting to ``dst``'s format.
 
-    ``dst`` is a 2-D ND UB allocation; the top-left (M, N) block of L0C lands there.
+    ``dst`` is a 2-D ND UB allocation; the top-left (M, N) block of L0C lands there. An int32 L0C
+    (int8 operands) is copied as int32, or with ``scale`` (a scalar, or a (1, N') fp32 row in UB)
+    and ``offset`` dequantised / requantised on the way (the vector unit's deq conversion,
+    :func:`npu_jax.requantize`'s formula).
     """
-    return issue(core, table.L0C_TO_UB, when, dst=dst, src=src, m=m, n=n)
+    return issue(core, table.L0C_TO_UB, when, dst=dst, src=src, m=m, n=n, scale=scale, offset=offset)
 
 
 def vector(

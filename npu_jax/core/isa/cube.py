@@ -23,6 +23,7 @@ from npu_jax.core.isa.data import (
 )
 from npu_jax.core.isa.decl import Effect
 from npu_jax.core.isa.mac import accumulate
+from npu_jax.core.quant import requantize
 from npu_jax.core.state import Core
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
@@ -32,7 +33,8 @@ _i32 = jnp.int32
 
 # ---- Mmad (M) ----------------------------------------------------------------------------------
 def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
-    """Mmad: C (L0C, fp32) = A (L0A) @ B (L0B) [+ C], over the leading m x n x k (see ``isa.mmad``)."""
+    """Mmad: C (L0C, fp32) = A (L0A) @ B (L0B) [+ C], over the leading m x n x k (see ``isa.mmad``);
+    int8 operands sum exactly into an int32 C."""
     if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
         raise ValueError(
             f"Mmad reads L0A and L0B and writes L0C; got {a.buffer}, {b.buffer} -> {dst.buffer}."
@@ -43,21 +45,27 @@ def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
         raise ValueError(f"Mmad K mismatch: A is {A.shape}, B is {B.shape}.")
     M, K = A.shape
     N = B.shape[1]
-    if dst.alloc.shape != (M, N) or dst.alloc.dtype != "fp32":
+    ints = a.alloc.dtype == "int8"
+    if ints != (b.alloc.dtype == "int8"):
+        raise ValueError(f"Mmad operands are both int8 or both float; got {a.alloc.dtype} and {b.alloc.dtype}.")
+    acc = "int32" if ints else "fp32"  # int8 x int8 sums exactly into int32, floats into fp32
+    if dst.alloc.shape != (M, N) or dst.alloc.dtype != acc:
         raise ValueError(
-            f"Mmad destination must be an fp32 ({M}, {N}) L0C tile, got {dst.alloc.dtype} {dst.alloc.shape}."
+            f"Mmad destination must be an {acc} ({M}, {N}) L0C tile, got {dst.alloc.dtype} {dst.alloc.shape}."
         )
     m_, n_, k_ = (jnp.asarray(v, _i32) for v in (m, n, k))
     rows = jnp.arange(M, dtype=_i32) < m_
     cols = jnp.arange(N, dtype=_i32) < n_
     kk = jnp.arange(K, dtype=_i32) < k_
-    A32 = jnp.where(rows[:, None] & kk[None, :], A.astype(jnp.float32), 0.0)
-    B32 = jnp.where(kk[:, None] & cols[None, :], B.astype(jnp.float32), 0.0)
+    work = jnp.int32 if ints else jnp.float32
+    A32 = jnp.where(rows[:, None] & kk[None, :], A.astype(work), 0)
+    B32 = jnp.where(kk[:, None] & cols[None, :], B.astype(work), 0)
     C = core.read(dst.alloc, dst.stage)
-    C0 = jnp.where(jnp.asarray(init), 0.0, C)
+    C0 = jnp.where(jnp.asarray(init), jnp.zeros((), C.dtype), C)
     isz = itemsize(a.alloc.dtype)
+    mode = "int32" if ints else core.ctx.policy.accumulate
     # the order of the products and sums is the emulator's promise (isa/mac.py), not XLA's choice
-    Cn = accumulate(C0, A32, B32, core.ctx.policy.accumulate, core.hw.k0(isz), a.alloc.dtype == "fp32")
+    Cn = accumulate(C0, A32, B32, mode, core.hw.k0(isz), a.alloc.dtype == "fp32")
     Cn = jnp.where(rows[:, None] & cols[None, :], Cn, C)
     core = write_ref(core, dst, Cn, when)
     counts = (("flops", 2 * m_ * n_ * k_), ("flops_issued", costs.mmad_flops_issued(h, m_, n_, k_, isz)))
@@ -100,6 +108,27 @@ def fixpipe_values(acc, bias_row, act: str | None, alpha: float = 0.0, clip: flo
     return _activation(acc, act, alpha, clip)
 
 
+def leave_l0c(core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt):
+    """L0C values on their way out, in ``fmt``: fp32 sums converted by the policy; int32 sums (int8
+    operands) as they are (``fmt`` int32), or scaled (``scale``: a Ref to a fp32 row, or a number)
+    by :func:`npu_jax.requantize` to fp16 / int8 with ``offset``."""
+    if nd.dtype != jnp.int32:
+        if scale is not None or offset:
+            raise ValueError("scale / offset apply to an int32 accumulator (int8 operands); this L0C is fp32.")
+        return core.ctx.policy.convert_out(nd, fmt, core.hw, *salt)
+    if fmt == "int32":
+        if scale is not None or offset:
+            raise ValueError("an int32 accumulator written as int32 takes no scale or offset.")
+        return nd
+    if scale is None:
+        raise ValueError(
+            f"an int32 accumulator (int8 operands) leaves L0C as {fmt} only through a scale: pass scale= (a "
+            "number, or an fp32 row), or write int32."
+        )
+    s = broadcast_row(core, scale, cols)[0] if isinstance(scale, Ref) else jnp.float32(scale)
+    return requantize(nd, s, offset, fmt, overflow=core.ctx.policy.overflow_mode(core.hw))
+
+
 def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, bias):
     """What both Fixpipe destinations share: the checks, L0C read, bias and activation (fp32)."""
     hw = core.hw
@@ -112,8 +141,10 @@ def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, b
         raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
     act = "relu" if relu else activation
     nd = _l0c_nd(core, src)
+    if nd.dtype == jnp.int32 and (act is not None or clip is not None or bias is not None):
+        raise ValueError("an int8 kernel's Fixpipe takes no bias or activation: its way out is the (re)quantisation.")
     row = None if bias is None else broadcast_row(core, bias, nd.shape[1])
-    nd = fixpipe_values(nd, row, act, alpha, clip)
+    nd = nd if nd.dtype == jnp.int32 else fixpipe_values(nd, row, act, alpha, clip)
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     oob = sanitize.extent_oob(
         core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"
@@ -122,14 +153,28 @@ def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, b
 
 
 def fixpipe_gm(
-    core: Core, h, when, *, dst, src: Ref, m, n, relu=False, activation=None, alpha=0.0, clip=None, bias=None
+    core: Core,
+    h,
+    when,
+    *,
+    dst,
+    src: Ref,
+    m,
+    n,
+    relu=False,
+    activation=None,
+    alpha=0.0,
+    clip=None,
+    bias=None,
+    scale=None,
+    offset=0,
 ):
     """Fixpipe L0C -> a GM output window, converted to the policy's output format."""
     nd, m_, n_, oob = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
     spec = core.ctx.gm_spec(dst.name)
     if not spec.output:
         raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
-    out = core.ctx.policy.convert_out(nd, spec.dtype, core.hw, jnp.sum(core.n_instr), *dst.starts)
+    out = leave_l0c(core, nd, spec.dtype, scale, offset, nd.shape[1], jnp.sum(core.n_instr), *dst.starts)
     block = rows_to_window(out, dst.sizes)
     valid = window_valid(core, dst, m_, n_)
     nbytes, bursts = gm_bursts(core, dst, valid)
@@ -149,13 +194,27 @@ def fixpipe_gm(
 
 
 def fixpipe_l1(
-    core: Core, h, when, *, dst, src: Ref, m, n, relu=False, activation=None, alpha=0.0, clip=None, bias=None
+    core: Core,
+    h,
+    when,
+    *,
+    dst,
+    src: Ref,
+    m,
+    n,
+    relu=False,
+    activation=None,
+    alpha=0.0,
+    clip=None,
+    bias=None,
+    scale=None,
+    offset=0,
 ):
     """Fixpipe L0C -> a whole 2-D ND allocation stage in L1."""
     nd, m_, n_, oob = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
     if not (isinstance(dst, Ref) and dst.buffer == "L1"):
         raise ValueError("Fixpipe writes to a GM window or an L1 allocation.")
-    out = core.ctx.policy.convert_out(nd, dst.alloc.dtype, core.hw, jnp.sum(core.n_instr))
+    out = leave_l0c(core, nd, dst.alloc.dtype, scale, offset, nd.shape[1], jnp.sum(core.n_instr))
     shape = dst.alloc.shape if dst.offset is None else None
     if shape is None or len(shape) != 2:
         raise ValueError("Fixpipe to L1 writes a whole 2-D ND allocation stage.")
@@ -172,7 +231,7 @@ def fixpipe_l1(
     )
 
 
-def l0c_to_ub(core: Core, h, when, *, dst: Ref, src: Ref, m, n):
+def l0c_to_ub(core: Core, h, when, *, dst: Ref, src: Ref, m, n, scale=None, offset=0):
     """L0C -> UB on the Vector pipe (910/310P coupled path), converting to ``dst``'s format."""
     hw = core.hw
     if not hw.coupled:
@@ -181,7 +240,7 @@ def l0c_to_ub(core: Core, h, when, *, dst: Ref, src: Ref, m, n):
         raise ValueError(f"l0c_to_ub writes a 2-D UB allocation, got {dst.alloc.shape} in {dst.buffer}.")
     nd = _l0c_nd(core, src)
     shape = dst.alloc.shape
-    out = core.ctx.policy.convert_out(nd[: shape[0], : shape[1]], dst.alloc.dtype, hw, jnp.sum(core.n_instr))
+    out = leave_l0c(core, nd[: shape[0], : shape[1]], dst.alloc.dtype, scale, offset, shape[1], jnp.sum(core.n_instr))
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     out = jnp.where(mask(shape, (m_, n_)), out, stage_block(core, dst, shape))
     core = write_ref(core, dst, out, when)

@@ -185,6 +185,13 @@ def _ordered(c, a, b, k0: int, split: bool, after_fractal, kmajor: bool):
     return out
 
 
+def int_dot(a, b, kmajor: bool = False):
+    """The exact int32 (M, N) sums of int8-valued (M, K) (or (K, M) k-major) and (K, N) operands."""
+    a = a.astype(jnp.int32)
+    dims = (((0,), (0,)), ((), ())) if kmajor else (((1,), (0,)), ((), ()))
+    return lax.dot_general(a, b.astype(jnp.int32), dims, preferred_element_type=jnp.int32)
+
+
 def _to_fp16(x):
     return round_to(x, "fp16").astype(jnp.float32)
 
@@ -196,7 +203,13 @@ def accumulate(c, a, b, mode: str, k0: int, split: bool, kmajor: bool = False):
     end). The arithmetic of the Mmad instruction, and of the data path computed apart from the
     timing (``kernels/values.py``), which calls it once per Mmad of the kernel for ``fp16_tile``
     and once over the whole K otherwise (a sum continued fractal by fractal: the same adds).
-    ``kmajor``: ``a`` is given (K, M) (:func:`mmad_sum`)."""
+    ``kmajor``: ``a`` is given (K, M) (:func:`mmad_sum`).
+
+    ``int32`` (int8 operands): ``c`` and the operands are int32 (exact int8 values), the products
+    and sums exact integers; int32 addition wraps and is associative, so any order gives the
+    same bits and one integer dot is the Cube's sum."""
+    if mode == "int32":
+        return c + int_dot(a, b, kmajor)
     if mode == "fp16_mac":
         return mmad_sum(c, a, b, k0=1, split=split, after_fractal=_to_fp16, kmajor=kmajor)
     after = _to_fp16 if mode == "fp16_step" else None

@@ -144,8 +144,10 @@ def _l0_window_shape(dst: Ref):
     return dst.alloc.shape
 
 
-def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None):
-    """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN)."""
+def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None, transpose=False):
+    """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN);
+    ``transpose``: the (C, R) window at ``start``, transposed (each square fractal turned on the way,
+    LoadData2DParams.ifTranspose: a B stored [N, K] loaded as (K, N))."""
     a = src.alloc
     if a.buffer != "L1":
         raise ValueError(f"LoadData 2D reads L1, not {a.buffer}.")
@@ -154,6 +156,8 @@ def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None)
             f"LoadData does not convert: {a.name!r} is {a.dtype}, {dst.alloc.name!r} is {dst.alloc.dtype}."
         )
     rows, cols = _l0_window_shape(dst)
+    if transpose:
+        rows, cols = cols, rows
     r0, c0 = (jnp.asarray(s, _i32) for s in start)
     full = core.read(a, src.stage)
     if a.fmt == "ND":
@@ -174,6 +178,8 @@ def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None)
         nd = formats.nz_to_nd(lax.dynamic_slice(full, (c0 // cz, r0, 0), (cols // cz, rows, cz)))
     else:
         raise ValueError(f"LoadData 2D reads an ND or NZ matrix, {a.name!r} is {a.fmt}.")
+    if transpose:
+        nd, rows, cols = nd.T, cols, rows
     isz = itemsize(a.dtype)
     if valid is None:
         nbytes = rows * cols * isz

@@ -93,7 +93,7 @@ FIXPIPE_L1 = Instr(
 L0C_TO_UB = Instr(
     "L0CToUB",
     "V",
-    reads=("L0C",),
+    reads=("L0C", "UB"),  # UB: the dequantisation's scale row
     writes=("UB",),
     counts=("L0C->UB",),
     cost=costs.l0c_to_ub,
