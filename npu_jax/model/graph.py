@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
 import onnx
-from onnx import numpy_helper, shape_inference
+from onnx import TensorProto, numpy_helper, shape_inference
 
 from npu_jax.errors import InputError, InputTypeError
 
@@ -35,8 +36,21 @@ SUPPORTED = {
     "Identity": "view (no kernel)",
     "Dropout": "view (inference: identity)",
     "Constant": "folded into a constant at load",
+    # quantised networks (npu_jax.model.quant): lowered to int8 layers before planning
+    "QuantizeLinear": "int8 layer's output (after a Conv / Gemm), or a float -> int8 conversion",
+    "DequantizeLinear": "int8 layer's input or weights, or an int8 -> float conversion",
+    "QLinearConv": "int8 Cube kernel (conv2d, int32 accumulation, requantised)",
+    "QLinearMatMul": "int8 Cube kernel (matmul, int32 accumulation, requantised)",
+    "ConvInteger": "int8 Cube kernel (conv2d, int32 out)",
+    "MatMulInteger": "int8 Cube kernel (matmul, int32 out)",
+    "Cast": "after ConvInteger / MatMulInteger only (Cast -> Mul: the dequantisation)",
+    "QLinearAdd": "com.microsoft: dequantise, vector add, quantise",
+    "QLinearGlobalAveragePool": "com.microsoft: dequantise, pooling kernel, quantise",
+    "QGemm": "com.microsoft: int8 Cube kernel (matmul)",
 }
 VIEWS = ("Flatten", "Reshape", "Identity", "Dropout")
+# the operator form's quantised ops from onnxruntime's contrib domain
+MS_OPS = ("QLinearAdd", "QLinearGlobalAveragePool", "QGemm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +80,8 @@ class Graph:
         outputs: the graph's output tensor names.
         shapes: every activation tensor's shape, ``None`` as the batch dimension.
         batch: the model's own batch when its inputs fix it, else ``None`` (symbolic).
+        quant: every int8 activation's :class:`~npu_jax.model.quant.QParams` by tensor name (a
+            quantised model, after :func:`npu_jax.model.quant.lower`; empty for a float one).
     """
 
     name: str
@@ -75,6 +91,7 @@ class Graph:
     outputs: tuple[str, ...]
     shapes: dict
     batch: int | None
+    quant: dict = dataclasses.field(default_factory=dict)
 
     def shape(self, tensor: str, batch: int) -> tuple[int, ...]:
         """The shape of activation ``tensor`` at ``batch`` images."""
@@ -129,7 +146,7 @@ def build(model: onnx.ModelProto) -> Graph:
         if name in seen:
             name = f"{name}_{i}"
         seen.add(name)
-        if n.domain not in ("", "ai.onnx"):
+        if n.domain not in ("", "ai.onnx") and not (n.domain == "com.microsoft" and n.op_type in MS_OPS):
             raise InputError(
                 f"node {name!r}: op {n.domain}.{n.op_type} is from a custom domain; npu_jax.model "
                 f"lowers the standard ONNX ops {sorted(SUPPORTED)}."
@@ -147,14 +164,17 @@ def build(model: onnx.ModelProto) -> Graph:
             continue
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
         nodes.append(Node(name, n.op_type, tuple(n.input), tuple(n.output), attrs))
-    inferred = shape_inference.infer_shapes(model, strict_mode=False).graph
+    inferred = _contrib_shapes(model, params)
     dims = {vi.name: _dims(vi) for vi in (*inferred.value_info, *inferred.input, *inferred.output)}
     inputs = [vi.name for vi in g.input if vi.name not in params]
     if not inputs:
         raise InputError("npu_jax.model.load: the graph has no data input (every input is an initializer).")
     batch = _batch(inputs, dims)
-    shapes = {}
-    for name in inputs + [t for n in nodes for t in n.outputs]:
+    shapes, consts = {}, set(params)
+    for n in nodes:  # a quantised model's DequantizeLinear of a constant: a constant, not an activation
+        if n.op == "DequantizeLinear" and all(i in consts for i in n.inputs if i):
+            consts.update(n.outputs)
+    for name in inputs + [t for n in nodes for t in n.outputs if t not in consts]:
         shapes[name] = _static_shape(name, dims.get(name), batch, nodes)
     return Graph(
         name=g.name or "model",
@@ -216,4 +236,42 @@ def _static_shape(name: str, d, batch, nodes) -> tuple:
     return (None,) + tuple(rest)
 
 
-__all__ = ["Graph", "Node", "SUPPORTED", "VIEWS", "build", "read"]
+def _contrib_shapes(model: onnx.ModelProto, params: dict):
+    """The model's inferred graph, with the outputs of onnxruntime's quantised contrib ops (which
+    ``onnx.shape_inference`` does not know) given shapes and inference run again past them."""
+    inferred = shape_inference.infer_shapes(model, strict_mode=False).graph
+    contrib = [n for n in model.graph.node if n.domain == "com.microsoft"]
+    for _ in range(len(contrib)):
+        dims = {vi.name: _dims(vi) for vi in (*inferred.value_info, *inferred.input, *inferred.output)}
+        dims.update({k: list(np.shape(v)) for k, v in params.items()})
+        known = []
+        for n in contrib:
+            a, out = dims.get(n.input[0]), n.output[0]
+            if a is None or dims.get(out):
+                continue
+            if n.op_type == "QLinearAdd":
+                b = dims.get(n.input[3]) or a
+                shape, zp = (a if len(a) >= len(b) else b), n.input[7] if len(n.input) > 7 else ""
+            elif n.op_type == "QLinearGlobalAveragePool":
+                shape, zp = list(a[:2]) + [1] * (len(a) - 2), n.input[4] if len(n.input) > 4 else ""
+            else:  # QGemm: A (M, K) x B
+                trans = any(x.name == "transB" and x.i for x in n.attribute)
+                shape, zp = (
+                    [a[0], dims[n.input[3]][0 if trans else 1]],
+                    n.input[8] if len(n.input) > 8 else "",
+                )
+            dims[out] = shape
+            elem = TensorProto.FLOAT if len(n.input) < 8 and n.op_type == "QGemm" else TensorProto.UINT8
+            if zp in params and params[zp].dtype == np.int8:
+                elem = TensorProto.INT8
+            known.append(onnx.helper.make_tensor_value_info(out, elem, shape))
+        if not known:
+            break
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        m.graph.value_info.extend(known)
+        model, inferred = m, shape_inference.infer_shapes(m, strict_mode=False).graph
+    return inferred
+
+
+__all__ = ["Graph", "MS_OPS", "Node", "SUPPORTED", "VIEWS", "build", "read"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import jax.numpy as jnp
@@ -13,8 +14,10 @@ from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.model import graph as graph_mod
+from npu_jax.model import quant
 from npu_jax.model.kernels import ADAPTERS, Setting
 from npu_jax.model.plan import Layer, NetworkPlan, View, plan
+from npu_jax.model.qkernels import CONVERSIONS, QADAPTERS, float_setting
 from npu_jax.model.report import FusionSaving, LayerReport, NetworkReport, fusion_saving
 
 
@@ -34,6 +37,7 @@ class Model:
         self.graph = graph
         self.plan = network_plan
         self._cache: dict = {}  # per distinct layer: tilings, closed-form and timing-only prices
+        self._adapters = ADAPTERS | QADAPTERS
 
     @property
     def layers(self) -> list[Layer]:
@@ -42,6 +46,16 @@ class Model:
     @property
     def name(self) -> str:
         return self.graph.name
+
+    @property
+    def quantised(self) -> bool:
+        """The model has int8 layers (a QDQ or operator-form quantised ONNX graph)."""
+        return any(la.op in ("qconv", "qgemm") for la in self.layers)
+
+    def _layer_setting(self, la: Layer, s: Setting) -> Setting:
+        """Cube layers take the setting (an int8 policy prices a float conv / GEMM as int8; an int8
+        layer sets its own); vector kernels and conversions compute in a float format."""
+        return s if la.op in ("conv", "gemm", "qconv", "qgemm") else float_setting(s)
 
     def __repr__(self) -> str:
         return f"Model({self.name!r}: {len(self.layers)} layers, inputs {self.graph.inputs}, outputs {list(self.graph.outputs)})"
@@ -102,9 +116,12 @@ class Model:
         t0 = time.perf_counter(), time.process_time()
         reports = []
         for la in self.plan.layers:
+            if la.op in CONVERSIONS:  # no kernel of its own (npu_jax.model.qkernels)
+                continue
             shapes = [self.graph.shape(t, batch) for t in la.inputs]
-            kernels, (tiling, by) = ADAPTERS[la.op][0](la, shapes, s, self._cache)
-            reports.append(self._layer_report(la, kernels, tiling, by, s))
+            ls = self._layer_setting(la, s)
+            kernels, (tiling, by) = self._adapters[la.op][0](la, shapes, ls, self._cache)
+            reports.append(self._layer_report(la, kernels, tiling, by, ls))
         return self._report("estimate", reports, s, batch, {}, t0)
 
     def fusion_saving(self, batch: int = 1, hw: HardwareConfig | None = None, **kw) -> FusionSaving:
@@ -140,6 +157,12 @@ class Model:
             layers are the same kernels :meth:`estimate` prices (their cycles are equal).
         """
         s = self._setting("run", hw, policy, strategy, search, fused, checks)
+        if s.policy.quantised and not self.quantised:
+            raise InputError(
+                f"Model.run: {self.name!r} is a float network; an int8 run needs its scales. Quantise it "
+                f"first (onnxruntime.quantization.quantize_static, or `npu-jax model NET --policy int8`), "
+                f"or price it as int8 with Model.estimate(policy=...)."
+            )
         keep = check_bool("Model.run", "keep", keep)
         values = self._inputs(x)
         batch = next(iter(values.values())).shape[0]
@@ -149,15 +172,22 @@ class Model:
             if isinstance(item, View):
                 values[item.output] = jnp.reshape(values[item.input], self.graph.shape(item.output, batch))
                 continue
-            y, kernels, (tiling, by) = ADAPTERS[item.op][1](
-                item, [values[t] for t in item.inputs], s, self._cache
+            ls = self._layer_setting(item, s)
+            y, kernels, (tiling, by) = self._adapters[item.op][1](
+                item, [values[t] for t in item.inputs], ls, self._cache
             )
             values[item.output] = y
-            reports.append(self._layer_report(item, kernels, tiling, by, s))
+            if item.op not in CONVERSIONS:
+                reports.append(self._layer_report(item, kernels, tiling, by, ls))
             if keep:
-                kept[item.output] = np.asarray(y)
-        outputs = {t: np.asarray(values[t]) for t in self.graph.outputs}
+                kept[item.output] = self._onnx_value(item.output, y)
+        outputs = {t: self._onnx_value(t, values[t]) for t in self.graph.outputs}
         return outputs, self._report("run", reports, s, batch, kept, t0)
+
+    def _onnx_value(self, tensor: str, v) -> np.ndarray:
+        """A value as ONNX has it: an int8-domain activation back in its stored type (uint8: + 128)."""
+        q = self.graph.quant.get(tensor)
+        return np.asarray(v) if q is None else q.to_onnx(v)
 
     def _inputs(self, x) -> dict:
         names = list(self.graph.inputs)
@@ -203,6 +233,8 @@ class Model:
         )
 
     def _report(self, mode, layers, s: Setting, batch, tensors, t0) -> NetworkReport:
+        if self.quantised:  # the int8 layers' figures: int8 FLOPs against the int8 peak
+            s = dataclasses.replace(s, policy=Policy(operand="int8", output="int8"))
         return NetworkReport(
             name=self.name,
             mode=mode,
@@ -227,7 +259,7 @@ def load(model) -> Model:
     per-channel constant) is folded into the preceding Conv or Gemm; element-wise followers are fused
     by the planner's rules (``Model.plan.table()`` lists every decision).
     """
-    g = graph_mod.build(graph_mod.read(model))
+    g = quant.lower(graph_mod.build(graph_mod.read(model)))
     return Model(g, plan(g))
 
 

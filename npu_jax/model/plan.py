@@ -395,6 +395,28 @@ def _layer(ch: _Chain, out: str) -> Layer:
     )
 
 
+# the int8 layers and conversions of a quantised model (npu_jax.model.quant.lower writes these nodes)
+QUANT_LAYERS = {"QConv": "qconv", "QGemm8": "qgemm", "Quantize": "quantize", "Dequantize": "dequantize"}
+
+
+def _quant_layer(node: Node) -> Layer:
+    """An int8 conv / matmul (its :class:`~npu_jax.model.quant.QSpec` in ``attrs["q"]``) or a
+    quantise / dequantise conversion: its chain was taken when the graph was lowered."""
+    attrs = {k: v for k, v in node.attrs.items() if k != "fused"}
+    q = attrs.get("q")
+    return Layer(
+        node.name,
+        QUANT_LAYERS[node.op],
+        (node.inputs[0],),
+        node.outputs[0],
+        (node.name,),
+        tuple(node.attrs.get("fused", ())),
+        (),
+        attrs,
+        None if q is None else q.w,
+    )
+
+
 def plan(g: Graph) -> NetworkPlan:
     """The fusion plan of a graph: Cube anchors grow first (in graph order), then what is left."""
     consumers = g.consumers()
@@ -402,7 +424,9 @@ def plan(g: Graph) -> NetworkPlan:
     decisions: list = []
     items: dict = {}
     for node in g.nodes:
-        if node.op in ("Conv", "Gemm", "MatMul"):
+        if node.op in QUANT_LAYERS:
+            items[node.name] = _quant_layer(node)
+        elif node.op in ("Conv", "Gemm", "MatMul"):
             ch = _conv(node, g) if node.op == "Conv" else _gemm(node, g)
             items[node.name] = _layer(ch, _grow(ch, node.outputs[0], g, consumers, claimed, decisions))
     for node in g.nodes:
