@@ -40,9 +40,9 @@ from npu_jax.core.buffers import DTYPES
 from npu_jax.core.formats import oihw_to_kn
 from npu_jax.core.isa.cube import fixpipe_values
 from npu_jax.core.isa.mac import accumulate, int_dot
-from npu_jax.core.quant import requantize
 from npu_jax.core.isa.vector import elementwise, store
 from npu_jax.core.policy import Policy
+from npu_jax.core.quant import requantize
 from npu_jax.hw.costs import cdiv, round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import ConvPlan
