@@ -8,7 +8,7 @@ import math
 import jax
 import numpy as np
 
-from npu_jax.api.validate import as_array, check_common, no_grad, state_bytes
+from npu_jax.api.validate import as_array, check_common, check_quant, int8_operand, no_grad, state_bytes
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy, notes_default_cast
 from npu_jax.core.run import kept_report, launch, timing_apart
@@ -39,6 +39,8 @@ def matmul(
     trace: bool | int = False,
     checks=None,
     data_path: str = "values",
+    scale=None,
+    offset: int = 0,
 ):
     """C = A @ B on the emulated Cube. Returns ``(c, report)``.
 
@@ -47,6 +49,12 @@ def matmul(
     converted to fp16 and c comes back fp16, and an :class:`~npu_jax.OperandCastWarning` says so
     once per process. ``policy=Policy(operand="bf16", output="bf16")`` keeps bf16 end to end;
     ``Policy(output="fp32")`` returns the fp32 accumulator's values.
+
+    int8: ``policy=Policy(operand="int8", output=...)`` takes integer a and b in [-128, 127] and sums
+    their products exactly in int32 on the Cube (twice the fp16 MAC rate); ``output="int32"``
+    returns the sums, ``"fp16"`` / ``"int8"`` scale them on the way out by ``scale`` (one number:
+    the Fixpipe's scalar; per-channel scales run through ``conv2d`` with a 1x1 kernel) and
+    ``offset``, :func:`npu_jax.requantize`'s formula.
 
     Args:
         a: (M, K) array, converted to ``policy.operand`` (default fp16) at the boundary, as a host
@@ -62,6 +70,8 @@ def matmul(
             operations with the Mmad's own arithmetic, the kernel run timing-only (its report
             computed once per shape, tiling and policy and kept); ``"instructions"``: the data moved
             through every instruction. The same bits and report (``docs/performance.md``).
+        scale: int8 operands with fp16 / int8 output: the multiplier of the int32 sums (a number).
+        offset: int8 output: its zero point, an int in [-128, 127].
 
     Example:
         >>> import jax.numpy as jnp, npu_jax
@@ -73,7 +83,10 @@ def matmul(
 
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, "matmul")
     check_choice("matmul", "data_path", data_path, DATA_PATHS)
-    a, b = as_array("matmul", "a", a), as_array("matmul", "b", b)
+    if policy.quantised:
+        a, b = int8_operand("matmul", "a", a), int8_operand("matmul", "b", b)
+    else:
+        a, b = as_array("matmul", "a", a), as_array("matmul", "b", b)
     if a.ndim != 2 or b.ndim != 2:
         raise InputError(
             f"matmul takes 2-D a (M, K) and b (K, N); got a{tuple(a.shape)} and b{tuple(b.shape)}."
@@ -90,6 +103,7 @@ def matmul(
         raise InputTypeError(f"matmul: tiling must be a MatmulTiling or None, got {type(tiling).__name__}.")
     M, K = a.shape
     N = b.shape[1]
+    quant = _scalar_quant(policy, scale, offset)
     tiling = default_tiling(M, N, K, hw, policy.operand) if tiling is None else tiling
     op = policy.operand
     out = policy.output
@@ -115,7 +129,7 @@ def matmul(
             },
             tiling,
         ) from None
-    kern = build_kernel(M, N, K, hw, tiling, allocs, cores)
+    kern = build_kernel(M, N, K, hw, tiling, allocs, cores, quant)
     gm = (
         GmSpec("a", (M, K), padded_shape((M, K), (tiling.m, tiling.k_l1)), op),
         GmSpec("b", (K, N), padded_shape((K, N), (tiling.k_l1, tiling.n)), op),
@@ -136,7 +150,7 @@ def matmul(
     )
     a, b = a.astype(DTYPES[op]), b.astype(DTYPES[op])
     workload = f"({M}x{K}) @ ({K}x{N}) {op}"
-    key = ("matmul", M, N, K, tiling, cores)
+    key = ("matmul", M, N, K, tiling, cores, tuple(sorted(quant.items())))
 
     def run(ctx, gm):
         # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
@@ -151,7 +165,22 @@ def matmul(
     zeros = {"a": np.zeros((M, K), DTYPES[op]), "b": np.zeros((K, N), DTYPES[op])}
     traced = isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer)
     report = kept_report((key, tctx, workload), lambda: run(tctx, zeros)[1], traced)
-    return gemm_values(a, b, hw, tiling, policy), report
+    return gemm_values(a, b, hw, tiling, policy, quant.get("scale"), quant.get("offset", 0)), report
+
+
+def _scalar_quant(policy: Policy, scale, offset) -> dict:
+    """An int8 matmul's way out: ``{"scale": float, "offset": int}`` (empty when there is none)."""
+    if scale is not None and np.ndim(scale) != 0:
+        raise InputError(
+            f"matmul: scale must be one number (the Fixpipe's scalar), got shape {np.shape(scale)}; per-channel "
+            "scales: conv2d with a 1x1 kernel, or int32 output and npu_jax.requantize."
+        )
+    if isinstance(scale, jax.core.Tracer):
+        raise InputError(
+            "matmul: scale is a constant of the kernel (the Fixpipe's scalar register): pass a number."
+        )
+    s, off = check_quant("matmul", policy, scale, offset, 1)
+    return {} if s is None else {"scale": float(s[0]), "offset": off}
 
 
 __all__ = ["matmul"]

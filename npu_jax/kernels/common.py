@@ -27,16 +27,18 @@ def wait_all(core, flags, when=None):
     return core
 
 
-def output_step(core, hw, c_l0, y_ub, y_win, m, n, live, relu: bool = False):
+def output_step(core, hw, c_l0, y_ub, y_win, m, n, live, relu: bool = False, quant: dict | None = None):
     """L0C -> GM: Fixpipe (separated) or L0C -> UB (V) -> GM (MTE3) (coupled), with the flags
-    that let the Cube start the next tile as soon as L0C has been read out."""
+    that let the Cube start the next tile as soon as L0C has been read out. ``quant``: an int32
+    accumulator's ``scale`` (a number) and ``offset`` on the way out."""
+    quant = quant or {}
     if not hw.coupled:
         core = core.set_flag("M_FIX", 0, live).wait_flag("M_FIX", 0, live)
-        core = core.fixpipe(dst=y_win, src=c_l0[0], m=m, n=n, relu=relu, when=live)
+        core = core.fixpipe(dst=y_win, src=c_l0[0], m=m, n=n, relu=relu, when=live, **quant)
         return core.set_flag("FIX_M", 0, live).wait_flag("FIX_M", 0, live)
     core = core.set_flag("M_V", 0, live).wait_flag("M_V", 0, live)
     core = core.wait_flag("MTE3_V", 0, live)
-    core = core.l0c_to_ub(dst=y_ub[0], src=c_l0[0], m=m, n=n, when=live)
+    core = core.l0c_to_ub(dst=y_ub[0], src=c_l0[0], m=m, n=n, when=live, **quant)
     core = core.set_flag("V_M", 0, live).wait_flag("V_M", 0, live)
     if relu:
         core = core.vector("VRelu", y_ub[0], y_ub[0], when=live)

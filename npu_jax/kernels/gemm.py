@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from npu_jax.core.policy import Policy
+from npu_jax.core.quant import requantize
 from npu_jax.hw.costs import round_up
 from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.common import output_step, set_all, slot_flags, wait_all
@@ -24,8 +25,10 @@ from npu_jax.kernels.values import accumulators
 from npu_jax.mapping.gemm import MatmulTiling
 
 
-def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: int):
-    """The GEMM program for one shape and tiling over the allocations ``a`` (``allocate_gemm``)."""
+def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: int, quant: dict | None = None):
+    """The GEMM program for one shape and tiling over the allocations ``a`` (``allocate_gemm``);
+    ``quant``: an int8 kernel's ``scale`` (a number: the Fixpipe's scalar, ``deqScalar``) and
+    ``offset`` on the way out."""
     a_l1, b_l1, a_l0, b_l0, c_l0, c_ub = (a[k] for k in ("a_l1", "b_l1", "a_l0", "b_l0", "c_l0", "c_ub"))
     nbm, nbn = math.ceil(M / t.m), math.ceil(N / t.n)
     n_blocks = nbm * nbn
@@ -78,7 +81,7 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
             core = core.set_flag("MTE1_MTE2", s, live)
             last = live & (kt == nk - 1)
             c_win = core.gm_window("c", (bm * t.m, bn * t.n), (t.m, t.n))
-            return output_step(core, hw, c_l0, c_ub, c_win, mv, nv, last)
+            return output_step(core, hw, c_l0, c_ub, c_win, mv, nv, last, quant=quant)
 
         core = lax.fori_loop(0, bpc * nk, outer, core)
         return wait_all(core, slots)
@@ -99,16 +102,21 @@ def mmad_bounds(K: int, t: MatmulTiling, k0: int) -> tuple[int, ...]:
     return tuple(ends)
 
 
-@functools.partial(jax.jit, static_argnames=("hw", "t", "policy"))
-def gemm_values(a, b, hw, t: MatmulTiling, policy: Policy):
+@functools.partial(jax.jit, static_argnames=("hw", "t", "policy", "offset"))
+def gemm_values(a, b, hw, t: MatmulTiling, policy: Policy, scale=None, offset: int = 0):
     """The kernel's output C (M, N) in ``policy.output``, computed apart from its timing (as
     ``kernels/values.py`` does for Conv2D): every block's L0C sums its fractals in K order, the
     tiling decides no add, so one :func:`~npu_jax.kernels.values.accumulators` over all rows, and
-    the output step's conversion (Fixpipe or L0C -> UB convert alike)."""
+    the output step's conversion (Fixpipe or L0C -> UB convert alike; an int8 kernel's int32 sums
+    as they are, or scaled by ``scale`` and ``offset``)."""
     k0 = hw.k0(itemsize(policy.operand))
     K = a.shape[1]
     ends = mmad_bounds(K, t, k0) if policy.accumulate == "fp16_tile" else (round_up(K, k0),)
     acc = accumulators(a.T, b, ends, policy.accumulate, k0, policy.operand == "fp32")
+    if acc.dtype == jnp.int32:
+        if policy.output == "int32":
+            return acc
+        return requantize(acc, scale, offset, policy.output, overflow=policy.overflow_mode(hw))
     return policy.convert_out(acc, policy.output, hw)
 
 

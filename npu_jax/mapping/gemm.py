@@ -77,9 +77,10 @@ register(MatmulTiling)
 def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "fp16") -> MatmulTiling:
     """A legal tiling that keeps the Cube fed: the largest L0C block, then the deepest K slices."""
     isz = itemsize(operand)
-    m = min(round_up(M, FRACTAL_ROWS), 128)
-    n = min(round_up(N, FRACTAL_ROWS), 256)
     f = FRACTAL_ROWS
+    kg = max(f, hw.c0(isz))  # N and K in whole L1 fractal rows: 32 for int8 (C0 = 32), else 16
+    m = min(round_up(M, f), 128)
+    n = min(round_up(N, kg), 256)
     if f * f * L0C_ITEMSIZE > hw.l0c_bytes:
         raise CapacityError(
             f"{hw.name}: L0C holds {hw.l0c_bytes} B, less than one {f}x{f} fp32 output fractal "
@@ -94,20 +95,20 @@ def default_tiling(M: int, N: int, K: int, hw: HardwareConfig, operand: str = "f
             n //= 2
         else:
             m //= 2
-        m, n = max(f, round_up(m, f)), max(f, round_up(n, f))
+        m, n = max(f, round_up(m, f)), max(kg, round_up(n, kg))
     if m * n * L0C_ITEMSIZE > hw.l0c_bytes:  # unreachable by the count above; one fractal fits
-        m = n = f
-    k_l0 = f
-    for cand in (8 * f, 4 * f, 2 * f, f):
+        m, n = f, kg
+    k_l0 = kg
+    for cand in (8 * kg, 4 * kg, 2 * kg, kg):
         if 2 * m * cand * isz <= hw.l0a_bytes and 2 * cand * n * isz <= hw.l0b_bytes:
             k_l0 = cand
             break
-    k_l0 = min(k_l0, round_up(K, FRACTAL_ROWS))
+    k_l0 = min(k_l0, round_up(K, kg))
     k_l1 = k_l0
     # deepest K slice per L1 stage: whole k_l0 steps, at most 1024 deep (a bounded loop)
     for _ in range(1024 // k_l0):
         if not (
-            k_l1 + k_l0 <= round_up(K, FRACTAL_ROWS)
+            k_l1 + k_l0 <= round_up(K, kg)
             and k_l1 + k_l0 <= 1024
             and 2 * (m + n) * (k_l1 + k_l0) * isz <= hw.l1_bytes // 2
         ):
@@ -120,6 +121,13 @@ def allocate_gemm(hw: HardwareConfig, t: MatmulTiling, op: str, out: str) -> tup
     """Every buffer of the GEMM kernel for tiling ``t``; raises CapacityError naming the buffer."""
     isz = itemsize(op)
     c0 = hw.c0(isz)
+    for name in ("n", "k_l1", "k_l0"):
+        v = getattr(t, name)
+        if isinstance(v, int) and v % c0:
+            raise TilingError(
+                f"MatmulTiling.{name}={v} must be a multiple of C0={c0} for {op} operands (whole fractal rows "
+                f"in L1); try {name}={round_up(v, c0)}."
+            )
     plan = Plan(hw)
     a = {}
     a["a_l1"] = plan.alloc("L1", "a_l1", (t.k_l1 // c0, t.m, c0), op, stages=t.l1_stages, fmt="NZ")
