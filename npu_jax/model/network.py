@@ -17,7 +17,7 @@ from npu_jax.model import graph as graph_mod
 from npu_jax.model import quant
 from npu_jax.model.kernels import ADAPTERS, Setting
 from npu_jax.model.plan import Layer, NetworkPlan, View, plan
-from npu_jax.model.qkernels import CONVERSIONS, QADAPTERS, float_setting
+from npu_jax.model.qkernels import CONVERSIONS, QADAPTERS, estimate_as_int8, float_setting, int8_setting
 from npu_jax.model.report import FusionSaving, LayerReport, NetworkReport, fusion_saving
 
 
@@ -55,7 +55,9 @@ class Model:
     def _layer_setting(self, la: Layer, s: Setting) -> Setting:
         """Cube layers take the setting (an int8 policy prices a float conv / GEMM as int8; an int8
         layer sets its own); vector kernels and conversions compute in a float format."""
-        return s if la.op in ("conv", "gemm", "qconv", "qgemm") else float_setting(s)
+        if la.op in ("qconv", "qgemm"):
+            return int8_setting(s, la.attrs["q"].fmt())
+        return s if la.op in ("conv", "gemm") else float_setting(s)
 
     def __repr__(self) -> str:
         return f"Model({self.name!r}: {len(self.layers)} layers, inputs {self.graph.inputs}, outputs {list(self.graph.outputs)})"
@@ -120,7 +122,10 @@ class Model:
                 continue
             shapes = [self.graph.shape(t, batch) for t in la.inputs]
             ls = self._layer_setting(la, s)
-            kernels, (tiling, by) = self._adapters[la.op][0](la, shapes, ls, self._cache)
+            price = self._adapters[la.op][0]
+            if la.op in ("conv", "gemm") and ls.policy.quantised:
+                price = estimate_as_int8
+            kernels, (tiling, by) = price(la, shapes, ls, self._cache)
             reports.append(self._layer_report(la, kernels, tiling, by, ls))
         return self._report("estimate", reports, s, batch, {}, t0)
 

@@ -26,7 +26,7 @@ from npu_jax.api.gemm import matmul
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.quant import requantize, to_int8
-from npu_jax.model.kernels import Setting, conv_flops, estimate_conv, estimate_gemm
+from npu_jax.model.kernels import Setting, _vector_cost, conv_flops, estimate_conv, estimate_gemm
 from npu_jax.model.plan import Layer
 from npu_jax.model.report import KernelCost
 
@@ -135,6 +135,45 @@ def run_dequantize(layer: Layer, inputs, s: Setting, cache: dict):
     return dequantize(inputs[0], layer.attrs["scale"], layer.attrs["zp"], fmt), [], (None, "conversion")
 
 
+# ---- a float network priced as int8 -----------------------------------------------------------------------
+# the leading steps an int8 kernel's way out carries: the bias as int32 in the accumulator, ReLU and
+# clipped ReLU as the int8 output's clamp
+CARRIED = ("bias", "relu", "clipped_relu")
+
+
+def estimate_as_int8(layer: Layer, shapes, s: Setting, cache: dict):
+    """A float conv / GEMM under an int8 policy: the int8 Cube kernel (``s.policy``'s output; fp16
+    when a vector kernel follows), its bias and leading ReLU / clipped ReLU carried by the
+    requantisation, and the rest of the chain (a residual add and what follows it, a leaky ReLU) in a
+    vector kernel in fp16 after it."""
+    k = 0
+    while k < len(layer.steps) and layer.steps[k].op in CARRIED:
+        k += 1
+    rest = layer.steps[k:]
+    fmt = "fp16" if rest and s.policy.output != "int32" else s.policy.output
+    op = "conv" if layer.op == "conv" else "gemm"
+    cube = estimate_conv if op == "conv" else estimate_gemm
+    kernels, tiling = cube(_cube_layer(layer, op), shapes, int8_setting(s, fmt), cache)
+    if rest:
+        y = shapes[0]
+        if op == "conv":
+            kh, kw = layer.weight.shape[2:]
+            a = layer.attrs
+            ho = [
+                (y[2 + i] + sum(a["pads"][i]) - a["dilation"][i] * ((kh, kw)[i] - 1) - 1) // a["stride"][i]
+                + 1
+                for i in range(2)
+            ]
+            rows, cols = y[0] * ho[0] * ho[1], layer.weight.shape[0]
+        else:
+            rows, cols = y[0], layer.weight.shape[1]
+        kernels = [
+            *kernels,
+            _vector_cost("eltwise", rest, rows, cols, "fp16", "fp16", float_setting(s), cache),
+        ]
+    return kernels, tiling
+
+
 QADAPTERS = {
     "qconv": (estimate_qconv, run_qconv),
     "qgemm": (estimate_qgemm, run_qgemm),
@@ -143,4 +182,12 @@ QADAPTERS = {
 }
 CONVERSIONS = ("quantize", "dequantize")
 
-__all__ = ["CONVERSIONS", "QADAPTERS", "dequantize", "float_setting", "int8_setting", "quantize"]
+__all__ = [
+    "CONVERSIONS",
+    "QADAPTERS",
+    "estimate_as_int8",
+    "dequantize",
+    "float_setting",
+    "int8_setting",
+    "quantize",
+]

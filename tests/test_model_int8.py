@@ -1,0 +1,322 @@
+"""Quantised ONNX networks on the emulator: QDQ and operator-form models (onnxruntime.quantization's
+quantize_static, random calibration data) lowered to int8 conv / matmul layers, every int8 tensor
+against onnxruntime's within one quantisation step, the logits nearer onnxruntime's int8 network than
+the float one, and the int8 pricing of quantised and float networks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+oq = pytest.importorskip("onnxruntime.quantization")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import npu_jax  # noqa: E402
+from npu_jax.errors import InputError  # noqa: E402
+from npu_jax.model import quant, zoo  # noqa: E402
+from npu_jax.model.qspec import QSpec  # noqa: E402
+
+INT8 = npu_jax.Policy(operand="int8", output="int8")
+
+
+def _seed() -> int:
+    return int(np.random.SeedSequence().entropy % (2**31))
+
+
+class Net:
+    """A float network written with onnx.helper: every ``add_*`` returns its output tensor's name."""
+
+    def __init__(self, rng, channels: int, image: int):
+        self.rng, self.nodes, self.inits = rng, [], []
+        self.c, self.image = channels, image
+
+    def const(self, name, a):
+        self.inits.append(numpy_helper.from_array(np.asarray(a, np.float32), name))
+        return name
+
+    def conv(self, x, name, cin, cout, k=3, s=1, p=1, g=1, relu=True):
+        w = self.rng.standard_normal((cout, cin // g, k, k)) * np.sqrt(2 / (cin // g * k * k))
+        ins = [x, self.const(name + ".w", w), self.const(name + ".b", 0.1 * self.rng.standard_normal(cout))]
+        attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, group=g)
+        self.nodes.append(helper.make_node("Conv", ins, [name + ".y"], name=name, **attrs))
+        return self.op("Relu", [name + ".y"], name + ".relu") if relu else name + ".y"
+
+    def op(self, kind, ins, name, **attrs):
+        self.nodes.append(helper.make_node(kind, ins, [name + ".out"], name=name, **attrs))
+        return name + ".out"
+
+    def gemm(self, x, name, k, n):
+        w = self.const(name + ".w", 0.3 * self.rng.standard_normal((n, k)))
+        b = self.const(name + ".b", 0.1 * self.rng.standard_normal(n))
+        return self.op("Gemm", [x, w, b], name, transB=1)
+
+    def model(self, out, out_shape):
+        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", self.c, self.image, self.image])
+        y = helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", *out_shape])
+        g = helper.make_graph(self.nodes, "qnet", [x], [y], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m
+
+
+def small_cnn(seed: int, image: int = 12):
+    """Convs with padding, a stride-2 conv, a depthwise conv, a residual add, global pooling, a Gemm."""
+    n = Net(np.random.default_rng(seed), 3, image)
+    x = n.conv("input", "c1", 3, 16)
+    y = n.conv(x, "c2", 16, 16, s=2)
+    y = n.conv(y, "dw", 16, 16, g=16)
+    y2 = n.conv(y, "c3", 16, 16, k=1, p=0, relu=False)
+    y = n.op("Relu", [n.op("Add", [y, y2], "add")], "add.relu")
+    flat = n.op("Flatten", [n.op("GlobalAveragePool", [y], "gap")], "flat")
+    return n.model(n.gemm(flat, "fc", 16, 10), (10,))
+
+
+def one_conv(seed: int, cin=8, cout=16, k=3, s=2, p=1, g=1, image=9):
+    n = Net(np.random.default_rng(seed), cin, image)
+    out = n.conv("input", "conv", cin, cout, k, s, p, g, relu=False)
+    ho = (image + 2 * p - k) // s + 1
+    return n.model(out, (cout, ho, ho))
+
+
+class Reader(oq.CalibrationDataReader):
+    def __init__(self, shape, seed: int, n: int = 4, positive: bool = False):
+        rng = np.random.default_rng(seed)
+        draw = (lambda: rng.uniform(0.2, 3.0, shape)) if positive else (lambda: rng.standard_normal(shape))
+        self.batches = iter([{"input": draw().astype(np.float32)} for _ in range(n)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def quantise(model, tmp_path, seed, fmt="QDQ", act="QUInt8", per_channel=True, positive=False, **kw):
+    src, dst = tmp_path / f"f{seed}.onnx", tmp_path / f"q{seed}_{fmt}_{act}.onnx"
+    onnx.save(model, src)
+    shape = [2] + [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    oq.quantize_static(
+        str(src),
+        str(dst),
+        Reader(shape, seed, positive=positive),
+        quant_format=getattr(oq.QuantFormat, fmt),
+        per_channel=per_channel,
+        activation_type=getattr(oq.QuantType, act),
+        weight_type=oq.QuantType.QInt8,
+        **kw,
+    )
+    return onnx.load(dst)
+
+
+def ort_tensors(model, x, names):
+    """onnxruntime's value of every tensor in ``names`` (added as graph outputs)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend([onnx.ValueInfoProto(name=t) for t in names if t not in have])
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"input": x})))
+
+
+def check_int8_tensors(m, qmodel, x, rep, outputs):
+    """Every int8 tensor the emulator kept is within one step of onnxruntime's (and most are equal);
+    the float outputs within one step of their dequantisation scale."""
+    known = {t for n in qmodel.graph.node for t in n.output}
+    names = [t for t in rep.tensors if t in known and t in m.graph.quant]
+    assert names
+    ref = ort_tensors(qmodel, x, names)
+    equal = total = 0
+    for t in names:
+        a, b = rep.tensors[t], ref[t]
+        assert a.dtype == b.dtype, t
+        d = np.abs(a.astype(np.int32) - b.astype(np.int32))
+        assert d.max() <= 1, f"{t}: {d.max()} steps from onnxruntime"
+        equal, total = equal + np.sum(d == 0), total + d.size
+    # the int8 layers are exact; a step of difference comes from the float vector kernels (fp16) or
+    # from a rounding tie their input moved
+    assert equal / total > 0.95, f"only {equal / total:.3f} of the int8 values equal onnxruntime's"
+    for v in outputs.values():
+        assert np.all(np.isfinite(v))
+    return ref
+
+
+# ---- the lowering ------------------------------------------------------------------------------------------
+def test_qdq_lowering_takes_every_conv_and_gemm(tmp_path):
+    seed = _seed()
+    qm = quantise(small_cnn(seed), tmp_path, seed)
+    m = npu_jax.model.load(qm)
+    ops = [la.op for la in m.layers]
+    assert ops.count("qconv") == 4 and ops.count("qgemm") == 1 and "conv" not in ops and "gemm" not in ops
+    conv = next(la for la in m.layers if la.name == "c2")
+    assert conv.weight.dtype == np.int8 and conv.attrs["stride"] == (2, 2)
+    assert any(f.startswith("QuantizeLinear:") for f in conv.fused)
+    q = conv.attrs["q"]
+    assert q.out == "int8" and q.w_scale.shape == (16,) and q.bias is not None
+    assert m.quantised and not npu_jax.model.load(small_cnn(seed)).quantised
+    qo = npu_jax.model.load(quantise(small_cnn(seed), tmp_path, seed, fmt="QOperator"))
+    assert [la.op for la in qo.layers].count("qconv") == 4
+
+
+def test_bias_folds_the_zero_point_exactly(rng):
+    """``sum((x - zp) * w)`` over an input padded with zp equals the zero-padded sum of x * w plus
+    QSpec.bias32 (the model's bias minus zp * sum(w) per channel): the identity the int8 layer runs."""
+    k, c, zp = 5, 3, int(rng.integers(-100, 100))
+    w = rng.integers(-127, 128, (k, c, 3, 3)).astype(np.int8)
+    x = rng.integers(-128, 128, (1, c, 4, 4)).astype(np.int8)
+    b = rng.integers(-1000, 1000, k).astype(np.int32)
+    q = QSpec(0.1, zp, w, np.full(k, 0.01, np.float32), b, "int32")
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=zp)
+    win = np.lib.stride_tricks.sliding_window_view(xp[0], (3, 3), axis=(1, 2))  # (c, 4, 4, 3, 3)
+    want = np.einsum("chwij,kcij->khw", win - zp, w.astype(np.int64)) + b[:, None, None]
+    got = np.einsum("chwij,kcij->khw", win, w.astype(np.int64))
+    assert np.array_equal(got + q.bias32(0)[:, None, None], want)
+
+
+# ---- single layers against onnxruntime (fast) --------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fmt, act, positive",
+    [("QDQ", "QUInt8", True), ("QOperator", "QInt8", False)],
+    ids=["qdq-uint8-zero-point-padding", "qoperator-int8"],
+)
+def test_strided_padded_conv_matches_onnxruntime(tmp_path, fmt, act, positive):
+    seed = _seed()
+    qm = quantise(one_conv(seed), tmp_path, seed, fmt=fmt, act=act, positive=positive)
+    m = npu_jax.model.load(qm)
+    (la,) = [la for la in m.layers if la.op == "qconv"]
+    if positive:  # inputs >= 0: uint8 zero point 0, i.e. -128 in the int8 domain: the padding holds it
+        assert la.attrs["q"].x_zp == -128
+    rng = np.random.default_rng(seed + 1)
+    x = (rng.uniform(0.2, 3.0, (2, 8, 9, 9)) if positive else rng.standard_normal((2, 8, 9, 9))).astype(
+        np.float32
+    )
+    out, rep = m.run(x, keep=True)
+    check_int8_tensors(m, qm, x, rep, out)
+    (lr,) = [r for r in rep.layers if r.op == "qconv"]
+    assert lr.cycles > 0 and lr.kernels[0].report is not None
+
+
+def test_depthwise_conv_matches_onnxruntime(tmp_path):
+    seed = _seed()
+    qm = quantise(one_conv(seed, cin=16, cout=16, s=1, g=16, image=6), tmp_path, seed)
+    m = npu_jax.model.load(qm)
+    assert next(la for la in m.layers if la.op == "qconv").attrs["groups"] == 16
+    x = np.random.default_rng(seed + 1).standard_normal((2, 16, 6, 6)).astype(np.float32)
+    out, rep = m.run(x, keep=True)
+    check_int8_tensors(m, qm, x, rep, out)
+
+
+def _integer_model(seed, op):
+    """ConvInteger / MatMulInteger -> Cast -> Mul(scale), as a hand-written dynamic-range graph with a
+    constant input zero point (uint8 input)."""
+    rng = np.random.default_rng(seed)
+    if op == "ConvInteger":
+        w, shape, out = rng.integers(-127, 128, (8, 4, 3, 3)), ["N", 4, 6, 6], ["N", 8, 4, 4]
+        scale = rng.uniform(1e-3, 1e-2, (1, 8, 1, 1))
+    else:
+        w, shape, out = rng.integers(-127, 128, (12, 8)), ["N", 12], ["N", 8]
+        scale = rng.uniform(1e-3, 1e-2, (8,))
+    inits = [
+        numpy_helper.from_array(w.astype(np.int8), "w"),
+        numpy_helper.from_array(np.array(int(rng.integers(1, 255)), np.uint8), "x_zp"),
+        numpy_helper.from_array(scale.astype(np.float32), "s"),
+    ]
+    nodes = [
+        helper.make_node(op, ["input", "w", "x_zp"], ["acc"], name="int"),
+        helper.make_node("Cast", ["acc"], ["accf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["accf", "s"], ["y"], name="deq"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "integer",
+        [helper.make_tensor_value_info("input", TensorProto.UINT8, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("op", ["ConvInteger", "MatMulInteger"])
+def test_integer_ops_with_their_dequantisation(op):
+    seed = _seed()
+    model = _integer_model(seed, op)
+    m = npu_jax.model.load(model)
+    (la,) = m.layers
+    assert la.op == ("qconv" if op == "ConvInteger" else "qgemm") and la.attrs["q"].out == "float"
+    rng = np.random.default_rng(seed + 1)
+    x_u8 = rng.integers(0, 256, [2] + list(m.graph.inputs["input"][1:])).astype(np.uint8)
+    out, _ = m.run((x_u8.astype(np.int16) - 128).astype(np.int8))  # int8-domain input (uint8 - 128)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x_u8})[0]
+    # the accumulator is exact; the dequantised fp16 differs from onnxruntime's fp32 by one fp16 rounding
+    np.testing.assert_allclose(out["y"].astype(np.float32), ref, rtol=1e-3, atol=1e-6)
+
+
+# ---- pricing -----------------------------------------------------------------------------------------------
+def test_quantised_model_is_priced_as_int8(tmp_path):
+    seed = _seed()
+    qm = quantise(small_cnn(seed, image=16), tmp_path, seed)
+    hw = npu_jax.presets.ascend910b()
+    rep = npu_jax.model.load(qm).estimate(batch=2, hw=hw)
+    q = [la for la in rep.layers if la.op == "qconv"]
+    assert len(q) == 4 and all(la.operand == "int8" and la.cycles > hw.launch_cycles for la in q)
+    assert rep.operand == "int8" and rep.images_per_second > 0
+    assert {la.op for la in rep.layers} >= {"qconv", "qgemm", "eltwise", "pool"}  # conversions launch nothing
+
+
+def test_float_network_priced_as_int8_moves_fewer_bytes():
+    m = npu_jax.model.load(zoo.small_cnn(image=16))
+    hw = npu_jax.presets.ascend910b()
+    fp16, int8 = m.estimate(batch=2, hw=hw), m.estimate(batch=2, hw=hw, policy=INT8)
+    convs = [(a, b) for a, b in zip(fp16.layers, int8.layers) if a.op == "conv"]
+    assert all(b.operand == "int8" for _, b in convs)
+    assert sum(b.gm_bytes for _, b in convs) < sum(a.gm_bytes for a, _ in convs)
+    assert int8.cycles < fp16.cycles
+
+
+# ---- refusals ---------------------------------------------------------------------------------------------
+def test_run_of_a_float_network_with_an_int8_policy_is_refused():
+    m = npu_jax.model.load(one_conv(1))
+    x = np.random.default_rng(2).standard_normal((1, 8, 9, 9)).astype(np.float32)
+    with pytest.raises(InputError, match="quantize_static"):
+        m.run(x, policy=INT8)
+
+
+def test_asymmetric_or_uint8_weights_are_refused(tmp_path):
+    seed = _seed()
+    qm = quantise(one_conv(seed), tmp_path, seed, per_channel=False)
+    for init in qm.graph.initializer:
+        if init.name.endswith("w_zero_point"):
+            init.CopyFrom(numpy_helper.from_array(np.array(3, np.int8), init.name))
+    with pytest.raises(InputError, match="zero point"):
+        npu_jax.model.load(qm)
+    qu = quantise(one_conv(seed), tmp_path, seed + 1, per_channel=False)
+    for init in qu.graph.initializer:
+        if init.name.endswith("w_quantized"):
+            a = numpy_helper.to_array(init).astype(np.int16) + 128
+            init.CopyFrom(numpy_helper.from_array(a.astype(np.uint8), init.name))
+        if init.name.endswith("w_zero_point"):
+            init.CopyFrom(numpy_helper.from_array(np.array(0, np.uint8), init.name))
+    with pytest.raises(InputError, match="int8 weights"):
+        npu_jax.model.load(qu)
+    assert quant.QUANT_OPS
+
+
+# ---- the whole network (compile-bound: every distinct layer compiles once) ---------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+def test_small_cnn_int8_tensors_match_onnxruntime_and_logits_follow_it(tmp_path, fmt):
+    seed = _seed()
+    fm = small_cnn(seed)
+    qm = quantise(fm, tmp_path, seed, fmt=fmt)
+    m = npu_jax.model.load(qm)
+    x = np.random.default_rng(seed + 1).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    out, rep = m.run(x, keep=True)
+    ref = check_int8_tensors(m, qm, x, rep, out)
+    (name,) = m.graph.outputs
+    ours = out[name].astype(np.float32)
+    int8_ort = ref[name] if name in ref else ort_tensors(qm, x, [])[name]
+    float_ort = ort.InferenceSession(fm.SerializeToString()).run(None, {"input": x})[0]
+    step = m.graph.quant[next(la.inputs[0] for la in m.layers if la.output == name)].scale
+    assert np.abs(ours - int8_ort).max() <= 1.01 * step
+    assert np.abs(ours - int8_ort).max() < 0.25 * np.abs(ours - float_ort).max()
+    assert all(la.kernels[0].report.cycles > 0 for la in rep.layers if la.op == "qconv")
