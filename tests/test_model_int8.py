@@ -5,6 +5,8 @@ the float one, and the int8 pricing of quantised and float networks."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ oq = pytest.importorskip("onnxruntime.quantization")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import npu_jax  # noqa: E402
+from npu_jax import cli  # noqa: E402
 from npu_jax.errors import InputError  # noqa: E402
 from npu_jax.model import quant, zoo  # noqa: E402
 from npu_jax.model.qspec import QSpec  # noqa: E402
@@ -320,3 +323,36 @@ def test_small_cnn_int8_tensors_match_onnxruntime_and_logits_follow_it(tmp_path,
     assert np.abs(ours - int8_ort).max() <= 1.01 * step
     assert np.abs(ours - int8_ort).max() < 0.25 * np.abs(ours - float_ort).max()
     assert all(la.kernels[0].report.cycles > 0 for la in rep.layers if la.op == "qconv")
+
+
+# ---- the command line --------------------------------------------------------------------------------------
+def test_cli_quantises_and_times_a_float_network(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    argv = ["model", "small_cnn", "--image", "8", "--policy", "int8", "--batch", "2", "--json", str(out)]
+    assert cli.main(argv) == 0
+    data = json.loads(out.read_text())
+    assert data["report"]["operand"] == "int8" and data["fp16_images_per_second"] > 0
+    assert {la["op"] for la in data["report"]["layers"]} >= {"qconv", "qgemm"}
+
+
+def test_cli_calibrates_and_runs_on_saved_batches(tmp_path):
+    rng = np.random.default_rng(_seed())
+    for i in range(2):
+        np.save(tmp_path / f"b{i}.npy", rng.standard_normal((1, 8, 9, 9)).astype(np.float32))
+    onnx.save(one_conv(int(rng.integers(1 << 30))), tmp_path / "net.onnx")
+    out = tmp_path / "r.json"
+    argv = [
+        "model",
+        str(tmp_path / "net.onnx"),
+        "--policy",
+        "int8",
+        "--calibrate",
+        str(tmp_path),
+        "--json",
+        str(out),
+    ]
+    assert cli.main(argv) == 0
+    numbers = json.loads(out.read_text())["numbers"]
+    assert numbers["tensors"] and all(v["max_steps"] <= 1 for v in numbers["tensors"].values())
+    (o,) = numbers["outputs"].values()
+    assert o["max_abs_vs_int8"] < o["max_abs_vs_float"] or o["int8_vs_float"] == 0

@@ -20,7 +20,7 @@ from npu_jax.cli.types import add_preset_argument, positive_int, power_of_two_or
 from npu_jax.mapping.conv import STRATEGIES
 
 ZOO = ("resnet18", "resnet50", "mobilenet_v2", "small_cnn")
-POLICY_NAMES = ("mixed", "fp16", "fp32")  # precision.strategies.POLICIES
+POLICY_NAMES = ("mixed", "fp16", "fp32", "int8")  # precision.strategies.POLICIES, and int8
 
 
 def _model_source(text: str) -> str:
@@ -70,7 +70,15 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--policy",
         choices=POLICY_NAMES,
         default="mixed",
-        help="precision policy of --numbers (default mixed)",
+        help="precision policy of --numbers (default mixed); int8: quantise the network with "
+        "onnxruntime's quantize_static (QDQ, per-channel int8 weights) and time it (with --numbers or "
+        "--calibrate, also run it against onnxruntime's int8 network)",
+    )
+    parser.add_argument(
+        "--calibrate",
+        metavar="DIR",
+        help="with --policy int8: calibrate (and run) on the .npy input batches in DIR (default: "
+        "four random batches)",
     )
     parser.add_argument(
         "--scale",
@@ -105,6 +113,34 @@ def _input(m, batch: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+def _int8(args, hw, proto, m, fused):
+    """--policy int8: (the quantised network's report, the results, the comparison's text or None)."""
+    cal = importlib.import_module("npu_jax.model.calibrate")  # needs onnxruntime
+    batches = None if args.calibrate is None else cal.load_batches(args.calibrate)
+    where = "random data" if batches is None else f"{len(batches)} batches from {args.calibrate}"
+    args.progress.line(f"quantising {m.name} with onnxruntime's quantize_static (calibrated on {where}) ...")
+    qproto = cal.quantise(proto, batches, seed=args.seed)
+    qm = importlib.import_module("npu_jax.model").load(qproto)
+    kw = dict(hw=hw, strategy=args.strategy, fused=fused)
+    data: dict = {}
+    text = None
+    if args.numbers or batches is not None:
+        x = _input(qm, args.batch, args.seed) if batches is None else batches[0]
+        args.progress.line(f"running int8 {m.name} with data at batch {x.shape[0]} on {hw.name} ...")
+        outputs, report = qm.run(x, keep=True, **kw)
+        numbers = cal.compare(qm, qproto, proto, x, report, outputs)
+        data["numbers"] = numbers
+        text = cal.table(numbers)
+    else:
+        args.progress.line(f"pricing int8 {m.name} at batch {args.batch} on {hw.name} ...")
+        report = qm.estimate(batch=args.batch, search=args.search, **kw)
+    fp16 = m.estimate(batch=report.batch, search=args.search, **kw)
+    data["fp16_images_per_second"] = fp16.images_per_second
+    speed = f"int8 {report.images_per_second:,.1f} images/s against fp16 {fp16.images_per_second:,.1f} (the float network)"
+    text = speed if text is None else text + "\n" + speed
+    return report, data, text
+
+
 def run(args) -> int:
     """Estimate (or run with ``--numbers``) the network and print its report."""
     hw = args.preset
@@ -113,7 +149,13 @@ def run(args) -> int:
     data: dict = {}
     if args.scale is not None and not args.numbers:
         args.parser.error("argument --scale: only with --numbers")
-    if args.numbers:
+    if args.calibrate is not None and args.policy != "int8":
+        args.parser.error("argument --calibrate: only with --policy int8")
+    if args.policy == "int8":
+        if args.scale is not None:
+            args.parser.error("argument --scale: not with --policy int8 (the quantisation sets the scales)")
+        report, data, errs = _int8(args, hw, proto, m, fused)
+    elif args.numbers:
         network = importlib.import_module("precision.network")
         policy = importlib.import_module("precision.strategies").POLICIES[args.policy]
         args.progress.line(
@@ -144,7 +186,10 @@ def run(args) -> int:
         if saving is not None:
             print()
             print(saving.table())
-        if args.numbers:
+        if args.policy == "int8":
+            print()
+            print(errs)
+        elif args.numbers:
             print()
             print(errs.table())
         for flag, what in (("trace", "Chrome trace"), ("plot", "plot")):
