@@ -8,8 +8,10 @@ the port in ``examples/asc/`` and prints the published figure, the emulated one 
     python benchmarks/vendor_kernels.py [--cases add:1,add:6] [--json PATH]
 
 Kernels: data_copy (GM -> UB block granularity, scenarios 1-3; the calibration figure),
-add_high_performance (cases 1-6). Emulated per-pipe times are a pipe's busy cycles summed over the launched cores, divided by the
-cores and the clock (msprof's ``aiv_*_time`` is the same average). Published figures:
+add_high_performance (cases 1-6), matmul_high_performance (cases 0-8; ``matmul:8``) and
+matmul_basic_api_high_performance (scenarios 1-2; ``mmad:2``). Emulated per-pipe times are a pipe's busy cycles summed over the launched cores, divided by the
+cores and the clock (msprof's ``aiv_*_time`` / ``aic_*_time`` are the same average); ``aicore`` is the
+cores' mean time and ``aic_mac_ratio`` the Cube's busy cycles over the cores' time. Published figures:
 ``shared/reference/ascend-measured.md``, from the READMEs of asc-devkit's
 ``examples/01_simd_cpp_api/05_best_practices``.
 """
@@ -25,8 +27,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples", "asc"))
 
+import numpy as np  # noqa: E402
 import vendor_add  # noqa: E402
 import vendor_data_copy  # noqa: E402
+import vendor_matmul  # noqa: E402
+import vendor_matmul_basic  # noqa: E402
 
 import npu_jax  # noqa: E402
 
@@ -44,10 +49,47 @@ PUBLISHED = {
     ("add_high_performance", 5): dict(task_us=187.68, aiv_vec=12.846, aiv_mte2=175.997, aiv_mte3=160.291),
     ("add_high_performance", 6): dict(task_us=184.52, aiv_vec=6.954, aiv_mte2=171.611, aiv_mte3=121.442),
 }
+# the matmul ladders: Task Duration, aicore_time (the average over cores), per-pipe times and aic_mac_ratio
+# (aic_mac_time / aicore_time), from the READMEs' tables
+_MM = ("task_us", "aicore", "aic_mac", "aic_mac_ratio", "aic_mte1", "aic_mte2", "aic_fixpipe")
+for _case, _row in {
+    0: (759363.98, 759363.46, 141699.459, 0.187, 162104.184, 582515.828, 34303.063),
+    1: (249467.08, 249466.54, 81477.188, 0.327, 52003.703, 195613.432, 11313.746),
+    2: (12541.22, 12537.56, 3462.802, 0.276, 2260.551, 10177.798, 875.439),
+    3: (12283.84, 10870.96, 3394.884, 0.312, 2166.824, 8616.671, 488.829),
+    4: (5039.86, 4487.89, 3116.472, 0.694, 2332.914, 4051.458, 44.749),
+    5: (4156.76, 3925.61, 3352.087, 0.854, 2750.454, 3778.555, 47.853),
+    6: (4088.36, 3786.26, 3254.31, 0.86, 2680.849, 3625.42, 47.398),
+    7: (4053.44, 3665.12, 3163.682, 0.863, 2609.617, 3513.806, 45.76),
+    8: (4012.44, 3559.06, 3076.396, 0.864, 2533.512, 3435.584, 272.576),
+}.items():
+    PUBLISHED["matmul_high_performance", _case] = dict(zip(_MM, _row))
+for _case, _row in {
+    1: (4121.16, 3670.7, 3081.664, 0.84, 2538.348, 3552.248, 160.405),
+    2: (4081.64, 3636.85, 3082.158, 0.847, 2553.064, 3487.068, 161.812),
+}.items():
+    PUBLISHED["matmul_basic_api_high_performance", _case] = dict(zip(_MM, _row))
 # msprof pipe name -> the report's lane
-LANES = {"aiv_vec": "VECTOR", "aiv_mte2": "MTE2", "aiv_mte3": "MTE3"}  # the AIC's come with the matmul ports
-RUNNERS = {"add_high_performance": vendor_add.run_case, "data_copy": vendor_data_copy.run_case}
-SHORT = {"add": "add_high_performance"}
+LANES = {
+    "aiv_vec": "VECTOR",
+    "aiv_mte2": "MTE2",
+    "aiv_mte3": "MTE3",
+    "aic_mac": "CUBE",
+    "aic_mte1": "MTE1",
+    "aic_mte2": "MTE2",
+    "aic_fixpipe": "FIXP",
+}
+RUNNERS = {
+    "add_high_performance": vendor_add.run_case,
+    "data_copy": vendor_data_copy.run_case,
+    "matmul_high_performance": vendor_matmul.run_case,
+    "matmul_basic_api_high_performance": vendor_matmul_basic.run_case,
+}
+SHORT = {
+    "add": "add_high_performance",
+    "matmul": "matmul_high_performance",
+    "mmad": "matmul_basic_api_high_performance",
+}
 
 
 def emulate(kernel: str, case: int, hw) -> dict:
@@ -58,6 +100,9 @@ def emulate(kernel: str, case: int, hw) -> dict:
     clock_mhz = hw.clock_ghz * 1e3
     cores = rep.n_cores
     pipes = {name: rep.pipe_busy[lane] / cores / clock_mhz for name, lane in LANES.items()}
+    core_cycles = np.asarray(rep.core_cycles, np.float64)  # each core's time, as msprof's aicore_time
+    pipes["aicore"] = core_cycles.mean() / clock_mhz
+    pipes["aic_mac_ratio"] = rep.pipe_busy["CUBE"] / core_cycles.sum()
     return dict(task_us=rep.time_us, cores=cores, bottleneck=rep.bottleneck, wall_s=wall, **pipes)
 
 
@@ -81,7 +126,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     hw = npu_jax.presets.ascend910b1()
     rows = []
-    print(f"{'kernel':<22}{'case':>5}  {'figure':<9}{'published':>11}{'emulated':>11}{'ratio':>7}")
+    print(f"{'kernel':<34}{'case':>5}  {'figure':<14}{'published':>12}{'emulated':>12}{'ratio':>7}")
     for kernel, case in parse_cases(args.cases):
         pub = PUBLISHED[kernel, case]
         emu = emulate(kernel, case, hw)
@@ -95,9 +140,12 @@ def main(argv=None) -> int:
         for name, value in pub.items():
             e = emu[name]
             label = "task" if name == "task_us" else name
-            print(f"{kernel:<22}{case:>5}  {label:<9}{value:>11.1f}{e:>11.1f}{e / value:>7.2f}")
+            digits = 3 if name.endswith("ratio") else 1
+            print(
+                f"{kernel[:33]:<34}{case:>5}  {label:<14}{value:>12.{digits}f}{e:>12.{digits}f}{e / value:>7.2f}"
+            )
         print(
-            f"{'':<27}bottleneck {emu['bottleneck']}, {emu['cores']} cores, {emu['wall_s']:.0f} s to emulate"
+            f"{'':<39}bottleneck {emu['bottleneck']}, {emu['cores']} cores, {emu['wall_s']:.0f} s to emulate"
         )
     if args.json:
         with open(args.json, "w") as f:

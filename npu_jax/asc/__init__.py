@@ -22,7 +22,7 @@ of every supported call beside its Ascend C name.
 from npu_jax.asc.cube import data_copy, fixpipe, load_3d, load_data, mmad
 from npu_jax.asc.debug import dump_tensor, printf
 from npu_jax.asc.launcher import Kernel, kernel, last_run, launch, loop
-from npu_jax.asc.matmul import Matmul, TCubeTiling
+from npu_jax.asc.matmul import Matmul, MatmulConfig, TCubeTiling
 from npu_jax.asc.ops import (
     AscWarning,
     abs,
@@ -106,6 +106,7 @@ __all__ = [
     "LocalMemAllocator",
     "LocalTensor",
     "Matmul",
+    "MatmulConfig",
     "MmadParams",
     "Nd2NzParams",
     "PIPE_ALL",

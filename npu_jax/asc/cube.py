@@ -22,9 +22,13 @@ from npu_jax.asc.types import (
     Nd2NzParams,
     QuantMode,
 )
+from npu_jax.core.isa.execute import charge
 from npu_jax.core.isa.move import Load3DGeometry
+from npu_jax.hw import costs
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import round_up
+
+UNIT_FLAGS = (0, 2, 3)  # MmadParams.unitFlag: off, on, on and the block's last Mmad
 
 
 def _shaped(t: LocalTensor, shape: tuple, fmt: str, call: str, role: str):
@@ -145,9 +149,9 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     _need(src, ("L1",), call, "source")
     if not isinstance(params, LoadData2DParams):
         raise TypeError("load_data(dst, src, asc.LoadData2DParams(...) | asc.LoadData3DParamsV2(...)).")
-    if params.if_transpose:
+    if params.if_transpose and dst.buffer != "L0B":
         raise NotImplementedError(
-            "asc.load_data with if_transpose=True is not supported yet; see docs/kernels.md."
+            "asc.load_data with if_transpose=True fills L0B only (a B stored [N, K]); see docs/kernels.md."
         )
     # the fractals move one after another (src_stride 1, or 0 for the default); sid (the stream id)
     # changes no data; a gap between destination fractals or a decrementing address is not emulated
@@ -182,8 +186,9 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     row, col = (start % blocks) * FRACTAL_ROWS, (start // blocks) * c0
     d = _shaped(dst, (rows_dst, cols_dst), dst.request.fmt, call, "destination")
     s = _shaped(src, src.request.shape, "NZ", call, "source")
+    tr = bool(params.if_transpose)  # the (N, K) window at (row, col) of an NZ B^T, turned into (K, N)
     if d is not None and s is not None:
-        ops.issue(lambda core: core.load2d(dst=d, src=s, start=(row, col)))
+        ops.issue(lambda core: core.load2d(dst=d, src=s, start=(row, col), transpose=tr))
 
 
 def load_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParamsV2) -> None:
@@ -272,15 +277,23 @@ def mmad(c: LocalTensor, a: LocalTensor, b: LocalTensor, params: MmadParams) -> 
     _need(b, ("L0B",), call, "right operand (b)")
     if not isinstance(params, MmadParams):
         raise TypeError("mmad(c, a, b, asc.MmadParams(m, n, k, ...)).")
-    if params.unit_flag or params.cmatrix_source:
+    if params.cmatrix_source:
         raise NotImplementedError(
-            "asc.mmad with unit_flag != 0 or cmatrix_source (bias from C2) is not supported yet; see docs/kernels.md."
+            "asc.mmad with cmatrix_source (bias from C2) is not supported yet; see docs/kernels.md."
+        )
+    if params.unit_flag not in UNIT_FLAGS:
+        raise AscError(
+            f"{call} at {runtime.where()}: unit_flag is 0 (off), 2 (on) or 3 (on, and the last Mmad into this L0C "
+            f"block: a Fixpipe with unit_flag 3 drains it unit by unit), got {params.unit_flag!r}."
         )
     if c.dtype.fmt != "fp32":
         raise AscError(f"{call} at {runtime.where()}: L0C accumulates in float32; c is {c.dtype}.")
     m, n, k = (_int(v, name, call) for v, name in ((params.m, "m"), (params.n, "n"), (params.k, "k")))
     c0 = _c0(a)
     mm, nn, kk = round_up(m, FRACTAL_ROWS), round_up(n, FRACTAL_ROWS), round_up(k, c0)
+    if c.request.shape is not None and b.request.shape is not None:  # an edge block in whole tiles
+        mm, nn = max(mm, c.request.shape[0]), max(nn, c.request.shape[1])
+    c.request.unit_mmad = (m, n, k, a.dtype.itemsize) if params.unit_flag == 3 else None
     cr = _shaped(c, (mm, nn), "NZ", call, "destination (c)")
     ar = _shaped(a, (mm, kk), "ZZ", call, "left operand (a)")
     br = _shaped(b, (kk, nn), "ZN", call, "right operand (b)")
@@ -334,9 +347,14 @@ def fixpipe(
             f"{call} at {runtime.where()}: {run.hw.name} has no Fixpipe (coupled data path): copy L0C (CO1) to UB "
             f"(CO2) with asc.data_copy and out with MTE3."
         )
-    if params.nd_num != 1 or params.unit_flag:
-        raise NotImplementedError(
-            "asc.fixpipe with nd_num != 1 or unit_flag is not supported yet; see docs/kernels.md."
+    if params.nd_num != 1:
+        raise NotImplementedError("asc.fixpipe with nd_num != 1 is not supported yet; see docs/kernels.md.")
+    unit = getattr(src.request, "unit_mmad", None) if params.unit_flag else None
+    if params.unit_flag and (params.unit_flag != 3 or unit is None):
+        raise AscError(
+            f"{call} at {runtime.where()}: a Fixpipe with unit_flag drains an L0C block whose last Mmad had "
+            f"unit_flag 3 (MmadParams.unit_flag); got unit_flag {params.unit_flag!r} on a block with "
+            f"{'no such Mmad' if unit is None else 'one'}."
         )
     if not isinstance(dst, GlobalTensor):
         raise NotImplementedError("asc.fixpipe into L1 is not supported yet (GM only); see docs/kernels.md.")
@@ -365,3 +383,7 @@ def fixpipe(
     win = ops.gm_window(dst, n, call, "FIX", write=True, rows=m, pitch=params.dst_stride or n)
     if c is not None and win is not None:
         ops.issue(lambda core: core.fixpipe(dst=win, src=c, m=m, n=n, relu=bool(params.relu_en), bias=bref))
+        if unit is not None:  # unit flag: the Fixpipe drains the last Mmad's units as they complete
+            wait = costs.unit_flag_fixpipe_wait(costs.HwNumbers.of(run.hw), m, n, *unit)
+            if wait:
+                ops.issue(lambda core: charge(core, "FIX", wait, "Fixpipe"))

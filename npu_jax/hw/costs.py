@@ -324,7 +324,11 @@ def load_l0b(h: HwNumbers, nbytes, *, arith: Arith = EXACT):
 
 
 def mmad(h: HwNumbers, m, n, k, itemsize, *, arith: Arith = EXACT):
-    """Mmad (M): one (cube_m x K0 x cube_n) block per cycle, plus the pipeline's start-up."""
+    """Mmad (M): one (cube_m x K0 x cube_n) block per cycle, plus the pipeline's start-up.
+
+    K0 is one 32-byte fractal row of the operand: 16 for fp16 / bf16, 8 for fp32, 32 for int8, so
+    an int8 Mmad does 16 x 32 x 16 MACs a cycle, twice fp16's (Hot Chips 2019's DaVinci talk: 8192
+    int8 MACs per cycle; the platform ini's ``[DtypeMKN]``: int8 16 32 16)."""
     blocks = arith.cdiv(m, h.cube_m) * arith.cdiv(n, h.cube_n) * arith.cdiv(k, k0(h, itemsize))
     return arith.when_nonzero(blocks, h.mmad_su + blocks)
 
@@ -422,3 +426,21 @@ def vector_pass(h: HwNumbers, in_bytes, out_bytes, work_bytes, vector_ops: int, 
     mte3 = ceil_rate(out_bytes, rate) if out_bytes else 0
     startup = h.mte2_su + vector_ops * h.vec_su + (h.mte3_su if out_bytes else 0)
     return h.launch + startup + max(mte2, vec, mte3)
+
+
+# ---- the unit flag: Mmad and Fixpipe synchronised per unit of L0C --------------------------------
+UNIT_FLAG_BYTES = 512  # the unit the flag tracks (vendor: "512B size fine-grained synchronization")
+
+
+def unit_flag_fixpipe_wait(h: HwNumbers, m, n, mm, nn, kk, itemsize):
+    """Cycles a unit-flag Fixpipe of an (m, n) L0C block waits beyond its own L0C read, when it starts
+    with the block's last Mmad (``mm`` x ``nn`` x ``kk``) instead of after it: with the unit flag
+    (``MmadParams.unitFlag`` 3 on the last Mmad, ``FixpipeParamsV220.unitFlag`` 3), "whenever a 512B
+    data result calculation is completed, FIXPIPE immediately moves out the 512B data"
+    (asc-devkit, ``05_best_practices/01_matrix_compute/matmul_high_performance/README.md``, case 8),
+    so the Fixpipe ends no earlier than the Mmad plus the drain of its last unit. Its pipe counts the
+    wait as busy, as msprof's aic_fixpipe_time does ("includes the waiting time of the FIXPIPE
+    instruction", the same README)."""
+    drain = ceil_rate(UNIT_FLAG_BYTES, h.fix_rate)
+    read = ceil_rate(l0c_bytes(m, n), h.fix_rate)
+    return max(0, mmad(h, mm, nn, kk, itemsize) + drain - read)
