@@ -10,6 +10,7 @@ from npu_jax.api.validate import (
     check_common,
     check_flag,
     check_quant,
+    check_shared_scale,
     int8_operand,
     no_grad,
     state_bytes,
@@ -143,6 +144,8 @@ def conv2d(
     x, w = no_grad("conv2d", x, w)
     op = policy.operand
     epi = split((), hw, policy, True, offset)[0]  # an int8 kernel's (re)quantisation, else None
+    if epi is not None:
+        check_shared_scale("conv2d", g, hw, scale)
     if tiling is None:
         tiling = choose_tiling(g, strategy, hw, op, policy.output, epi)
     p = make_plan(g, strategy, tiling, hw, op, policy.output, tiling_bound=tiling_bound, epi=epi)

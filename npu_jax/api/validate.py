@@ -35,7 +35,7 @@ from npu_jax.errors import (
     set_max_bytes,
 )
 from npu_jax.hw import presets
-from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.config import FRACTAL_ROWS, HardwareConfig
 from npu_jax.workload.conv import ConvGeometry
 
 TRACE_DEFAULT = 4096  # events per core that ``trace=True`` keeps
@@ -193,9 +193,13 @@ def check_quant(fn: str, policy: Policy, scale, offset, channels: int):
             f"one per output channel ({channels},); divided by the output's scale for int8)."
         )
     if isinstance(offset, bool) or not isinstance(offset, int | np.integer) or not -128 <= int(offset) <= 127:
-        raise InputError(f"{fn}: offset (the int8 output's zero point) must be an int in [-128, 127], got {offset!r}.")
+        raise InputError(
+            f"{fn}: offset (the int8 output's zero point) must be an int in [-128, 127], got {offset!r}."
+        )
     if offset and policy.output != "int8":
-        raise InputError(f"{fn}: offset is the int8 output's zero point; output {policy.output!r} takes none.")
+        raise InputError(
+            f"{fn}: offset is the int8 output's zero point; output {policy.output!r} takes none."
+        )
     s = as_array(fn, "scale", scale, floating=False).astype(jnp.float32)
     if s.ndim > 1 or (s.ndim == 1 and s.shape[0] != channels):
         raise InputError(
@@ -204,6 +208,20 @@ def check_quant(fn: str, policy: Policy, scale, offset, channels: int):
     if not isinstance(s, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(s))):
         raise InputError(f"{fn}: scale must be finite, got {np.asarray(s)}.")
     return jnp.broadcast_to(s, (channels,)), int(offset)
+
+
+def check_shared_scale(fn: str, g: ConvGeometry, hw, scale) -> None:
+    """A grouped int8 conv run as several super-groups (``ConvGeometry.dense_view``) reads one
+    super-group's row of scales for all: its per-channel scales must repeat every super-group."""
+    sgroups = g.supergroups(hw.c0(1), FRACTAL_ROWS)
+    if sgroups == 1 or isinstance(scale, jax.core.Tracer):
+        return
+    s = np.asarray(scale).reshape(sgroups, -1)
+    if not (s == s[:1]).all():
+        raise InputError(
+            f"{fn}: {g.describe()} runs as {sgroups} super-groups, which read one row of scales: pass a scale "
+            f"every super-group shares (a number), or output='int32' and npu_jax.requantize per channel."
+        )
 
 
 def nbytes(*arrays, itemsize: int | None = None) -> int:

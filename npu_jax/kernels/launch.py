@@ -77,11 +77,16 @@ def run_plan(
         if bias is not None:
             raise ValueError("an int8 plan's epilogue takes scale=, not bias=.")
         bias = jnp.broadcast_to(jnp.asarray(scale, jnp.float32), (p.g.k,)) if scale is not None else None
+        if bias is not None and p.sgroups > 1:  # every super-group reads the same K' scales
+            bias = bias[: p.gv.k]
     elif scale is not None:
         raise ValueError("scale= is the dequantisation's: it needs an int8 plan with fp16 or int8 output.")
     if not (move_data and data_path == "values" and covers(p, policy) and timing_apart()):
         return _launch_plan(p, x, w, policy, trace_capacity, bias, residual, name, move_data, False, checks)
-    bias_v = _epi_input(e.row, bias, (p.g.k,), e.row_format) if e is not None and e.row is not None else None
+    row_len = p.gv.k if e is not None and e.row == "scale" and p.sgroups > 1 else p.g.k
+    bias_v = (
+        _epi_input(e.row, bias, (row_len,), e.row_format) if e is not None and e.row is not None else None
+    )
     res_v = None
     if e is not None and e.has("residual"):
         res_v = _epi_input("residual", residual, (p.g.n, p.g.ho, p.g.wo, p.g.k), e.residual_format)
@@ -109,7 +114,7 @@ def timing_report(
             np.zeros(w_shape, op),
             policy,
             cap,
-            np.zeros(g.k, DTYPES[e.row_format]) if bias else None,
+            np.zeros(_row_len(p), DTYPES[e.row_format]) if bias else None,
             np.zeros((g.n, g.ho, g.wo, g.k), DTYPES[e.residual_format]) if res else None,
             name,
             False,
@@ -169,7 +174,7 @@ def _launch_plan(
         y_shape = (user.n, p.ho_cap, p.wo_cap, G, B.k)
     e = p.epi
     if e is not None and e.row is not None:
-        gm += (GmSpec(e.row, (1, B.k), (1, y_pad[3]), e.row_format),)
+        gm += (GmSpec(e.row, (1, B.k), (1, y_pad[-1]), e.row_format),)
         gm_in[e.row] = _epi_input(e.row, bias, (B.k,), e.row_format).reshape(1, B.k)
         extents[e.row] = (1, g.k)
     if e is not None and e.has("residual"):
@@ -251,6 +256,12 @@ def run_relayout(
         key=("relayout", g, op, bound),
     )
     return routs, rrep, l2.kept(hw, rgm)
+
+
+def _row_len(p: ConvPlan) -> int:
+    """Values of the epilogue's row: K, or one super-group's K' for the shared scales of a grouped
+    int8 layer run as several super-groups."""
+    return p.gv.k if p.epi.row == "scale" and p.sgroups > 1 else p.g.k
 
 
 def _epi_input(what: str, arr, shape, fmt: str):

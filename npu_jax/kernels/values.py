@@ -63,7 +63,7 @@ def covers(p: ConvPlan, policy: Policy) -> bool:
         policy.rounding != "stochastic"
         and p.bound is None
         and p.tiling_bound is None
-        and not (p.epi is not None and p.sgroups > 1)
+        and not (p.epi is not None and p.sgroups > 1 and not p.epi.has("dequant"))
     )
 
 
