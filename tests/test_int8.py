@@ -3,13 +3,16 @@ requantised int8), held bit for bit to an integer reference, the model to the em
 
 from __future__ import annotations
 
+import os
+import sys
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
 
 import npu_jax
-from npu_jax import Policy
+from npu_jax import Policy, asc
 from npu_jax.cost.conv import predict
 from npu_jax.errors import InputError, InputTypeError
 from npu_jax.hw import costs
@@ -18,6 +21,9 @@ from npu_jax.mapping.conv import STRATEGIES, make_plan
 from npu_jax.mapping.epilogue import split
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "asc"))
+import matmul_int8  # noqa: E402
 
 CHIPS = {"910b": npu_jax.presets.ascend910b, "310p": npu_jax.presets.ascend310p}
 
@@ -204,3 +210,52 @@ def test_int8_bad_inputs_are_named():
         Policy(operand="int8", rounding="stochastic")
     with pytest.raises(InputError, match="one number"):
         npu_jax.matmul(ints(rng, (16, 32)), ints(rng, (32, 32)), policy=i8, scale=np.ones(32))
+
+
+# ---- asc: int8 kernels in the vendor's vocabulary ---------------------------------------------------
+QUANT_LEN = 2048
+
+
+@asc.kernel
+def quantise(x, y, inv_scale: float, offset: float, n: int = QUANT_LEN):
+    """fp16 -> int8 on the vector unit as the vendor's AscendQuant: x * (1 / scale) + offset, Cast RINT."""
+    x_gm, y_gm = asc.GlobalTensor(), asc.GlobalTensor()
+    x_gm.set_global_buffer(x, n)
+    y_gm.set_global_buffer(y, n)
+    pipe = asc.TPipe()
+    q_in, q_out = asc.TQue(asc.TPosition.VECIN, 1), asc.TQue(asc.TPosition.VECOUT, 1)
+    pipe.init_buffer(q_in, 1, n * 2)
+    pipe.init_buffer(q_out, 1, n)
+    t = q_in.alloc_tensor(asc.half)
+    asc.data_copy(t, x_gm, n)
+    q_in.enque(t)
+    t = q_in.deque(asc.half)
+    asc.muls(t, t, inv_scale, n)
+    asc.adds(t, t, offset, n)
+    o = q_out.alloc_tensor(asc.int8)
+    asc.cast(o, t, asc.RoundMode.CAST_RINT, n)
+    q_out.enque(o)
+    q_in.free_tensor(t)
+    o = q_out.deque(asc.int8)
+    asc.data_copy(y_gm, o, n)
+    q_out.free_tensor(o)
+
+
+def test_asc_vector_quantise_kernel():
+    """Each vector op rounds to its destination (fp16 here), then Cast rounds half to even and saturates."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(QUANT_LEN) * 3).astype(np.float16)
+    x[:4] = [1000.0, -1000.0, 0.25, -0.75]  # saturated both ways; ties after the scale
+    outs, _ = quantise[1](x, np.zeros(QUANT_LEN, np.int8), 10.0, 2.0, hw=npu_jax.presets.ascend310p())
+    v = (x.astype(np.float32) * np.float32(10.0)).astype(np.float16)
+    v = (v.astype(np.float32) + np.float32(2.0)).astype(np.float16)
+    want = np.clip(np.rint(v.astype(np.float32)), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(outs[1]), want)
+    assert outs[1].dtype == np.int8
+
+
+@pytest.mark.parametrize("mode", ["NoQuant", "DEQF16", "REQ8"])
+def test_asc_int8_cube_kernel(mode):
+    got, ref, rep = matmul_int8.run(getattr(asc.QuantMode, mode), seed=len(mode))
+    np.testing.assert_array_equal(got, ref)
+    assert rep.flops == 2 * matmul_int8.M * matmul_int8.N * matmul_int8.K

@@ -27,6 +27,7 @@ from npu_jax.core.isa.move import Load3DGeometry
 from npu_jax.hw import costs
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import round_up
+from npu_jax.hw.formats import acc_format
 
 UNIT_FLAGS = (0, 2, 3)  # MmadParams.unitFlag: off, on, on and the block's last Mmad
 
@@ -286,8 +287,11 @@ def mmad(c: LocalTensor, a: LocalTensor, b: LocalTensor, params: MmadParams) -> 
             f"{call} at {runtime.where()}: unit_flag is 0 (off), 2 (on) or 3 (on, and the last Mmad into this L0C "
             f"block: a Fixpipe with unit_flag 3 drains it unit by unit), got {params.unit_flag!r}."
         )
-    if c.dtype.fmt != "fp32":
-        raise AscError(f"{call} at {runtime.where()}: L0C accumulates in float32; c is {c.dtype}.")
+    acc = acc_format(a.dtype.fmt)  # int8 x int8 sums exactly into int32, floats into float32
+    if c.dtype.fmt != acc:
+        raise AscError(
+            f"{call} at {runtime.where()}: L0C accumulates {a.dtype} products in {acc}; c is {c.dtype}."
+        )
     m, n, k = (_int(v, name, call) for v, name in ((params.m, "m"), (params.n, "n"), (params.k, "k")))
     c0 = _c0(a)
     mm, nn, kk = round_up(m, FRACTAL_ROWS), round_up(n, FRACTAL_ROWS), round_up(k, c0)
@@ -360,12 +364,15 @@ def fixpipe(
         raise NotImplementedError("asc.fixpipe into L1 is not supported yet (GM only); see docs/kernels.md.")
     quant = params.quant_pre if isinstance(params.quant_pre, QuantMode) else None
     gm_fmt = (dst.dtype or (dst.addr.dtype if dst.addr else None)).fmt
-    if quant is None or quant.value != gm_fmt:
+    l0c_fmt = src.dtype.fmt
+    want = None if quant is None else quant.target(l0c_fmt)
+    if want != gm_fmt:
         raise AscError(
-            f"{call} at {runtime.where()}: quant_pre {params.quant_pre} converts to {quant.value if quant else '?'} "
-            f"but the GM tensor holds {gm_fmt}; use the QuantMode of the destination's dtype (F322F16 for half, "
-            f"NoQuant for float)."
+            f"{call} at {runtime.where()}: quant_pre {params.quant_pre} converts {l0c_fmt} to {want or '?'} but the GM "
+            f"tensor holds {gm_fmt}; use the QuantMode of the destination's dtype (from float: F322F16 for half, "
+            f"NoQuant for float; from int32: DEQF16 for half, REQ8 for int8, NoQuant for int32)."
         )
+    scaled = {"scale": float(params.deq_scalar), "offset": 0} if quant.scales else {}
     m, n = _int(params.m_size, "m_size", call), _int(params.n_size, "n_size", call)
     shape = src.request.shape
     if shape is None:
@@ -382,7 +389,11 @@ def fixpipe(
     c = _shaped(src, shape, "NZ", call, "source")
     win = ops.gm_window(dst, n, call, "FIX", write=True, rows=m, pitch=params.dst_stride or n)
     if c is not None and win is not None:
-        ops.issue(lambda core: core.fixpipe(dst=win, src=c, m=m, n=n, relu=bool(params.relu_en), bias=bref))
+        ops.issue(
+            lambda core: core.fixpipe(
+                dst=win, src=c, m=m, n=n, relu=bool(params.relu_en), bias=bref, **scaled
+            )
+        )
         if unit is not None:  # unit flag: the Fixpipe drains the last Mmad's units as they complete
             wait = costs.unit_flag_fixpipe_wait(costs.HwNumbers.of(run.hw), m, n, *unit)
             if wait:

@@ -376,10 +376,6 @@ def _allocate(hw, plan: KernelRun) -> dict:
     out = {}
     for r in plan.requests:
         dt = r.dtype or dtype_of(np.float16)
-        if dt.fmt == "int8":
-            raise NotImplementedError(
-                f"asc: int8 local tensors (at {r.where}) are not supported yet; see docs/kernels.md."
-            )
         shape = r.shape or (r.nbytes // dt.itemsize,)
         try:
             out[r.index] = p.alloc(

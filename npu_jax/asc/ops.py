@@ -345,10 +345,10 @@ def _vec(op: str, dst, srcs, count, call, **kw):
             raise AscError(
                 f"{call} at {runtime.where()}: vector instructions work on UB; a tensor is in {t.buffer}."
             )
-    if dst.dtype.fmt not in ("fp16", "bf16", "fp32"):  # the core's vector unit stores float formats only
-        raise NotImplementedError(
-            f"asc.{call} at {runtime.where()} into {dst.dtype} data: vector calls (and casts) with an integer "
-            f"destination are not emulated yet; see docs/kernels.md."
+    if dst.dtype.fmt not in ("fp16", "bf16", "fp32") and op not in ("VCast", "VCopy"):
+        raise AscError(  # the vector unit computes in float: an integer tensor is written by a Cast
+            f"asc.{call} at {runtime.where()} into {dst.dtype} data: the vector unit's arithmetic is float; "
+            f"compute in half / float and asc.cast to {dst.dtype} last (as AscendQuant does)."
         )
     if any(v is None for v in views):
         return

@@ -150,11 +150,31 @@ class RoundMode(enum.Enum):
 
 # Enum members with equal values alias; keep CAST_NONE distinct from CAST_RINT in repr only.
 class QuantMode(enum.Enum):
-    """Fixpipe's conversion of L0C's fp32 on the way out (``QuantMode_t``)."""
+    """Fixpipe's conversion of L0C on the way out (``QuantMode_t``): from fp32 ``NoQuant`` / ``F322F16``
+    / ``F322BF16``; from an int32 L0C (int8 operands) ``NoQuant`` (int32 out), ``DEQF16`` (to half) and
+    ``REQ8`` (to int8), both scaled by ``FixpipeParamsV220.deq_scalar`` (:func:`npu_jax.requantize`'s
+    formula)."""
 
-    NoQuant = "fp32"
+    NoQuant = "fp32"  # no conversion: fp32 stays fp32, int32 stays int32
     F322F16 = "fp16"
     F322BF16 = "bf16"
+    DEQF16 = "deq_fp16"
+    REQ8 = "req_int8"
+
+    def target(self, l0c: str) -> str | None:
+        """The format this mode writes from an ``l0c`` (``fp32`` / ``int32``) accumulator, or None
+        when the mode does not read that accumulator."""
+        if self is QuantMode.NoQuant:
+            return l0c
+        ints = self in (QuantMode.DEQF16, QuantMode.REQ8)
+        if ints != (l0c == "int32"):
+            return None
+        return self.value.split("_")[-1]
+
+    @property
+    def scales(self) -> bool:
+        """The mode multiplies by ``deq_scalar`` (the int32 accumulator's dequantisation)."""
+        return self in (QuantMode.DEQF16, QuantMode.REQ8)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,29 @@ from npu_jax.errors import InputError
 
 INT8_MIN, INT8_MAX = -128, 127
 QUANT_OUTPUTS = ("fp16", "int8")
+INT_RANGES = {"int8": (INT8_MIN, INT8_MAX), "int32": (-(2**31), 2**31 - 1)}
+_ROUND = {
+    "nearest_even": jnp.round,  # ties to even
+    "toward_zero": jnp.trunc,
+    "up": jnp.ceil,
+    "down": jnp.floor,
+    "away": lambda v: jnp.sign(v) * jnp.floor(jnp.abs(v) + 0.5),
+}
+
+
+def to_int(x, fmt: str, mode: str = "nearest_even"):
+    """fp32 ``x`` converted to the integer format ``fmt`` (``int8``, ``int32``) as the vector unit's
+    ``Cast`` does: rounded by ``mode`` (``RoundMode``: RINT nearest-even, TRUNC, CEIL, FLOOR, ROUND
+    away), saturated to the format's range; NaN gives 0."""
+    if mode not in _ROUND:
+        raise ValueError(f"a cast to {fmt} rounds by one of {tuple(_ROUND)}, got {mode!r}.")
+    lo, hi = INT_RANGES[fmt]
+    r = _ROUND[mode](jnp.asarray(x, jnp.float32))
+    r = jnp.clip(jnp.where(jnp.isnan(r), 0.0, r), lo, 2.0**31)
+    # fp32 has no 2^31 - 1: a value at 2^31 saturates to the int32 maximum before the conversion
+    i = jnp.where(r >= 2.0**31, 0, r).astype(jnp.int32)
+    i = jnp.where(r >= 2.0**31, hi, jnp.minimum(i, hi))
+    return i.astype(jnp.int8 if fmt == "int8" else jnp.int32)
 
 
 def to_int8(x, offset=0):
@@ -89,4 +112,4 @@ def requantize(acc, scale, offset=0, fmt: str = "int8", *, axis: int = -1, overf
     return round_to(v, "fp16", "nearest_even", overflow=overflow)
 
 
-__all__ = ["INT8_MAX", "INT8_MIN", "QUANT_OUTPUTS", "requantize", "to_int8"]
+__all__ = ["INT8_MAX", "INT8_MIN", "INT_RANGES", "QUANT_OUTPUTS", "requantize", "to_int", "to_int8"]

@@ -15,6 +15,7 @@ from npu_jax.core import sanitize
 from npu_jax.core.buffers import Ref
 from npu_jax.core.isa.data import View, broadcast_row, stage_block, view_block, write_ref
 from npu_jax.core.isa.decl import Effect
+from npu_jax.core.quant import INT_RANGES, to_int
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
 from npu_jax.hw.formats import itemsize
@@ -102,7 +103,17 @@ def elementwise(op: str, xs, *, scalar=None, alpha: float = 0.0):
 
 def store(y, op: str, fmt: str, policy, hw, mode: str = "nearest_even"):
     """A vector op's fp32 result as stored in a ``fmt`` destination: rounded to the policy's vector
-    format first (every op but ``VCast``), then to ``fmt`` (``VCast`` in its own ``mode``)."""
+    format first (every op but ``VCast``), then to ``fmt`` (``VCast`` in its own ``mode``). An
+    integer destination (int8, int32) takes a ``VCast`` (rounded by its mode, saturated) or a
+    ``VCopy`` of integers: the vector unit's arithmetic is float (quantise: ``VMuls`` by the scale,
+    ``VAdds`` the offset, then ``VCast`` to int8, as the vendor's ``AscendQuant``)."""
+    if fmt in INT_RANGES:
+        if op not in ("VCast", "VCopy"):
+            raise ValueError(
+                f"{op} computes in float and cannot write an {fmt} destination: compute in fp16 / fp32 and VCast "
+                f"to {fmt} last."
+            )
+        return to_int(y, fmt, mode if op == "VCast" else "nearest_even")
     over = policy.overflow_mode(hw)
     if policy.vector != "fp32" and op != "VCast":  # the op runs in the policy's vector format
         y = round_to(y, policy.vector, overflow=over).astype(jnp.float32)
