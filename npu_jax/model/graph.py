@@ -16,6 +16,7 @@ import onnx
 from onnx import TensorProto, numpy_helper, shape_inference
 
 from npu_jax.errors import InputError, InputTypeError
+from npu_jax.model.qspec import QParams
 
 # op type -> how it is lowered (docs/model.md)
 SUPPORTED = {
@@ -184,6 +185,17 @@ def build(model: onnx.ModelProto) -> Graph:
         outputs=tuple(vi.name for vi in g.output),
         shapes=shapes,
         batch=None if batch is None or isinstance(batch, str) else batch,
+        # an integer input (ConvInteger's, a QLinearConv's): held in the int8 domain like every int8 tensor
+        quant={
+            vi.name: QParams(
+                1.0,
+                -128 if elem == TensorProto.UINT8 else 0,
+                "uint8" if elem == TensorProto.UINT8 else "int8",
+            )
+            for vi in g.input
+            if vi.name in inputs
+            and (elem := vi.type.tensor_type.elem_type) in (TensorProto.UINT8, TensorProto.INT8)
+        },
     )
 
 

@@ -211,7 +211,8 @@ class Model:
                     f"Model.run: input {name!r} must have shape (batch, {', '.join(map(str, want))}), got {a.shape}."
                 )
             batches.add(a.shape[0])
-            out[name] = a
+            q = self.graph.quant.get(name)  # an integer input: its ONNX type to the int8 domain
+            out[name] = a if q is None else jnp.asarray(q.from_onnx(np.asarray(a)))
         if len(batches) != 1:
             raise InputError(f"Model.run: the inputs disagree on the batch: {sorted(batches)}.")
         self._batch("run", batches.pop())

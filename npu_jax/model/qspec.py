@@ -26,8 +26,13 @@ class QParams:
         return (q.astype(np.int16) + 128).astype(np.uint8) if self.stored == "uint8" else q.astype(np.int8)
 
     def from_onnx(self, q: np.ndarray) -> np.ndarray:
+        """An array of the ONNX type's values (integers in [0, 255] for uint8) in the int8 domain."""
         q = np.asarray(q)
-        return (q.astype(np.int16) - 128).astype(np.int8) if q.dtype == np.uint8 else q.astype(np.int8)
+        lo, hi = (0, 255) if self.stored == "uint8" else (-128, 127)
+        if not np.issubdtype(q.dtype, np.integer) or q.size and (q.min() < lo or q.max() > hi):
+            raise InputError(f"an {self.stored} tensor takes integers in [{lo}, {hi}]; got {q.dtype} values.")
+        q = q.astype(np.int16)
+        return (q - 128 if self.stored == "uint8" else q).astype(np.int8)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

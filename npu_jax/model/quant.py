@@ -54,7 +54,7 @@ class _Lowering:
         self.g = g
         self.params = dict(g.params)
         self.shapes = dict(g.shapes)
-        self.quant: dict = {}  # tensor -> QParams of every int8-domain activation
+        self.quant: dict = dict(g.quant)  # tensor -> QParams of every int8-domain activation
         self.producer = g.producer()
         self.consumers = g.consumers()
         self.taken: set = set()  # node names an int8 layer absorbed
@@ -197,7 +197,11 @@ class _Lowering:
         if a is None or wdq is None:
             return False
         x, xq, dqn = a
-        wq, ws, wzp, _, _ = wdq
+        wq, ws, wzp, axis, _ = wdq
+        if np.asarray(ws).size > 1 and axis % 4 != 0:
+            raise InputError(
+                f"node {node.name!r}: weights quantised per input channel; int8 layers take per output channel."
+            )
         if np.asarray(wq).ndim != 4:
             raise InputError(f"node {node.name!r}: an int8 Conv needs 4-D weights (2-D convolution).")
         w, w_scale = self.weights(node, wq, ws, wzp, 0)
@@ -213,6 +217,8 @@ class _Lowering:
         wq, ws, wzp, axis, _ = wdq
         trans = node.op == "Gemm" and node.attr("transB", 0)
         _gemm_checks(node)
+        if len(self.shapes[x]) != 2:
+            raise InputError(f"node {node.name!r}: an int8 {node.op} is lowered for a 2-D activation.")
         wq = np.asarray(wq).T if trans else np.asarray(wq)  # (K, N)
         ws = np.asarray(ws).reshape(-1)
         if ws.size > 1 and (axis % 2) != (0 if trans else 1):
