@@ -426,6 +426,12 @@ for _w in ("well_scaled", "growing", "tiny"):
         max_={"rel_l2": 2e-2, "n_nan": 0, "n_overflow": 0},
         why="claim: pure FP16 within 1-2% in deep stacks",
     )
+    BUDGETS[("int8", _w)] = Budget(
+        f"int8/{_w}",
+        max_={"rel_l2": 1e-1, "n_nan": 0, "n_overflow": 0},
+        min_={"cosine": 0.99},
+        why="int8 activations: a step of amax / 127 per layer (ReLU'd, symmetric: 7 bits used), a few % per stack",
+    )
 BUDGETS_BY_NAME = {b.name: b for b in BUDGETS.values()}
 
 

@@ -17,6 +17,10 @@ the Policy of that conv and what happens between layers:
 ``scaling_delayed``  the same scale from an amax history of earlier iterations (FP8-style
                    "delayed scaling"): the scale is known before the conv runs, so the Fixpipe
                    applies it on the way out and the output is fp16 directly
+``int8``           int8 inference: weights symmetric per output channel, activations symmetric
+                   per tensor with scales calibrated (min-max) on a separate batch; each conv
+                   int8 x int8 -> int32 on the Cube, requantised to int8 by the Fixpipe (scale
+                   ``s_x * s_w[k] / s_y``); ReLU on the int8 result (exact: zero point 0)
 =================  ========================================================================
 
 The network input is a tensor like the others: the scaling strategies scale it and
@@ -48,20 +52,24 @@ from npu_jax.core.policy import Policy
 from npu_jax.cost.conv import predict
 from npu_jax.errors import InputTypeError, check_choice, check_int, check_number, check_seed, check_size
 from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
 from npu_jax.kernels.values import conv_values, covers
 from npu_jax.mapping.conv import ConvPlan, make_plan
+from npu_jax.mapping.epilogue import split
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
 from precision.formats import FORMATS
 from precision.metrics import Metrics, compare
+from precision.quantization import quantize
 from precision.rounding import round_to
 
-STRATEGIES = ("fp32", "fp16", "mixed", "normalisation", "scaling_current", "scaling_delayed")
+STRATEGIES = ("fp32", "fp16", "mixed", "normalisation", "scaling_current", "scaling_delayed", "int8")
 POLICIES = {
     "fp32": Policy(operand="fp32", accumulate="fp32", output="fp32"),
     "fp16": Policy(operand="fp16", accumulate="fp16_mac", output="fp16"),
     "mixed": Policy(operand="fp16", accumulate="fp32", output="fp16"),
     "mixed_fp32_out": Policy(operand="fp16", accumulate="fp32", output="fp32"),
+    "int8": Policy(operand="int8", accumulate="int32", output="int8"),
 }
 FP16_MAX = FORMATS["fp16"].max
 
@@ -92,15 +100,21 @@ def conv_plan(hw, conv_strategy: str, policy: Policy, x_shape: tuple, w_shape: t
     """The plan ``npu_jax.conv2d`` runs for the stack's 3x3 conv (stride 1, padding 1) under
     ``policy``: the chooser's tiling, in the policy's operand and output formats."""
     g = canonicalize(x_shape, w_shape, 1, 1)
-    t = choose_tiling(g, conv_strategy, hw, policy.operand, policy.output)
-    return make_plan(g, conv_strategy, t, hw, policy.operand, policy.output)
+    epi = split((), hw, policy, True)[0]  # an int8 conv's requantisation, else None
+    t = choose_tiling(g, conv_strategy, hw, policy.operand, policy.output, epi)
+    return make_plan(g, conv_strategy, t, hw, policy.operand, policy.output, epi=epi)
 
 
-def stack_conv(x, w, *, hw, policy: Policy, conv_strategy: str = "img2col"):
+def stack_conv(x, w, *, hw, policy: Policy, conv_strategy: str = "img2col", scale=None):
     """y (N, K, H, W) of one stack conv: the values ``npu_jax.conv2d`` returns for it, bit for bit,
     computed by its own data path (``npu_jax.kernels.values``, held to the instructions by
     tests/test_values.py) without its timing-only program, whose cycles :func:`conv_cycles` reads
-    from the closed-form model instead (tests/test_precision_layer.py holds both to conv2d)."""
+    from the closed-form model instead (tests/test_precision_layer.py holds both to conv2d).
+    ``scale``: an int8 policy's per-channel requantisation scales (int8 x and w)."""
+    if policy.quantised:
+        x, w = jnp.asarray(x, jnp.int8), jnp.asarray(w, jnp.int8)
+        p = conv_plan(hw, conv_strategy, policy, tuple(x.shape), tuple(w.shape))
+        return jnp.transpose(conv_values(p, policy, x, w, jnp.asarray(scale, jnp.float32)), (0, 3, 1, 2))
     dt = FORMATS[policy.operand].dtype
     x, w = jnp.asarray(x).astype(dt), jnp.asarray(w).astype(dt)
     p = conv_plan(hw, conv_strategy, policy, tuple(x.shape), tuple(w.shape))
@@ -125,8 +139,8 @@ def vector_pass_cycles(n_elems: int, in_fmt: str, out_fmt: str | None, vector_op
     per = -(-n_elems // cores)
     h = costs.HwNumbers.of(hw)
     rate = costs.gm_rate(h, cores)  # the core's share of GM, exact (a fraction where the chip binds)
-    b_in = per * FORMATS[in_fmt].bits // 8
-    b_out = 0 if out_fmt is None else per * FORMATS[out_fmt].bits // 8
+    b_in = per * itemsize(in_fmt)
+    b_out = 0 if out_fmt is None else per * itemsize(out_fmt)
     return int(costs.vector_pass(h, b_in, b_out, per * 4, vector_ops, rate))
 
 
@@ -235,7 +249,7 @@ class StackRun:
 
     def metrics(self, refs) -> list[Metrics]:
         return [
-            compare(o, r, fmt="fp16" if self.strategy != "fp32" else "fp32")
+            compare(o, r, fmt="fp32" if self.strategy == "fp32" else "fp16")
             for o, r in zip(self.outputs, refs)
         ]
 
@@ -289,7 +303,39 @@ def run_strategy(
             )
         run.notes.append(f"iteration {iterations - 1} of {iterations} (history of {history})")
         return run
+    if strategy == "int8":
+        return _run_int8(spec, spec.inputs(0), ws, hw, conv_strategy)
     return _run_once(strategy, spec, spec.inputs(0), ws, hw, conv_strategy, period, margin, None, history)
+
+
+def _sym_scale(amax) -> np.ndarray:
+    """Symmetric int8 scale(s) over [-127, 127]: amax / 127 (1 where amax is 0), fp32."""
+    amax = np.asarray(amax, np.float64)
+    return np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+
+
+def _run_int8(spec, x, ws, hw, cs) -> StackRun:
+    """The ``int8`` strategy: scales calibrated on batch 1's float64 activations, run on batch 0."""
+    calib = [np.asarray(spec.inputs(1), np.float64)] + reference(spec.inputs(1), ws)
+    s_act = [_sym_scale(np.max(np.abs(a))) for a in calib]  # layer i reads s_act[i], writes s_act[i + 1]
+    pol = POLICIES["int8"]
+    a = np.asarray(quantize(x, scale=s_act[0], zero_point=0).q)
+    n = int(np.prod(spec.x_shape))
+    outs, cyc = [], []
+    for i, w in enumerate(ws):
+        s_w = _sym_scale(np.max(np.abs(w), axis=(1, 2, 3)))
+        wq = np.asarray(
+            quantize(
+                w, granularity="per_channel", axis=0, scale=s_w, zero_point=np.zeros_like(s_w, np.int8)
+            ).q
+        )
+        scale = (s_act[i] * s_w / s_act[i + 1]).astype(np.float32)  # fp32, as the Fixpipe's
+        y = stack_conv(a, wq, hw=hw, policy=pol, conv_strategy=cs, scale=scale)
+        a = jnp.maximum(y, 0)  # ReLU of an int8 value with zero point 0: exact
+        outs.append(np.asarray(a, np.float64) * np.float64(s_act[i + 1]))
+        quant_in = vector_pass_cycles(n, "fp32", "int8", 2, hw) if i == 0 else 0  # x / s, then Cast
+        cyc.append(conv_cycles(hw, cs, pol, spec.x_shape, spec.w_shape) + quant_in)
+    return StackRun("int8", outs, cyc, [float(1.0 / s) for s in s_act[1:]])
 
 
 def _run_once(strategy, spec, x, ws, hw, cs, period, margin, amax_hist, history) -> StackRun:

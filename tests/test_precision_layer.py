@@ -13,7 +13,16 @@ import pytest
 
 import npu_jax
 from npu_jax import Policy
-from precision import assert_within_budget, compare, gamma_K, layer_bounds, layer_budget, round_to
+from precision import (
+    assert_within_budget,
+    compare,
+    gamma_K,
+    int8_bounds,
+    layer_bounds,
+    layer_budget,
+    quantize,
+    round_to,
+)
 from precision.formats import get_format
 from precision.strategies import POLICIES, conv, conv3x3_ref, conv_cycles, stack_conv
 
@@ -194,3 +203,32 @@ def test_vector_format_policy(rng):
     np.testing.assert_array_equal(out["fp32"][1].ravel(), sq)
     np.testing.assert_array_equal(out["fp16"][1].ravel(), sq.astype(np.float16).astype(np.float32))
     assert out["fp16"][0] != out["fp32"][0] or not np.array_equal(out["fp16"][1], out["fp32"][1])
+
+
+def test_int8_stack_conv_is_conv2d_and_inside_the_int8_bound(rng):
+    """The int8 strategy's conv: conv2d's bits and cycles; its dequantised error inside int8_bounds."""
+    x, w = _layer(rng, C_SMALL)
+    x = np.maximum(x, 0)  # a ReLU'd activation, as every layer after the first reads
+    xq = quantize(x, scale=np.float32(x.max() / 127), zero_point=0)
+    s_w = (np.abs(w).max(axis=(1, 2, 3)) / 127).astype(np.float32)
+    wq = quantize(w, granularity="per_channel", axis=0, scale=s_w, zero_point=np.zeros(16, np.int8))
+    ref = conv3x3_ref(x, w)
+    s_y = np.float32(np.abs(ref).max() / 127)
+    scale = (np.float32(xq.scale) * s_w / s_y).astype(np.float32)
+    pol = POLICIES["int8"]
+    y, rep = npu_jax.conv2d(np.asarray(xq.q), np.asarray(wq.q), padding=1, hw=HW, policy=pol, scale=scale)
+    y_stack = stack_conv(xq.q, wq.q, hw=HW, policy=pol, scale=scale)
+    np.testing.assert_array_equal(np.asarray(y_stack), np.asarray(y))
+    assert conv_cycles(HW, "img2col", pol, x.shape, w.shape) == rep.cycles
+    # as a matmul over the im2col: the int8 bound of y = x . w, plus the output's own step s_y / 2
+    xp = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
+    X = np.stack([xp[:, i : i + 8, j : j + 8] for i in range(3) for j in range(3)], axis=1)  # (C, 9, 8, 8)
+    X = X.reshape(9 * C_SMALL, 64).T  # (pixels, K) in OIHW's (c, i, j) order
+    W = w.reshape(16, -1).T
+    xq_cols = quantize(X, scale=xq.scale, zero_point=0)
+    wq_cols = quantize(W, granularity="per_channel", axis=1, scale=s_w, zero_point=np.zeros(16, np.int8))
+    b = int8_bounds(X, W, xq_cols, wq_cols)
+    got = np.asarray(y, np.float64)[0].reshape(16, 64).T * np.float64(s_y)
+    err = np.abs(got - X.astype(np.float64) @ W.astype(np.float64))
+    assert (err <= b.deterministic + np.float64(s_y) / 2 * 1.001).all()
+    assert err.max() > 0.05 * float(np.max(b.probabilistic))  # the bound is not vacuous here

@@ -80,11 +80,11 @@ def test_speed_against_fp32(results):
 
 def test_table_json_and_plot(results, tmp_path):
     t = results.table()
-    for st in ("fp32", "fp16", "mixed", "normalisation", "scaling_current", "scaling_delayed"):
+    for st in ("fp32", "fp16", "mixed", "normalisation", "scaling_current", "scaling_delayed", "int8"):
         assert st in t
     assert "inf/NaN from layer" in t and "vs fp32" in t
     rows = json.loads(results.to_json())["rows"]
-    assert len(rows) == 18 and {"rel_l2@4", "speed_vs_fp32", "within_claim"} <= set(rows[0])
+    assert len(rows) == 21 and {"rel_l2@4", "speed_vs_fp32", "within_claim"} <= set(rows[0])
     p = results.plot(str(tmp_path / "p.png"))
     assert (tmp_path / "p.png").stat().st_size > 1000 and p.endswith("p.png")
     # whole-number layer ticks; every line (curves, budgets, first overflows) named in the legend
@@ -120,3 +120,17 @@ def test_vector_pass_cycles_scale_with_bytes():
     assert 0 < a < b and c < b
     with pytest.raises(ValueError, match="strategy"):
         run_strategy("bf16", StackSpec())
+
+
+def test_int8_calibrated_scales_fix_range_not_resolution(results):
+    """int8 with calibrated per-tensor scales: finite in every scenario and about equally accurate in
+    each (the scales absorb the range, as the scaling strategies do), but coarser than fp16 storage."""
+    D = DEPTHS[-1]
+    errs = {}
+    for sc in ("well_scaled", "growing", "tiny"):
+        c = results.cell(sc, "int8")
+        assert c.first_bad_layer() is None, sc
+        errs[sc] = c.error(D)
+    assert max(errs.values()) < 2 * min(errs.values()), errs
+    assert errs["well_scaled"] > 5 * results.cell("well_scaled", "mixed").error(D)
+    assert errs["well_scaled"] < 0.2, errs  # 8 bits per layer, not noise
