@@ -7,6 +7,8 @@
     m.plan.table()                                 # every fusion decision and why
     m.fusion_saving(batch=8, hw=hw).table()        # unfused vs fused, per layer and in total
 
+A quantised model (QDQ or the operator form, e.g. from onnxruntime's ``quantize_static``) loads into
+int8 layers (``npu_jax.model.quant``); ``npu_jax.model.calibrate`` quantises a float one with onnxruntime.
 ``npu_jax.model.zoo`` builds torchvision's ResNet-18/50 and MobileNetV2 (random weights) as ONNX graphs.
 See docs/model.md. Needs the ``onnx`` package (``pip install "npu-jax[onnx]"``).
 """

@@ -81,7 +81,7 @@ class Graph:
         outputs: the graph's output tensor names.
         shapes: every activation tensor's shape, ``None`` as the batch dimension.
         batch: the model's own batch when its inputs fix it, else ``None`` (symbolic).
-        quant: every int8 activation's :class:`~npu_jax.model.quant.QParams` by tensor name (a
+        quant: every int8 activation's :class:`~npu_jax.model.qspec.QParams` by tensor name (a
             quantised model, after :func:`npu_jax.model.quant.lower`; empty for a float one).
     """
 
