@@ -363,3 +363,15 @@ def test_cli_calibrates_and_runs_on_saved_batches(tmp_path):
     assert numbers["tensors"] and all(v["max_steps"] <= 1 for v in numbers["tensors"].values())
     (o,) = numbers["outputs"].values()
     assert o["max_abs_vs_int8"] < o["max_abs_vs_float"] or o["int8_vs_float"] == 0
+
+
+def test_cli_runs_a_quantised_file_as_it_is(tmp_path):
+    seed = _seed()
+    onnx.save(quantise(one_conv(seed), tmp_path, seed), tmp_path / "q.onnx")
+    out = tmp_path / "r.json"
+    argv = ["model", str(tmp_path / "q.onnx"), "--policy", "int8", "--numbers", "--json", str(out)]
+    assert cli.main(argv) == 0
+    numbers = json.loads(out.read_text())["numbers"]
+    assert all(v["max_steps"] <= 1 for v in numbers["tensors"].values())
+    assert "max_abs_vs_float" not in next(iter(numbers["outputs"].values()))
+    assert cli.main(["model", str(tmp_path / "q.onnx"), "--numbers"]) == 2  # says: --policy int8

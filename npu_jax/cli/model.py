@@ -117,10 +117,15 @@ def _int8(args, hw, proto, m, fused):
     """--policy int8: (the quantised network's report, the results, the comparison's text or None)."""
     cal = importlib.import_module("npu_jax.model.calibrate")  # needs onnxruntime
     batches = None if args.calibrate is None else cal.load_batches(args.calibrate)
-    where = "random data" if batches is None else f"{len(batches)} batches from {args.calibrate}"
-    args.progress.line(f"quantising {m.name} with onnxruntime's quantize_static (calibrated on {where}) ...")
-    qproto = cal.quantise(proto, batches, seed=args.seed)
-    qm = importlib.import_module("npu_jax.model").load(qproto)
+    if m.quantised:  # already quantised: run it as it is, against onnxruntime's int8 network alone
+        qproto, qm, proto = proto, m, None
+    else:
+        where = "random data" if batches is None else f"{len(batches)} batches from {args.calibrate}"
+        args.progress.line(
+            f"quantising {m.name} with onnxruntime's quantize_static (calibrated on {where}) ..."
+        )
+        qproto = cal.quantise(proto, batches, seed=args.seed)
+        qm = importlib.import_module("npu_jax.model").load(qproto)
     kw = dict(hw=hw, strategy=args.strategy, fused=fused)
     data: dict = {}
     text = None
@@ -134,6 +139,8 @@ def _int8(args, hw, proto, m, fused):
     else:
         args.progress.line(f"pricing int8 {m.name} at batch {args.batch} on {hw.name} ...")
         report = qm.estimate(batch=args.batch, search=args.search, **kw)
+    if proto is None:
+        return report, data, text or f"int8 {report.images_per_second:,.1f} images/s"
     fp16 = m.estimate(batch=report.batch, search=args.search, **kw)
     data["fp16_images_per_second"] = fp16.images_per_second
     speed = f"int8 {report.images_per_second:,.1f} images/s against fp16 {fp16.images_per_second:,.1f} (the float network)"
@@ -151,6 +158,8 @@ def run(args) -> int:
         args.parser.error("argument --scale: only with --numbers")
     if args.calibrate is not None and args.policy != "int8":
         args.parser.error("argument --calibrate: only with --policy int8")
+    if args.numbers and m.quantised and args.policy != "int8":
+        args.parser.error("argument --numbers: the model is quantised; run it with --policy int8 --numbers")
     if args.policy == "int8":
         if args.scale is not None:
             args.parser.error("argument --scale: not with --policy int8 (the quantisation sets the scales)")
