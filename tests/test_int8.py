@@ -69,8 +69,18 @@ LAYERS = [  # (n, c, h, w, k, kh, stride, padding, dilation, groups)
 ]
 
 
-@pytest.mark.parametrize("chip", sorted(CHIPS))
-@pytest.mark.parametrize("layer", range(len(LAYERS)))
+# the default run: a dense strided layer on the 310P and the depthwise dilated one on the 910B; the rest slow
+FAST = {("310p", 1), ("910b", 2)}
+
+
+@pytest.mark.parametrize(
+    "chip, layer",
+    [
+        pytest.param(c, i, marks=() if (c, i) in FAST else pytest.mark.slow)
+        for c in sorted(CHIPS)
+        for i in range(len(LAYERS))
+    ],
+)
 def test_int8_conv2d_equals_integer_reference(chip, layer):
     n, c, h, w_, k, kh, s, p, d, g = LAYERS[layer]
     rng = np.random.default_rng(100 + layer)
@@ -89,7 +99,7 @@ def test_int8_conv2d_equals_integer_reference(chip, layer):
         np.testing.assert_array_equal(np.asarray(y), numpy_requant(ref, scale, off, out, 1))
 
 
-@pytest.mark.parametrize("chip", sorted(CHIPS))
+@pytest.mark.parametrize("chip", ["910b", pytest.param("310p", marks=pytest.mark.slow)])
 def test_int8_data_paths_agree(chip):
     """The values computed apart and the data moved through every instruction: the same bits."""
     rng = np.random.default_rng(7)
@@ -103,8 +113,14 @@ def test_int8_data_paths_agree(chip):
     assert outs[0][1].cycles == outs[1][1].cycles
 
 
-@pytest.mark.parametrize("chip", sorted(CHIPS))
-@pytest.mark.parametrize("shape", [(37, 70, 45), (64, 256, 96), (1, 33, 5)])
+@pytest.mark.parametrize(
+    "chip, shape",
+    [("310p", (37, 70, 45)), ("910b", (1, 33, 5))]
+    + [
+        pytest.param(c, sh, marks=pytest.mark.slow)
+        for c, sh in (("910b", (37, 70, 45)), ("310p", (64, 256, 96)))
+    ],
+)
 def test_int8_matmul_equals_integer_reference(chip, shape):
     M, K, N = shape
     rng = np.random.default_rng(sum(shape))
@@ -136,7 +152,7 @@ def test_int8_mmad_at_twice_the_fp16_rate():
     assert 2 * busy8 - busy16 == 21 * h.mmad_su, (busy8, busy16)
 
 
-@pytest.mark.parametrize("i", range(8))
+@pytest.mark.parametrize("i", [i if i < 4 else pytest.param(i, marks=pytest.mark.slow) for i in range(8)])
 def test_int8_model_equals_emulator(i):
     rng = np.random.default_rng(50 + i)
     hw = [
