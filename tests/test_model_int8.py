@@ -375,3 +375,58 @@ def test_cli_runs_a_quantised_file_as_it_is(tmp_path):
     assert all(v["max_steps"] <= 1 for v in numbers["tensors"].values())
     assert "max_abs_vs_float" not in next(iter(numbers["outputs"].values()))
     assert cli.main(["model", str(tmp_path / "q.onnx"), "--numbers"]) == 2  # says: --policy int8
+
+
+def _qdq_conv_act(seed, act):
+    """A hand-written QDQ conv whose activation stays in the graph before its QuantizeLinear (int8
+    activations with zero points far from the range's ends, so the clamp matters)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    w_scale = (np.abs(w).reshape(8, -1).max(1) / 127).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(np.round(w / w_scale[:, None, None, None]).astype(np.int8), "w_q"),
+        numpy_helper.from_array(w_scale, "w_s"),
+        numpy_helper.from_array(np.zeros(8, np.int8), "w_zp"),
+        numpy_helper.from_array(np.float32(0.02), "x_s"),
+        numpy_helper.from_array(np.int8(int(rng.integers(-20, 20))), "x_zp"),
+        numpy_helper.from_array(np.float32(0.05), "y_s"),
+        numpy_helper.from_array(np.int8(-30), "y_zp"),
+        numpy_helper.from_array(np.float32(0.0), "lo"),
+        numpy_helper.from_array(np.float32(2.0), "hi"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["input", "x_s", "x_zp"], ["xq"], name="qx"),
+        helper.make_node("DequantizeLinear", ["xq", "x_s", "x_zp"], ["xd"], name="dqx"),
+        helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_zp"], ["wd"], name="dqw", axis=0),
+        helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["y"], ["a"], name="act")
+        if act == "relu"
+        else helper.make_node("Clip", ["y", "lo", "hi"], ["a"], name="act"),
+        helper.make_node("QuantizeLinear", ["a", "y_s", "y_zp"], ["yq"], name="qy"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "qdq_act",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, 6, 6])],
+        [helper.make_tensor_value_info("yq", TensorProto.INT8, ["N", 8, 6, 6])],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("act", ["relu", "clip"])
+def test_activation_before_quantize_is_the_int8_clamp(act):
+    seed = _seed()
+    model = _qdq_conv_act(seed, act)
+    m = npu_jax.model.load(model)
+    (la,) = [la for la in m.layers if la.op == "qconv"]
+    q = la.attrs["q"]
+    assert (q.lo, q.hi) == ((-30, 127) if act == "relu" else (-30, 10))  # 2.0 / 0.05 - 30
+    x = np.random.default_rng(seed + 1).uniform(-2, 2, (2, 4, 6, 6)).astype(np.float32)
+    out, _ = m.run(x)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    d = np.abs(out["yq"].astype(np.int32) - ref.astype(np.int32))
+    assert out["yq"].dtype == np.int8 and d.max() <= 1 and np.mean(d == 0) > 0.98
+    assert out["yq"].min() == -30 and (act == "relu" or out["yq"].max() <= 10)
