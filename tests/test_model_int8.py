@@ -176,13 +176,15 @@ def test_bias_folds_the_zero_point_exactly(rng):
 
 # ---- single layers against onnxruntime (fast) --------------------------------------------------------------
 @pytest.mark.parametrize(
-    "fmt, act, positive",
-    [("QDQ", "QUInt8", True), ("QOperator", "QInt8", False)],
-    ids=["qdq-uint8-zero-point-padding", "qoperator-int8"],
+    "fmt, act, positive, per_channel",
+    [("QDQ", "QUInt8", True, True), ("QOperator", "QInt8", False, False)],
+    ids=["qdq-uint8-zero-point-padding", "qoperator-int8-per-tensor"],
 )
-def test_strided_padded_conv_matches_onnxruntime(tmp_path, fmt, act, positive):
+def test_strided_padded_conv_matches_onnxruntime(tmp_path, fmt, act, positive, per_channel):
     seed = _seed()
-    qm = quantise(one_conv(seed), tmp_path, seed, fmt=fmt, act=act, positive=positive)
+    qm = quantise(
+        one_conv(seed), tmp_path, seed, fmt=fmt, act=act, positive=positive, per_channel=per_channel
+    )
     m = npu_jax.model.load(qm)
     (la,) = [la for la in m.layers if la.op == "qconv"]
     if positive:  # inputs >= 0: uint8 zero point 0, i.e. -128 in the int8 domain: the padding holds it
