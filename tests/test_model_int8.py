@@ -432,3 +432,25 @@ def test_activation_before_quantize_is_the_int8_clamp(act):
     d = np.abs(out["yq"].astype(np.int32) - ref.astype(np.int32))
     assert out["yq"].dtype == np.int8 and d.max() <= 1 and np.mean(d == 0) > 0.98
     assert out["yq"].min() == -30 and (act == "relu" or out["yq"].max() <= 10)
+
+
+def test_qdq_matmul_with_per_column_weights_matches_onnxruntime(tmp_path):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array(rng.standard_normal((12, 8)).astype(np.float32), "W")
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "W"], ["y"], name="mm")],
+        "mm",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+        [w],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    qm = quantise(model, tmp_path, seed)  # per-channel weights: DequantizeLinear(axis=1), per column
+    m = npu_jax.model.load(qm)
+    (la,) = [la for la in m.layers if la.op == "qgemm"]
+    assert la.weight.shape == (12, 8) and la.attrs["q"].w_scale.shape == (8,)
+    x = np.random.default_rng(seed + 1).standard_normal((4, 12)).astype(np.float32)
+    out, rep = m.run(x, keep=True)
+    check_int8_tensors(m, qm, x, rep, out)
