@@ -23,7 +23,9 @@ def emit(core, e: EpiloguePlan, a: dict, c_l0, y_win, res_win, bias_col, m, n, t
     if e.where == "fixpipe":
         bias = row if e.has("bias") else None
         core = core.set_flag("M_FIX", 0, live).wait_flag("M_FIX", 0, live)
-        core = core.fixpipe(dst=y_win, src=c_l0[0], m=m, n=n, bias=bias, when=live, **e.fixpipe_args(), **quant)
+        core = core.fixpipe(
+            dst=y_win, src=c_l0[0], m=m, n=n, bias=bias, when=live, **e.fixpipe_args(), **quant
+        )
         return core.set_flag("FIX_M", 0, live).wait_flag("FIX_M", 0, live)
     y = a["ub"][0]
     if e.has("residual"):  # MTE2 fetches the residual tile while the Cube works

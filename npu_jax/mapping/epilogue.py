@@ -60,7 +60,9 @@ class Step:
         elif self.op == "dequant":
             off = 0 if self.arg is None else self.arg
             if isinstance(off, bool) or not isinstance(off, int) or not -128 <= off <= 127:
-                raise ValueError(f"dequant's offset (the int8 output's zero point) is an int in [-128, 127], got {off!r}.")
+                raise ValueError(
+                    f"dequant's offset (the int8 output's zero point) is an int in [-128, 127], got {off!r}."
+                )
             object.__setattr__(self, "arg", off)
         elif self.op == "cast":
             if self.arg not in FORMATS:
