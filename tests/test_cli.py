@@ -28,6 +28,7 @@ def test_info_lists_every_preset_and_the_assumed_table(capsys):
     for name in presets.PRESETS:
         assert name in out
     assert "245.76" in out  # 910B peak TFLOPS fp16: 20 cores x 8192 FLOP/cycle x 1.5 GHz
+    assert "491.52" in out  # and int8 TOPS: K0 = 32, twice the MACs a cycle
     assert "mte2_startup" in out and "assumed" in out
 
 
