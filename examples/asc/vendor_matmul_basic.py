@@ -153,14 +153,13 @@ def mmad_custom(a, b, c, m: int, n: int, k: int, single_m: int, single_n: int, t
         asc.set_flag(E.M_MTE1, ev)
     asc.set_flag(E.FIX_M, 0)
     idx = asc.get_block_idx()
-    for r in range(rounds):  # ProcessL2Cache's outer M rounds (one round: Process)
+
+    @asc.loop(rounds * n_loop * m_loop)  # ProcessL2Cache's M rounds (Process: one), N blocks, M blocks inner
+    def _(i):
+        r, i = i // (n_loop * m_loop), i % (n_loop * m_loop)
         m_iter, n_iter = idx % m_per_round + r * m_per_round, idx // m_per_round
         a0, b0 = m_iter * single_m * k, n_iter * k * single_n
-        c0_off = m_iter * single_m * n + n_iter * single_n
-
-        @asc.loop(n_loop * m_loop)  # N blocks outer, M blocks inner
-        def _(i, a0=a0, b0=b0, c0_off=c0_off):
-            block(i % m_loop, i // m_loop, a0, b0, c0_off)
+        block(i % m_loop, i // m_loop, a0, b0, m_iter * single_m * n + n_iter * single_n)
 
     for ev in range(2):
         asc.wait_flag(E.M_MTE1, ev)
