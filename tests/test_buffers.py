@@ -124,7 +124,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="buffer"):
         plan.alloc("L2", "y", (16,), "fp16")
     with pytest.raises(TypeError, match="dtype"):
-        plan.alloc("UB", "y", (16,), "int8")
+        plan.alloc("UB", "y", (16,), "fp64")
     with pytest.raises(ValueError, match="stages"):
         plan.alloc("UB", "y", (16,), "fp16", stages=0)
     with pytest.raises(CapacityError, match="positive"):
