@@ -12,6 +12,8 @@ from npu_jax.api.validate import (
     check_bound,
     check_common,
     check_flag,
+    check_quant,
+    int8_operand,
     no_grad,
     state_bytes,
 )
@@ -48,6 +50,8 @@ def conv2d_fused(
     trace: bool | int = False,
     timing_only: bool = False,
     checks=None,
+    scale=None,
+    offset: int = 0,
 ):
     """Conv2D followed by an element-wise ``epilogue`` chain, on the emulated chip.
 
@@ -72,7 +76,11 @@ def conv2d_fused(
             is read as an activation, in ``policy.output`` (widened in UB to ``policy.vector``);
             in the vector kernel after the Cube kernel, in ``policy.vector``.
         stride, padding, dilation, strategy, hw, tiling, policy, trace, timing_only, checks: as
-            :func:`npu_jax.conv2d` (``checks`` covers both kernels). ``tiling=None`` lets the chooser pick under the fused
+            :func:`npu_jax.conv2d` (``checks`` covers both kernels).
+        scale, offset: int8 operands (``Policy(operand="int8", output="int8" | "fp16")``): the
+            requantisation's, as :func:`npu_jax.conv2d`'s. Its chain is one activation (``relu``,
+            ``leaky_relu``, ``clipped_relu``) fused in the requantisation on either chip, applied to the
+            scaled value before its rounding (a ReLU of an int8 output clamps at its zero point). ``tiling=None`` lets the chooser pick under the fused
             kernel's own constraints (its UB / L1 buffers count too).
 
     Returns:
@@ -94,17 +102,38 @@ def conv2d_fused(
     hw, policy, checks, cap = check_common(hw, policy, checks, trace, fn)
     fused = check_flag("fused", fused, fn)
     timing_only = check_flag("timing_only", timing_only, fn)
-    x, w = check_arrays(x, w, fn)
+    if policy.quantised:
+        x, w = int8_operand(fn, "x", x), int8_operand(fn, "w", w)
+        if not fused:
+            raise InputError(f"{fn}: an int8 chain runs in the kernel's requantisation: fused=True.")
+    else:
+        x, w = check_arrays(x, w, fn)
     g = canonicalize(x.shape, w.shape, stride, padding, dilation)
+    quant = check_quant(fn, policy, scale, offset, g.k)
     check_choice(fn, "strategy", strategy, STRATEGIES)
     steps = _steps(epilogue)
     if tiling is not None and not isinstance(tiling, ConvTiling):
         raise InputTypeError(f"{fn}: tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
     if tiling is None:
-        epi, _, mid, _ = split(steps, hw, policy, fused)
+        epi, _, mid, _ = split(steps, hw, policy, fused, quant[1])
         tiling = choose_tiling(g, strategy, hw, policy.operand, mid, epi)
     return _run(
-        x, w, g, None, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
+        x,
+        w,
+        g,
+        None,
+        steps,
+        bias,
+        residual,
+        fused,
+        strategy,
+        tiling,
+        hw,
+        policy,
+        cap,
+        timing_only,
+        checks,
+        quant,
     )
 
 
@@ -161,7 +190,22 @@ def conv2d_fused_bounded(
 
 
 def _run(
-    x, w, g, bound, steps, bias, residual, fused, strategy, tiling, hw, policy, cap, timing_only, checks
+    x,
+    w,
+    g,
+    bound,
+    steps,
+    bias,
+    residual,
+    fused,
+    strategy,
+    tiling,
+    hw,
+    policy,
+    cap,
+    timing_only,
+    checks,
+    quant=(None, 0),
 ):
     B = g if bound is None else bound
     ho_b, wo_b = (g.ho, g.wo) if bound is None else (B.h + B.pads[0] + B.pads[1], B.w + B.pads[2] + B.pads[3])
@@ -174,7 +218,7 @@ def _run(
     bias = None if bias is None else no_grad("conv2d_fused", bias)[0]
     residual = None if residual is None else no_grad("conv2d_fused", residual)[0]
     res_nhwc = None if residual is None else jnp.transpose(residual, (0, 2, 3, 1))
-    epi, rest, mid, final = split(steps, hw, policy, fused)
+    epi, rest, mid, final = split(steps, hw, policy, fused, quant[1])
     op = policy.operand
     p = make_plan(g, strategy, tiling, hw, op, mid, bound=bound, epi=epi)
     y, rep = run_plan(
@@ -185,6 +229,7 @@ def _run(
         cap,
         bias=bias,
         residual=res_nhwc,
+        scale=quant[0],
         move_data=not timing_only,
         checks=checks,
         name=f"conv2d[{strategy}]" + (f"+{epi}" if epi is not None else ""),

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+import fusion
 import npu_jax
 from npu_jax import Policy, asc
 from npu_jax.cost.conv import predict
@@ -18,7 +19,7 @@ from npu_jax.errors import InputError, InputTypeError
 from npu_jax.hw import costs
 from npu_jax.kernels.launch import run_plan
 from npu_jax.mapping.conv import STRATEGIES, make_plan
-from npu_jax.mapping.epilogue import split
+from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.search.choose import choose_tiling
 from npu_jax.workload.conv import canonicalize
 
@@ -275,3 +276,37 @@ def test_asc_int8_cube_kernel(mode):
     got, ref, rep = matmul_int8.run(getattr(asc.QuantMode, mode), seed=len(mode))
     np.testing.assert_array_equal(got, ref)
     assert rep.flops == 2 * matmul_int8.M * matmul_int8.N * matmul_int8.K
+
+
+@pytest.mark.parametrize("chip", ["310p", pytest.param("910b", marks=pytest.mark.slow)])
+def test_int8_fused_activation_in_the_requantisation(chip):
+    """conv + ReLU family in int8: the activation on the scaled value before its rounding, in the one
+    way-out instruction (Fixpipe / the deq conversion); both data paths, the integer reference, the model."""
+    rng = np.random.default_rng(17)
+    x, w = ints(rng, (1, 24, 9, 9)), ints(rng, (20, 24, 3, 3))
+    ref = np.asarray(int_conv(x, w, 1, 1, 1, 1))
+    scale = rng.uniform(1e-4, 4e-4, 20).astype(np.float32)
+    hw, pol = CHIPS[chip](), Policy(operand="int8", output="int8")
+    for chain, act in (
+        (["relu"], dict(act="relu")),
+        ([("leaky_relu", 0.1)], dict(act="leaky_relu", alpha=0.1)),
+        ([("clipped_relu", 6.0)], dict(act="relu", clip=6.0)),
+    ):
+        y, rep = fusion.conv2d_fused(x, w, chain, padding=1, hw=hw, policy=pol, scale=scale, offset=-7)
+        want = np.asarray(npu_jax.requantize(jnp.asarray(ref), scale, -7, "int8", axis=1, **act))
+        np.testing.assert_array_equal(np.asarray(y), want)
+    g = canonicalize(x.shape, w.shape, 1, 1, 1, 1)
+    epi = split(canonical_steps(["relu"]), hw, pol, True, -7)[0]
+    p = make_plan(
+        g, "img2col", choose_tiling(g, "img2col", hw, "int8", "int8", epi), hw, "int8", "int8", epi=epi
+    )
+    runs = [
+        run_plan(p, jnp.asarray(x), jnp.asarray(w), pol, scale=jnp.asarray(scale), data_path=dp)
+        for dp in ("values", "instructions")
+    ]
+    np.testing.assert_array_equal(np.asarray(runs[0][0]), np.asarray(runs[1][0]))
+    assert predict(p).cycles == int(runs[0][1].cycles) == int(runs[1][1].cycles)
+    with pytest.raises(InputError, match="fused=True"):
+        fusion.conv2d_fused(x, w, ["relu"], padding=1, hw=hw, policy=pol, scale=scale, fused=False)
+    with pytest.raises(ValueError, match="at most one activation"):
+        fusion.conv2d_fused(x, w, ["relu", "abs"], padding=1, hw=hw, policy=pol, scale=scale)

@@ -18,7 +18,13 @@ from npu_jax.hw.config import BUFFERS, FRACTAL_ROWS, HardwareConfig
 from npu_jax.hw.formats import FORMAT_BYTES, itemsize
 
 # The formats the emulator stores, as jnp dtypes (their sizes are declared in hw/formats.py).
-DTYPES = {"fp16": jnp.float16, "bf16": jnp.bfloat16, "fp32": jnp.float32, "int32": jnp.int32, "int8": jnp.int8}
+DTYPES = {
+    "fp16": jnp.float16,
+    "bf16": jnp.bfloat16,
+    "fp32": jnp.float32,
+    "int32": jnp.int32,
+    "int8": jnp.int8,
+}
 assert all(jnp.dtype(d).itemsize == FORMAT_BYTES[f] for f, d in DTYPES.items())
 # Layout tags. In L1 and UB the stored array *is* the layout: ND (rows, cols); NZ (C1, rows, C0);
 # NC1HWC0 feature-map tiles (C1, H, W, C0). In L0A/L0B/L0C the tags ZZ / ZN / NZ name the

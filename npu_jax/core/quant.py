@@ -8,7 +8,8 @@ compute the same thing, written once here:
 
 1. the int32 value converted to fp32 (round to nearest even: exact below 2^24);
 2. multiplied by the fp32 scale (per tensor, or per output channel), rounded to fp32;
-3. to fp16: converted, nearest even (the policy's overflow mode); to int8: rounded to the nearest
+3. a fused activation (ReLU, leaky ReLU, a clip), in fp32;
+4. to fp16: converted, nearest even (the policy's overflow mode); to int8: rounded to the nearest
    integer (ties to even), the offset (the output's zero point) added, saturated to [-128, 127] --
    ONNX QuantizeLinear's order (round, then add the zero point, then saturate), which onnxruntime's
    QLinearConv requantisation follows.
@@ -77,7 +78,32 @@ def _scale_row(scale, n: int, axis: int, ndim: int):
     return s.reshape(shape)
 
 
-def requantize(acc, scale, offset=0, fmt: str = "int8", *, axis: int = -1, overflow: str = "saturate"):
+def activation(x, act: str | None, alpha: float = 0.0, clip: float | None = None):
+    """One fused activation on fp32 values, then the clip: ``relu``, ``leaky_relu`` (slope ``alpha``)
+    or None. The Fixpipe's (and the deq conversion's) activation stage, written once."""
+    if act == "relu":
+        x = jnp.maximum(x, 0.0)
+    elif act == "leaky_relu":
+        x = jnp.where(x >= 0, x, x * jnp.float32(alpha))
+    elif act is not None:
+        raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {act!r}.")
+    if clip is not None:
+        x = jnp.minimum(x, jnp.float32(clip))
+    return x
+
+
+def requantize(
+    acc,
+    scale,
+    offset=0,
+    fmt: str = "int8",
+    *,
+    axis: int = -1,
+    overflow: str = "saturate",
+    act: str | None = None,
+    alpha: float = 0.0,
+    clip: float | None = None,
+):
     """Scale int32 accumulators on their way out of L0C, as the chip does (see the module docstring).
 
     Args:
@@ -90,6 +116,9 @@ def requantize(acc, scale, offset=0, fmt: str = "int8", *, axis: int = -1, overf
         axis: the output-channel axis of ``acc`` a per-channel ``scale`` runs along (-1 for a
             matmul's (M, N) and NHWC; 1 for NCHW).
         overflow: fp16's overflow past 65504: ``saturate`` (the chip's default) or ``inf``.
+        act, alpha, clip: a fused activation (:func:`activation`) on the scaled fp32 value, before
+            the conversion: relu / leaky_relu / a clip of the real value, in the output's units
+            (a ReLU of an int8 output is a clamp at its zero point).
 
     Example:
         >>> import numpy as np
@@ -104,12 +133,24 @@ def requantize(acc, scale, offset=0, fmt: str = "int8", *, axis: int = -1, overf
     if not isinstance(offset, int | np.integer) or not INT8_MIN <= int(offset) <= INT8_MAX:
         raise InputError(f"requantize: offset must be an int in [-128, 127], got {offset!r}.")
     if fmt != "int8" and offset != 0:
-        raise InputError(f"requantize: an offset (zero point) applies to int8 outputs only; got {offset} for fp16.")
+        raise InputError(
+            f"requantize: an offset (zero point) applies to int8 outputs only; got {offset} for fp16."
+        )
     ax = axis % acc.ndim if acc.ndim else 0
     v = acc.astype(jnp.float32) * _scale_row(scale, acc.shape[ax] if acc.ndim else 1, ax, acc.ndim)
+    v = activation(v, act, alpha, clip)
     if fmt == "int8":
         return to_int8(v, int(offset))
     return round_to(v, "fp16", "nearest_even", overflow=overflow)
 
 
-__all__ = ["INT8_MAX", "INT8_MIN", "INT_RANGES", "QUANT_OUTPUTS", "requantize", "to_int", "to_int8"]
+__all__ = [
+    "INT8_MAX",
+    "INT8_MIN",
+    "INT_RANGES",
+    "QUANT_OUTPUTS",
+    "activation",
+    "requantize",
+    "to_int",
+    "to_int8",
+]

@@ -20,6 +20,7 @@ def emit(core, e: EpiloguePlan, a: dict, c_l0, y_win, res_win, bias_col, m, n, t
     """L0C -> (chain) -> GM for one output tile of ``m`` positions x ``n`` channels."""
     row = a["row"].at(0, (0, bias_col)) if e.row is not None else None
     quant = {"scale": row, "offset": e.offset} if e.has("dequant") else {}
+    deq_acts = e.fixpipe_args() if e.has("dequant") else {}  # the UB path's deq conversion applies it
     if e.where == "fixpipe":
         bias = row if e.has("bias") else None
         core = core.set_flag("M_FIX", 0, live).wait_flag("M_FIX", 0, live)
@@ -34,7 +35,7 @@ def emit(core, e: EpiloguePlan, a: dict, c_l0, y_win, res_win, bias_col, m, n, t
         core = core.set_flag("MTE2_V", 1, live)
     core = core.set_flag("M_V", 0, live).wait_flag("M_V", 0, live)
     core = core.wait_flag("MTE3_V", 0, live)
-    core = core.l0c_to_ub(dst=y, src=c_l0[0], m=m, n=n, when=live, **quant)
+    core = core.l0c_to_ub(dst=y, src=c_l0[0], m=m, n=n, when=live, **quant, **deq_acts)
     core = core.set_flag("V_M", 0, live).wait_flag("V_M", 0, live)
     cnt = m * tile_cols  # the tile's real rows (all columns: the tail is never written out)
     cur = y

@@ -211,6 +211,8 @@ class EpiloguePlan:
         own tile); ``cast`` writes the output tile; the rest work in place. The dequantisation is
         the L0C -> UB conversion itself: no vector instruction."""
         ops = []
+        if self.has("dequant"):  # the activation rides in the deq conversion too
+            return ops
         for s in self.steps:
             if s.op == "bias":
                 ops.append(("VAdd", "bias"))
@@ -238,18 +240,25 @@ def split(steps: tuple[Step, ...], hw, policy, fused: bool, offset: int = 0):
     """(plan of the fused part or None, steps left for a vector kernel, format of the tensor the
     Cube kernel writes, format of the final result).
 
-    For int8 operands the chain is the dequantisation alone (``offset``: the int8 output's zero
-    point), fused whatever ``fused`` says: an int32 accumulator leaves L0C scaled or as int32."""
+    For int8 operands the chain is the dequantisation (``offset``: the int8 output's zero point) and
+    at most one activation, fused in it whatever ``fused`` says: an int32 accumulator leaves L0C
+    scaled (the Fixpipe's quantisation and activation stages on the 910B, the L0C -> UB deq conversion
+    with its ReLU on the 910 / 310P) or as int32."""
     if policy.quantised:
-        if steps:
+        if [st.op for st in steps if st.op in ACTIVATIONS] != [st.op for st in steps] or len(steps) > 1:
             raise ValueError(
-                f"epilogue steps {[str(s) for s in steps]} with int8 operands are not supported: an int8 "
-                "kernel's way out is its dequantisation (scale, offset) alone; run the steps on its fp16 output."
+                f"epilogue steps {[str(st) for st in steps]} with int8 operands: an int8 kernel's way out is its "
+                "(re)quantisation with at most one activation (relu, leaky_relu, clipped_relu) fused in it; run "
+                "the other steps on its fp16 output."
             )
         if policy.output == "int32":
+            if steps:
+                raise ValueError(
+                    "an int32 output is the exact sums: an activation needs output 'fp16' or 'int8'."
+                )
             return None, (), "int32", "int32"
         where = "ub" if hw.coupled else "fixpipe"
-        e = EpiloguePlan((Step("dequant", offset),), where, policy.vector, policy.output)
+        e = EpiloguePlan((Step("dequant", offset),) + tuple(steps), where, policy.vector, policy.output)
         return e, (), policy.output, policy.output
     final = final_format(steps, policy.output)
     if not fused or not steps:

@@ -182,15 +182,30 @@ def fixpipe(
     )
 
 
-def l0c_to_ub(core: Core, *, dst: Ref, src: Ref, m, n, scale=None, offset: int = 0, when=True) -> Core:
+def l0c_to_ub(
+    core: Core,
+    *,
+    dst: Ref,
+    src: Ref,
+    m,
+    n,
+    scale=None,
+    offset: int = 0,
+    activation: str | None = None,
+    alpha: float = 0.0,
+    clip: float | None = None,
+    when=True,
+) -> Core:
     """L0C -> UB on the Vector pipe (910/310P coupled path), converting to ``dst``'s format.
 
     ``dst`` is a 2-D ND UB allocation; the top-left (M, N) block of L0C lands there. An int32 L0C
     (int8 operands) is copied as int32, or with ``scale`` (a scalar, or a (1, N') fp32 row in UB)
     and ``offset`` dequantised / requantised on the way (the vector unit's deq conversion,
-    :func:`npu_jax.requantize`'s formula).
+    :func:`npu_jax.requantize`'s formula), with its fused ``activation`` (``relu`` /
+    ``leaky_relu`` with slope ``alpha``, then ``clip``) as the 910 / 310P's conversion has.
     """
-    return issue(core, table.L0C_TO_UB, when, dst=dst, src=src, m=m, n=n, scale=scale, offset=offset)
+    kw = dict(scale=scale, offset=offset, activation=activation, alpha=alpha, clip=clip)
+    return issue(core, table.L0C_TO_UB, when, dst=dst, src=src, m=m, n=n, **kw)
 
 
 def vector(

@@ -23,7 +23,7 @@ from npu_jax.core.isa.data import (
 )
 from npu_jax.core.isa.decl import Effect
 from npu_jax.core.isa.mac import accumulate
-from npu_jax.core.quant import requantize
+from npu_jax.core.quant import activation, requantize
 from npu_jax.core.state import Core
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
@@ -47,7 +47,9 @@ def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
     N = B.shape[1]
     ints = a.alloc.dtype == "int8"
     if ints != (b.alloc.dtype == "int8"):
-        raise ValueError(f"Mmad operands are both int8 or both float; got {a.alloc.dtype} and {b.alloc.dtype}.")
+        raise ValueError(
+            f"Mmad operands are both int8 or both float; got {a.alloc.dtype} and {b.alloc.dtype}."
+        )
     acc = "int32" if ints else "fp32"  # int8 x int8 sums exactly into int32, floats into fp32
     if dst.alloc.shape != (M, N) or dst.alloc.dtype != acc:
         raise ValueError(
@@ -87,34 +89,24 @@ def _l0c_nd(core: Core, src: Ref):
     return core.read(src.alloc, src.stage)
 
 
-def _activation(x, act: str | None, alpha: float, clip: float | None):
-    if act == "relu":
-        x = jnp.maximum(x, 0.0)
-    elif act == "leaky_relu":
-        x = jnp.where(x >= 0, x, x * jnp.float32(alpha))
-    elif act is not None:
-        raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {act!r}.")
-    if clip is not None:
-        x = jnp.minimum(x, jnp.float32(clip))
-    return x
-
-
 def fixpipe_values(acc, bias_row, act: str | None, alpha: float = 0.0, clip: float | None = None):
     """Fixpipe's arithmetic on fp32 L0C values, before the output conversion: the bias row (fp32,
     broadcast over rows) added, then one activation, then the clip. Shared by the instruction and
     by the data path computed apart from the timing (``kernels/values.py``)."""
     if bias_row is not None:
         acc = acc + bias_row.astype(jnp.float32)
-    return _activation(acc, act, alpha, clip)
+    return activation(acc, act, alpha, clip)
 
 
-def leave_l0c(core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt):
+def leave_l0c(core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt, act=None, alpha=0.0, clip=None):
     """L0C values on their way out, in ``fmt``: fp32 sums converted by the policy; int32 sums (int8
     operands) as they are (``fmt`` int32), or scaled (``scale``: a Ref to a fp32 row, or a number)
-    by :func:`npu_jax.requantize` to fp16 / int8 with ``offset``."""
+    by :func:`npu_jax.requantize` to fp16 / int8 with ``offset`` and the fused activation."""
     if nd.dtype != jnp.int32:
         if scale is not None or offset:
-            raise ValueError("scale / offset apply to an int32 accumulator (int8 operands); this L0C is fp32.")
+            raise ValueError(
+                "scale / offset apply to an int32 accumulator (int8 operands); this L0C is fp32."
+            )
         return core.ctx.policy.convert_out(nd, fmt, core.hw, *salt)
     if fmt == "int32":
         if scale is not None or offset:
@@ -126,7 +118,8 @@ def leave_l0c(core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt):
             "number, or an fp32 row), or write int32."
         )
     s = broadcast_row(core, scale, cols)[0] if isinstance(scale, Ref) else jnp.float32(scale)
-    return requantize(nd, s, offset, fmt, overflow=core.ctx.policy.overflow_mode(core.hw))
+    over = core.ctx.policy.overflow_mode(core.hw)
+    return requantize(nd, s, offset, fmt, overflow=over, act=act, alpha=alpha, clip=clip)
 
 
 def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, bias):
@@ -141,15 +134,16 @@ def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, b
         raise ValueError(f"fixpipe: relu=True conflicts with activation={activation!r}; pass one.")
     act = "relu" if relu else activation
     nd = _l0c_nd(core, src)
-    if nd.dtype == jnp.int32 and (act is not None or clip is not None or bias is not None):
-        raise ValueError("an int8 kernel's Fixpipe takes no bias or activation: its way out is the (re)quantisation.")
+    if nd.dtype == jnp.int32 and bias is not None:
+        raise ValueError("an int8 kernel's Fixpipe takes no fp32 bias: its way out is the (re)quantisation.")
     row = None if bias is None else broadcast_row(core, bias, nd.shape[1])
+    acts = dict(act=act, alpha=alpha, clip=clip)  # an int32 L0C's activation runs in its requantisation
     nd = nd if nd.dtype == jnp.int32 else fixpipe_values(nd, row, act, alpha, clip)
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     oob = sanitize.extent_oob(
         core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"
     )
-    return nd, m_, n_, oob
+    return nd, m_, n_, oob, (acts if nd.dtype == jnp.int32 else {})
 
 
 def fixpipe_gm(
@@ -170,11 +164,12 @@ def fixpipe_gm(
     offset=0,
 ):
     """Fixpipe L0C -> a GM output window, converted to the policy's output format."""
-    nd, m_, n_, oob = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
+    nd, m_, n_, oob, acts = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
     spec = core.ctx.gm_spec(dst.name)
     if not spec.output:
         raise ValueError(f"GM tensor {dst.name!r} is an input; kernels write only outputs.")
-    out = leave_l0c(core, nd, spec.dtype, scale, offset, nd.shape[1], jnp.sum(core.n_instr), *dst.starts)
+    salt = (jnp.sum(core.n_instr), *dst.starts)
+    out = leave_l0c(core, nd, spec.dtype, scale, offset, nd.shape[1], *salt, **acts)
     block = rows_to_window(out, dst.sizes)
     valid = window_valid(core, dst, m_, n_)
     nbytes, bursts = gm_bursts(core, dst, valid)
@@ -211,10 +206,10 @@ def fixpipe_l1(
     offset=0,
 ):
     """Fixpipe L0C -> a whole 2-D ND allocation stage in L1."""
-    nd, m_, n_, oob = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
+    nd, m_, n_, oob, acts = _fixpipe_common(core, src, m, n, relu, activation, alpha, clip, bias)
     if not (isinstance(dst, Ref) and dst.buffer == "L1"):
         raise ValueError("Fixpipe writes to a GM window or an L1 allocation.")
-    out = leave_l0c(core, nd, dst.alloc.dtype, scale, offset, nd.shape[1], jnp.sum(core.n_instr))
+    out = leave_l0c(core, nd, dst.alloc.dtype, scale, offset, nd.shape[1], jnp.sum(core.n_instr), **acts)
     shape = dst.alloc.shape if dst.offset is None else None
     if shape is None or len(shape) != 2:
         raise ValueError("Fixpipe to L1 writes a whole 2-D ND allocation stage.")
@@ -231,7 +226,21 @@ def fixpipe_l1(
     )
 
 
-def l0c_to_ub(core: Core, h, when, *, dst: Ref, src: Ref, m, n, scale=None, offset=0):
+def l0c_to_ub(
+    core: Core,
+    h,
+    when,
+    *,
+    dst: Ref,
+    src: Ref,
+    m,
+    n,
+    scale=None,
+    offset=0,
+    activation=None,
+    alpha=0.0,
+    clip=None,
+):
     """L0C -> UB on the Vector pipe (910/310P coupled path), converting to ``dst``'s format."""
     hw = core.hw
     if not hw.coupled:
@@ -240,7 +249,19 @@ def l0c_to_ub(core: Core, h, when, *, dst: Ref, src: Ref, m, n, scale=None, offs
         raise ValueError(f"l0c_to_ub writes a 2-D UB allocation, got {dst.alloc.shape} in {dst.buffer}.")
     nd = _l0c_nd(core, src)
     shape = dst.alloc.shape
-    out = leave_l0c(core, nd[: shape[0], : shape[1]], dst.alloc.dtype, scale, offset, shape[1], jnp.sum(core.n_instr))
+    acts = dict(act=activation, alpha=alpha, clip=clip)
+    if nd.dtype != jnp.int32 and (activation is not None or clip is not None):
+        raise ValueError("L0C -> UB applies an activation only in an int32 accumulator's deq conversion.")
+    out = leave_l0c(
+        core,
+        nd[: shape[0], : shape[1]],
+        dst.alloc.dtype,
+        scale,
+        offset,
+        shape[1],
+        jnp.sum(core.n_instr),
+        **acts,
+    )
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     out = jnp.where(mask(shape, (m_, n_)), out, stage_block(core, dst, shape))
     core = write_ref(core, dst, out, when)
