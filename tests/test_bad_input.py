@@ -241,7 +241,7 @@ CASES = [
     ("unknown field", lambda: HardwareConfig(l0d_bytes=1), TypeError, r"l0d_bytes"),
     ("unknown preset", lambda: presets.get("ascend950"), ValueError, r"preset must be one of .*'ascend950'"),
     ("preset name type", lambda: presets.get(910), TypeError, r"preset name must be a string"),
-    ("Policy operand", lambda: Policy(operand="int8"), ValueError, r"Policy\.operand must be one of"),
+    ("Policy operand", lambda: Policy(operand="int4"), ValueError, r"Policy\.operand must be one of"),
     (
         "Policy overflow",
         lambda: Policy(overflow="wrap"),
