@@ -7,6 +7,9 @@ the port in ``examples/asc/`` and prints the published figure, the emulated one 
 
     python benchmarks/vendor_kernels.py [--cases add:1,add:6] [--json PATH]
 
+(Every case by default: the data_copy and add rows take seconds, the matmul rows 1.5-5 min each and
+matmul case 0, 2.1 M Mmads on one core, about 13 min on a 2-core machine.)
+
 Kernels: data_copy (GM -> UB block granularity, scenarios 1-3; the calibration figure),
 add_high_performance (cases 1-6), matmul_high_performance (cases 0-8; ``matmul:8``) and
 matmul_basic_api_high_performance (scenarios 1-2; ``mmad:2``). Emulated per-pipe times are a pipe's busy cycles summed over the launched cores, divided by the
