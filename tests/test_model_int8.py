@@ -344,6 +344,7 @@ def test_cli_quantises_and_times_a_float_network(tmp_path, capsys):
     assert {la["op"] for la in data["report"]["layers"]} >= {"qconv", "qgemm"}
 
 
+@pytest.mark.slow
 def test_cli_calibrates_and_runs_on_saved_batches(tmp_path):
     rng = np.random.default_rng(_seed())
     for i in range(2):

@@ -188,10 +188,8 @@ def _product(a, bt):
 @pytest.mark.parametrize(
     "case, over",
     [
-        (
-            2,
-            dict(single_n=256 + 80),
-        ),  # N split with an edge block of 80 columns (the vendor's 683 = 2 x 256 + 171)
+        # N split with an edge block of 80 columns (the vendor's 683 = 2 x 256 + 171)
+        pytest.param(2, dict(single_n=256 + 80), marks=pytest.mark.slow),
         # MDL packets along K (2 base blocks a copy here), L1 double buffering, the L2 split, the unit flag
         (8, dict(depth_step=(4, 2, 4, 2), cores=1)),
         pytest.param(0, dict(), marks=pytest.mark.slow),
@@ -222,6 +220,7 @@ def test_the_mdl_template_brings_several_k_blocks_a_copy():
         _small_matmul(3, depth_step=(4, 2, 4, 2))
 
 
+@pytest.mark.slow
 def test_the_unit_flag_starts_the_fixpipe_with_the_last_mmad():
     # case 7 -> 8: the same product; with the unit flag each block's Fixpipe overlaps its last Mmad
     one_pass = dict(depth_step=(2, 1, 2, 1), l2_split=False, single_m=128)
