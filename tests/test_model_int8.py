@@ -199,6 +199,7 @@ def test_strided_padded_conv_matches_onnxruntime(tmp_path, fmt, act, positive, p
     assert lr.cycles > 0 and lr.kernels[0].report is not None
 
 
+@pytest.mark.slow
 def test_depthwise_conv_matches_onnxruntime(tmp_path):
     seed = _seed()
     qm = quantise(one_conv(seed, cin=16, cout=16, s=1, g=16, image=6), tmp_path, seed)
@@ -241,7 +242,7 @@ def _integer_model(seed, op):
     return m
 
 
-@pytest.mark.parametrize("op", ["ConvInteger", "MatMulInteger"])
+@pytest.mark.parametrize("op", ["ConvInteger", pytest.param("MatMulInteger", marks=pytest.mark.slow)])
 def test_integer_ops_with_their_dequantisation(op):
     seed = _seed()
     model = _integer_model(seed, op)
@@ -419,7 +420,7 @@ def _qdq_conv_act(seed, act):
     return m
 
 
-@pytest.mark.parametrize("act", ["relu", "clip"])
+@pytest.mark.parametrize("act", [pytest.param("relu", marks=pytest.mark.slow), "clip"])
 def test_activation_before_quantize_is_the_int8_clamp(act):
     seed = _seed()
     model = _qdq_conv_act(seed, act)
