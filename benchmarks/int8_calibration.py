@@ -62,8 +62,12 @@ def speed():
             w = rng.integers(-128, 128, (64, 64, 3, 3)).astype(np.int8)
             scale = rng.uniform(1e-4, 1e-3, 64).astype(np.float32)
             run = dict(padding=1, hw=hw, timing_only=True, checks="none")
-            _, r16 = npu_jax.conv2d(x.astype(np.float16), w.astype(np.float16), policy=npu_jax.Policy(), **run)
-            _, r8 = npu_jax.conv2d(x, w, policy=npu_jax.Policy(operand="int8", output="int8"), scale=scale, **run)
+            _, r16 = npu_jax.conv2d(
+                x.astype(np.float16), w.astype(np.float16), policy=npu_jax.Policy(), **run
+            )
+            _, r8 = npu_jax.conv2d(
+                x, w, policy=npu_jax.Policy(operand="int8", output="int8"), scale=scale, **run
+            )
             print(
                 f"| {name} | {n} | {int(r16.cycles):,} | {int(r8.cycles):,} | {r16.cycles / r8.cycles:.2f}x | "
                 f"{r16.pct_peak:.1f} | {r8.pct_peak:.1f} |"
