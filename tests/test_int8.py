@@ -286,9 +286,9 @@ def test_asc_int8_cube_kernel(mode):
 
 
 ACTS = [
-    (["relu"], dict(act="relu")),
-    ([("leaky_relu", 0.1)], dict(act="leaky_relu", alpha=0.1)),
-    ([("clipped_relu", 6.0)], dict(act="relu", clip=6.0)),
+    (["relu"], dict(activation="relu")),
+    ([("leaky_relu", 0.1)], dict(activation="leaky_relu", alpha=0.1)),
+    ([("clipped_relu", 6.0)], dict(activation="relu", clip=6.0)),
 ]
 
 

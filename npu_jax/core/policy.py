@@ -155,11 +155,6 @@ class Policy:
         """int8 operands: an int32 accumulator, scaled on the way out unless the output is int32."""
         return self.operand == "int8"
 
-    @property
-    def acc_format(self) -> str:
-        """The format of the L0C accumulator: ``int32`` for int8 operands, else ``fp32``."""
-        return "int32" if self.quantised else "fp32"
-
     def convert_out(self, x, fmt: str, hw, *salt):
         """Round ``x`` to ``fmt`` as the output conversion does: ``rounding``, ``subnormals`` and
         the overflow mode (``salt`` seeds stochastic rounding)."""

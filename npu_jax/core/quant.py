@@ -56,10 +56,8 @@ def to_int(x, fmt: str, mode: str = "nearest_even"):
 def to_int8(x, offset=0):
     """fp32 ``x`` to int8 as the chip's conversion does: nearest integer, ties to even, then
     ``offset`` added, then saturated to [-128, 127]; NaN gives ``offset`` (saturated)."""
-    r = jnp.round(jnp.asarray(x, jnp.float32))  # jnp.round rounds half to even
-    r = jnp.where(jnp.isnan(r), 0.0, r)
-    r = jnp.clip(r, -(2.0**31), 2.0**31 - 1).astype(jnp.int32)
-    r = r + jnp.asarray(offset, jnp.int32)
+    # the rounding is Cast's (to_int); held near the int8 range first, so adding the offset cannot wrap
+    r = jnp.clip(to_int(x, "int32"), 2 * INT8_MIN, 2 * INT8_MAX + 1) + jnp.asarray(offset, jnp.int32)
     return jnp.clip(r, INT8_MIN, INT8_MAX).astype(jnp.int8)
 
 
@@ -78,15 +76,15 @@ def _scale_row(scale, n: int, axis: int, ndim: int):
     return s.reshape(shape)
 
 
-def activation(x, act: str | None, alpha: float = 0.0, clip: float | None = None):
+def activate(x, activation: str | None, alpha: float = 0.0, clip: float | None = None):
     """One fused activation on fp32 values, then the clip: ``relu``, ``leaky_relu`` (slope ``alpha``)
     or None. The Fixpipe's (and the deq conversion's) activation stage, written once."""
-    if act == "relu":
+    if activation == "relu":
         x = jnp.maximum(x, 0.0)
-    elif act == "leaky_relu":
+    elif activation == "leaky_relu":
         x = jnp.where(x >= 0, x, x * jnp.float32(alpha))
-    elif act is not None:
-        raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {act!r}.")
+    elif activation is not None:
+        raise ValueError(f"activation must be None, 'relu' or 'leaky_relu', got {activation!r}.")
     if clip is not None:
         x = jnp.minimum(x, jnp.float32(clip))
     return x
@@ -100,7 +98,7 @@ def requantize(
     *,
     axis: int = -1,
     overflow: str = "saturate",
-    act: str | None = None,
+    activation: str | None = None,
     alpha: float = 0.0,
     clip: float | None = None,
 ):
@@ -116,7 +114,7 @@ def requantize(
         axis: the output-channel axis of ``acc`` a per-channel ``scale`` runs along (-1 for a
             matmul's (M, N) and NHWC; 1 for NCHW).
         overflow: fp16's overflow past 65504: ``saturate`` (the chip's default) or ``inf``.
-        act, alpha, clip: a fused activation (:func:`activation`) on the scaled fp32 value, before
+        activation, alpha, clip: a fused activation (:func:`activation`) on the scaled fp32 value, before
             the conversion: relu / leaky_relu / a clip of the real value, in the output's units
             (a ReLU of an int8 output is a clamp at its zero point).
 
@@ -138,7 +136,7 @@ def requantize(
         )
     ax = axis % acc.ndim if acc.ndim else 0
     v = acc.astype(jnp.float32) * _scale_row(scale, acc.shape[ax] if acc.ndim else 1, ax, acc.ndim)
-    v = activation(v, act, alpha, clip)
+    v = activate(v, activation, alpha, clip)
     if fmt == "int8":
         return to_int8(v, int(offset))
     return round_to(v, "fp16", "nearest_even", overflow=overflow)
@@ -149,7 +147,6 @@ __all__ = [
     "INT8_MIN",
     "INT_RANGES",
     "QUANT_OUTPUTS",
-    "activation",
     "requantize",
     "to_int",
     "to_int8",

@@ -165,9 +165,8 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
     if e is None:  # Fixpipe and L0C -> UB convert alike; MTE3 copies UB to GM as it is
         return policy.convert_out(acc, p.output, hw)
     if e.has("dequant"):  # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales
-        a = e.fixpipe_args()
-        act = dict(act=a.get("activation"), alpha=a.get("alpha", 0.0), clip=a.get("clip"))
-        return requantize(acc, bias, e.offset, p.output, overflow=policy.overflow_mode(hw), **act)
+        over = policy.overflow_mode(hw)
+        return requantize(acc, bias, e.offset, p.output, overflow=over, **e.fixpipe_args())
     if e.where == "fixpipe":
         args = e.fixpipe_args()
         nd = fixpipe_values(

@@ -245,7 +245,7 @@ def split(steps: tuple[Step, ...], hw, policy, fused: bool, offset: int = 0):
     scaled (the Fixpipe's quantisation and activation stages on the 910B, the L0C -> UB deq conversion
     with its ReLU on the 910 / 310P) or as int32."""
     if policy.quantised:
-        if [st.op for st in steps if st.op in ACTIVATIONS] != [st.op for st in steps] or len(steps) > 1:
+        if len(steps) > 1 or any(st.op not in ACTIVATIONS for st in steps):
             raise ValueError(
                 f"epilogue steps {[str(st) for st in steps]} with int8 operands: an int8 kernel's way out is its "
                 "(re)quantisation with at most one activation (relu, leaky_relu, clipped_relu) fused in it; run "

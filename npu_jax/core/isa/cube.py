@@ -23,10 +23,10 @@ from npu_jax.core.isa.data import (
 )
 from npu_jax.core.isa.decl import Effect
 from npu_jax.core.isa.mac import accumulate
-from npu_jax.core.quant import activation, requantize
+from npu_jax.core.quant import activate, requantize
 from npu_jax.core.state import Core
 from npu_jax.hw import costs
-from npu_jax.hw.formats import itemsize
+from npu_jax.hw.formats import acc_format, itemsize
 
 _i32 = jnp.int32
 
@@ -50,7 +50,7 @@ def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
         raise ValueError(
             f"Mmad operands are both int8 or both float; got {a.alloc.dtype} and {b.alloc.dtype}."
         )
-    acc = "int32" if ints else "fp32"  # int8 x int8 sums exactly into int32, floats into fp32
+    acc = acc_format(a.alloc.dtype)  # int8 x int8 sums exactly into int32, floats into fp32
     if dst.alloc.shape != (M, N) or dst.alloc.dtype != acc:
         raise ValueError(
             f"Mmad destination must be an {acc} ({M}, {N}) L0C tile, got {dst.alloc.dtype} {dst.alloc.shape}."
@@ -95,10 +95,12 @@ def fixpipe_values(acc, bias_row, act: str | None, alpha: float = 0.0, clip: flo
     by the data path computed apart from the timing (``kernels/values.py``)."""
     if bias_row is not None:
         acc = acc + bias_row.astype(jnp.float32)
-    return activation(acc, act, alpha, clip)
+    return activate(acc, act, alpha, clip)
 
 
-def leave_l0c(core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt, act=None, alpha=0.0, clip=None):
+def leave_l0c(
+    core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt, activation=None, alpha=0.0, clip=None
+):
     """L0C values on their way out, in ``fmt``: fp32 sums converted by the policy; int32 sums (int8
     operands) as they are (``fmt`` int32), or scaled (``scale``: a Ref to a fp32 row, or a number)
     by :func:`npu_jax.requantize` to fp16 / int8 with ``offset`` and the fused activation."""
@@ -119,7 +121,7 @@ def leave_l0c(core: Core, nd, fmt: str, scale, offset: int, cols: int, *salt, ac
         )
     s = broadcast_row(core, scale, cols)[0] if isinstance(scale, Ref) else jnp.float32(scale)
     over = core.ctx.policy.overflow_mode(core.hw)
-    return requantize(nd, s, offset, fmt, overflow=over, act=act, alpha=alpha, clip=clip)
+    return requantize(nd, s, offset, fmt, overflow=over, activation=activation, alpha=alpha, clip=clip)
 
 
 def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, bias):
@@ -137,13 +139,13 @@ def _fixpipe_common(core: Core, src: Ref, m, n, relu, activation, alpha, clip, b
     if nd.dtype == jnp.int32 and bias is not None:
         raise ValueError("an int8 kernel's Fixpipe takes no fp32 bias: its way out is the (re)quantisation.")
     row = None if bias is None else broadcast_row(core, bias, nd.shape[1])
-    acts = dict(act=act, alpha=alpha, clip=clip)  # an int32 L0C's activation runs in its requantisation
-    nd = nd if nd.dtype == jnp.int32 else fixpipe_values(nd, row, act, alpha, clip)
+    ints = nd.dtype == jnp.int32  # an int32 L0C's activation runs in its requantisation (leave_l0c)
+    nd = nd if ints else fixpipe_values(nd, row, act, alpha, clip)
     m_, n_ = jnp.asarray(m, _i32), jnp.asarray(n, _i32)
     oob = sanitize.extent_oob(
         core, src.alloc, {"m": m, "n": n}, {"m": src.alloc.shape[0], "n": src.alloc.shape[-1]}, "Fixpipe"
     )
-    return nd, m_, n_, oob, (acts if nd.dtype == jnp.int32 else {})
+    return nd, m_, n_, oob, (dict(activation=act, alpha=alpha, clip=clip) if ints else {})
 
 
 def fixpipe_gm(
@@ -249,7 +251,7 @@ def l0c_to_ub(
         raise ValueError(f"l0c_to_ub writes a 2-D UB allocation, got {dst.alloc.shape} in {dst.buffer}.")
     nd = _l0c_nd(core, src)
     shape = dst.alloc.shape
-    acts = dict(act=activation, alpha=alpha, clip=clip)
+    acts = dict(activation=activation, alpha=alpha, clip=clip)
     if nd.dtype != jnp.int32 and (activation is not None or clip is not None):
         raise ValueError("L0C -> UB applies an activation only in an int32 accumulator's deq conversion.")
     out = leave_l0c(
