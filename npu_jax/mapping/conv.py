@@ -364,15 +364,9 @@ class ConvPlan:
                 f"weights_resident keeps one super-group's weights; {self.g.describe()} runs {sg} "
                 f"super-groups of {self.pack} groups: use weights_resident=False."
             )
-        # a dequantisation of several super-groups reads one super-group's scales: the caller
-        # gives it a scale every super-group shares (conv2d: a number)
-        if (
-            sg > 1
-            and self.epi is not None
-            and not self.epi.steps
-            == (self.epi.steps[0],)
-            == tuple(st for st in self.epi.steps if st.op == "dequant")
-        ):
+        # an int8 chain (the dequantisation and at most one activation) of several super-groups reads
+        # one super-group's scales: the caller gives it scales every super-group shares
+        if sg > 1 and self.epi is not None and not self.epi.has("dequant"):
             raise InputError(
                 f"a fused epilogue needs a conv of one super-group; {self.g.describe()} runs {sg} "
                 f"super-groups of {self.pack} groups: run the conv unfused (npu_jax.conv2d) and the "
