@@ -35,6 +35,18 @@ def _work(fn):
     return out, traced, compiled
 
 
+@pytest.fixture
+def quiet_cache():
+    """The program cache as a fresh session has it: empty, and no byte bound, so no purge can fall
+    between a test's two calls (in a long worker the memory other tests gained, or the programs they
+    had dropped, would purge it at the first call's second compile)."""
+    old_bytes = programs.program_cache_info()["max_bytes"]
+    npu_jax.clear_program_cache()
+    npu_jax.set_program_cache_bytes(None)
+    yield
+    npu_jax.set_program_cache_bytes(old_bytes)
+
+
 def _ref_conv(x, w):
     return lax.conv_general_dilated(
         np.asarray(x, np.float32),
@@ -47,7 +59,7 @@ def _ref_conv(x, w):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["img2col", "relayout"])
-def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right(strategy):
+def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right(strategy, quiet_cache):
     hw, rng = presets.tiny(), np.random.default_rng()
     policy = Policy(output="fp32")
     t = npu_jax.ConvTiling(ho=4, wo=8, n=16, cin1=1, k_l0=16)  # chosen here: the chooser is not timed
@@ -69,7 +81,7 @@ def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right
     assert rep2.findings() == []
 
 
-def test_second_identical_matmul_reuses_its_program():
+def test_second_identical_matmul_reuses_its_program(quiet_cache):
     hw, rng = presets.tiny(), np.random.default_rng()
     a, b = rng.standard_normal((96, 48)).astype(np.float16), rng.standard_normal((48, 80)).astype(np.float16)
     _work(lambda: npu_jax.matmul(a, b, hw=hw, policy=Policy(output="fp32")))

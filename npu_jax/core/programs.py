@@ -138,8 +138,12 @@ class _Cache:
             self.entries.move_to_end(key)
             return jitted
         self.misses += 1
-        if self.max_bytes is not None and self.held_bytes() > self.max_bytes:
-            self.purge()  # before this compile: the bound holds with one program's overshoot at most
+        if self.since_purge >= max(self.maxsize, 8) or (
+            self.max_bytes is not None and self.held_bytes() > self.max_bytes
+        ):
+            # before this compile, so the program compiled now is kept: the byte bound holds with
+            # one program's overshoot at most, and the call after this one finds its program
+            self.purge()
         self.compiled_since_purge += 1
         jitted = jit(fn, fast_compile)
         if self.maxsize > 0:
@@ -148,12 +152,12 @@ class _Cache:
         return jitted
 
     def trim(self) -> None:
+        """Drop the least recently used programs past ``maxsize``; once as many were dropped as are
+        kept, the next compile purges first (:meth:`get`)."""
         while len(self.entries) > self.maxsize:
             self.entries.popitem(last=False)
             self.evictions += 1
             self.since_purge += 1
-        if self.since_purge and self.since_purge >= max(self.maxsize, 8):
-            self.purge()
 
     def purge(self) -> None:
         """Drop every kept program and JAX's own caches, and hand freed memory back to the OS.
