@@ -145,7 +145,11 @@ def test_double_buffering_beats_single_and_the_trace_shows_mte2_under_v(rng, tmp
     (_, _, z2), double = ac.add_custom[8](x, y, z, 2048, 8, 2, hw=HW, trace=True)
     (_, _, z1), single = ac.add_custom[8](x, y, z, 2048, 16, 1, hw=HW, trace=True)
     np.testing.assert_array_equal(z1, z2)
-    assert double.pipe_busy == single.pipe_busy and double.bytes == single.bytes  # the same work
+    # the same work (the Vector pipe's beats aside: the two UB layouts put x and y at different
+    # distances in the bank groups, so their Adds may collide differently: costs.ub_read_conflict)
+    busy = {p: c for p, c in double.pipe_busy.items() if p != "VECTOR"}
+    assert busy == {p: c for p, c in single.pipe_busy.items() if p != "VECTOR"}
+    assert double.bytes == single.bytes
     assert double.cycles < single.cycles  # done sooner
 
     def overlap(report, name):

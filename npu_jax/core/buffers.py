@@ -62,6 +62,10 @@ class Alloc:
     def at(self, stage=0, offset: tuple | None = None) -> Ref:
         return Ref(self, stage, offset)
 
+    def address(self, stage=0):
+        """The byte address of stage ``stage`` (an int, or traced) in its buffer."""
+        return self.offset + stage * self.stage_bytes
+
     def describe(self) -> str:
         st = f", {self.stages} stages" if self.stages > 1 else ""
         return f"{self.name!r} {self.shape} {self.dtype}{st} = {self.nbytes} B at +{self.offset}"

@@ -99,10 +99,13 @@ class Board:
         self._count("L2->HBM", nbytes if self.outputs[name] else 0 * nbytes, when)
         self.run("MTE3", costs.dma_out(self.h, nbytes, np.where(nbytes > 0, bursts, 0), self.wrate), when)
 
-    def vector(self, nbytes, when=True):
-        """One vector instruction over ``nbytes`` (its widest operand's)."""
+    def vector(self, nbytes, when=True, sources=None):
+        """One vector instruction over ``nbytes`` (its widest operand's); ``sources``: the UB byte
+        addresses of a binary op's two whole-tile sources, whose bank groups may collide
+        (``costs.ub_read_conflict``, as the emulator decides it)."""
         self._count("vector_bytes", nbytes, when)
-        self.run("V", costs.vector(self.h, nbytes), when)
+        conflict = False if sources is None else costs.ub_read_conflict(self.h, *sources)
+        self.run("V", costs.vector(self.h, nbytes, conflict), when)
 
     def prediction(self) -> KernelPrediction:
         """The launch's figures once every instruction has run: its cycles (the launch, then the

@@ -34,6 +34,7 @@ def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredi
     """Cycles and bytes of the element-wise launch of plan ``p`` (``l2_resident`` as
     ``run_eltwise``'s); ``p.rows`` concrete."""
     _, gm, _ = eltwise_kernel(p)
+    _, a = p.allocate()
     bd = Board(p.hw, p.cores, gm, l2_resident)
     rows = p.rows_cap if p.rows is None else int(p.rows)
     rt, ct, n_ct, ncores = p.rows_t, p.cols_t, p.n_ct, p.cores
@@ -74,9 +75,10 @@ def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredi
         if p.has_work_tile:
             bd.vector(cnt * max(isz_in, isz_v), live)
         for role in roles:
-            if role == "residual":
+            if role == "residual":  # VAdd(cur, cur, res): two whole tiles, whose bank groups may collide
                 bd.wait("MTE2_V", 2 + s, live)
-                bd.vector(cnt * isz_v, live)
+                cur = a["work"].address(0) if p.has_work_tile else a["in"].address(s)
+                bd.vector(cnt * isz_v, live, (cur, a["res"].address(s)))
                 bd.set("V_MTE2", 2 + s, live)
             else:
                 bd.vector(cnt * isz_v, live)

@@ -32,6 +32,7 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredicti
     """Cycles and bytes of the pooling launch of plan ``p`` (``l2_resident`` as ``run_pool``'s)."""
     g, c0, ncores = p.g, p.c0, p.cores
     _, gm, _ = pool_kernel(p)
+    _, a = p.allocate()
     bd = Board(p.hw, ncores, gm, l2_resident)
     isz_in, isz_out = itemsize(p.in_fmt), itemsize(p.out_fmt)
     slot = p.c1_t * p.in_rows * p.in_cols * c0
@@ -82,9 +83,9 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredicti
             bd.vector(cnt * max(isz_out, src_isz), live)
         if p.kind == "avg" and p.uniform:
             bd.vector(cnt * isz_out, live)
-        if has_rcp:
+        if has_rcp:  # VMul(acc, acc, rcp): two whole tiles, whose bank groups may collide
             bd.wait("MTE2_V", STAGES + e, live)
-            bd.vector(cnt * isz_out, live)
+            bd.vector(cnt * isz_out, live, (a["out"].address(e), a["rcp"].address(e)))
             bd.set("V_MTE2", STAGES + e, live)
         if p.padded:
             nxt = it + STAGES * ncores

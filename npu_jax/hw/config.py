@@ -34,7 +34,7 @@ class Assumed:
     mte1_startup: int = 8  # L1 -> L0A/L0B LoadData / Load3D
     mmad_startup: int = 10  # Cube pipeline fill; ASC's Mmad doc hints at ~10 cycles
     fixpipe_startup: int = 16  # L0C -> GM/L1 with conversion
-    vector_startup: int = 8  # one vector instruction's issue
+    vector_startup: int = 8  # one vector instruction's issue (22 on the arch-2201 presets: calibrated)
     gm_burst_overhead: int = 4  # extra cycles per discontiguous GM burst (row of a strided window)
     fixpipe_bytes_per_cycle: float = 64.0  # 910B Fixpipe L0C read rate; unpublished
     l1_to_l0b_bytes_per_cycle: float = 256.0  # 910B figure unpublished; 310P's value
@@ -105,12 +105,16 @@ class HardwareConfig:
     l1_to_l0b_bytes_per_cycle: float | None = None  # l1_to_l0_b_rate; None = Assumed
     l0c_to_ub_bytes_per_cycle: float = 256.0  # l0_c_to_ub_rate (coupled chips)
     ub_to_gm_bytes_per_cycle: float | None = None  # ub_to_ddr_rate; None = Assumed
+    ub_to_l2_bytes_per_cycle: float | None = None  # ub_to_l2_rate (MTE3 into L2); None = ub_to_gm's
     l1_to_ub_bytes_per_cycle: float = 128.0  # l1_to_ub_rate
     # compute
     cube_m: int = 16
     cube_n: int = 16
     cube_k_bytes: int = 32  # one fractal row: K0 = 32 B / itemsize (16 for b16, 8 for fp32)
     vector_repeat_bytes: int = 256
+    # UB bank groups a vector beat's 32-B rows interleave over (ub_bank_group_num): where set, two
+    # sources in the same groups take two cycles a beat (costs.ub_read_conflict); None = not modelled
+    ub_bank_groups: int | None = None
     num_event_ids: int = 8
     # vector cores (AIV) that run vector-only kernels: on separated chips (910B) they are cores of
     # their own, two per Cube core; None = num_cores (the vector unit inside each coupled AI Core)
@@ -194,6 +198,7 @@ class HardwareConfig:
             "chip_gm_bytes_per_cycle",
             "l1_to_l0b_bytes_per_cycle",
             "ub_to_gm_bytes_per_cycle",
+            "ub_to_l2_bytes_per_cycle",
             "l2_write_bytes_per_cycle",
         ):
             v = getattr(self, name)
@@ -203,6 +208,22 @@ class HardwareConfig:
                 raise ValueError(f"HardwareConfig.{name} must be None or a finite number > 0, got {show(v)}.")
             if v is not None:
                 check_range(f"HardwareConfig.{name}", v)
+        if self.ub_bank_groups is not None:
+            if (
+                not isinstance(self.ub_bank_groups, int)
+                or isinstance(self.ub_bank_groups, bool)
+                or self.ub_bank_groups <= 0
+            ):
+                raise ValueError(
+                    f"HardwareConfig.ub_bank_groups must be None or a positive int, got {show(self.ub_bank_groups)}."
+                )
+            check_range("HardwareConfig.ub_bank_groups", self.ub_bank_groups)
+            if self.coupled:
+                raise ValueError(
+                    "HardwareConfig.ub_bank_groups: UB bank conflicts are modelled on the vector cores of "
+                    "separated chips (coupled=False, the 910B family, whose banks are published); a coupled "
+                    f"chip's are not. Use ub_bank_groups=None with coupled=True, got {self.ub_bank_groups}."
+                )
         if self.vector_cores is not None and (
             not isinstance(self.vector_cores, int)
             or isinstance(self.vector_cores, bool)
@@ -263,6 +284,14 @@ class HardwareConfig:
     def ub_to_gm_rate(self) -> float:
         v = self.ub_to_gm_bytes_per_cycle
         return v if v is not None else self.assumed.ub_to_gm_bytes_per_cycle
+
+    @property
+    def mte3_rate(self) -> float:
+        """MTE3's UB -> GM port: a write goes into L2 (write-allocate, ``ub_to_l2_rate``) where the chip
+        has one, else straight to DDR (``ub_to_ddr_rate``). Writes the L2 does not keep reach DDR at the
+        chip's rate (``costs.kernel_cycles``), not at this port's."""
+        v = self.ub_to_l2_bytes_per_cycle
+        return v if v is not None and self.l2_bytes > 0 else self.ub_to_gm_rate
 
     @property
     def l2_write_rate(self) -> float:

@@ -51,7 +51,7 @@ class HwNumbers(NamedTuple):
     l0b_rate: float  # L1 -> L0B
     fix_rate: float  # Fixpipe's L0C read rate
     l0c_ub_rate: float  # L0C -> UB (coupled chips)
-    ub_gm_rate: float  # UB -> GM port of MTE3
+    ub_gm_rate: float  # MTE3's UB -> GM port (into L2 where the chip has one: HardwareConfig.mte3_rate)
     vec_rate: float  # bytes one vector instruction processes per cycle (one repeat)
     mte2_su: int  # start-ups (cycles)
     mte3_su: int
@@ -72,6 +72,8 @@ class HwNumbers(NamedTuple):
     l2_write: float  # one core's rate into L2 (every write: write-allocate)
     l2: float  # L2 capacity, bytes per chip (0: no L2)
     launch: int  # cycles of one kernel launch
+    ub_groups: int  # UB bank groups a beat's rows interleave over (0: bank conflicts not modelled)
+    ub_row: int  # bytes of one UB row (one bank-group slot)
 
     @classmethod
     def of(cls, hw: HardwareConfig) -> HwNumbers:
@@ -86,7 +88,7 @@ class HwNumbers(NamedTuple):
             l0b_rate=float(hw.l0b_rate),
             fix_rate=float(a.fixpipe_bytes_per_cycle),
             l0c_ub_rate=float(hw.l0c_to_ub_bytes_per_cycle),
-            ub_gm_rate=float(hw.ub_to_gm_rate),
+            ub_gm_rate=float(hw.mte3_rate),
             vec_rate=float(hw.vector_repeat_bytes),
             mte2_su=int(a.mte2_startup),
             mte3_su=int(a.mte3_startup),
@@ -107,6 +109,8 @@ class HwNumbers(NamedTuple):
             l2_write=float(hw.l2_write_rate),
             l2=float(hw.l2_bytes),
             launch=hw.launch_cycles,
+            ub_groups=int(hw.ub_bank_groups or 0),
+            ub_row=int(hw.ub_align),
         )
 
     @classmethod
@@ -368,9 +372,32 @@ def l0c_to_ub(h: HwNumbers, m, n, *, arith: Arith = EXACT):
     return onchip(l0c_bytes(m, n, arith=arith), h.l0c_ub_rate, h.vec_su, arith=arith)
 
 
-def vector(h: HwNumbers, nbytes, *, arith: Arith = EXACT):
-    """One vector instruction (V): one repeat of ``vec_rate`` bytes per cycle over its widest operand."""
-    return onchip(nbytes, h.vec_rate, h.vec_su, arith=arith)
+def vector(h: HwNumbers, nbytes, conflict=False, *, arith: Arith = EXACT):
+    """One vector instruction (V): one repeat (beat) of ``vec_rate`` bytes per cycle over its widest
+    operand, two cycles a beat when its two sources collide in a UB bank group (``conflict``, from
+    :func:`ub_read_conflict`)."""
+    beats = arith.ceil_rate(nbytes, h.vec_rate)
+    if conflict is not False:
+        beats = beats + _xp(beats, conflict).where(conflict, beats, 0 * beats)
+    return arith.when_nonzero(nbytes, h.vec_su + beats)
+
+
+def ub_read_conflict(h: HwNumbers, a0, a1):
+    """Whether a vector instruction's two sources, starting at UB byte addresses ``a0`` and ``a1``,
+    collide in a bank group on every beat: the read-read conflict of the vendor's add_high_performance
+    case 5, which its case 6 removes by moving y 256 B (aiv_vec_time 12.85 -> 6.95 us).
+
+    UB is ``ub_groups`` bank groups (the 910B family: 192 KB = 16 groups x 3 banks x 4 KB of 32-B
+    rows); consecutive rows lie in consecutive groups, and a beat reads ``vec_rate / ub_row`` rows
+    (8: 256 B) of each source. The two sources' rows move in step, so their groups stay the same
+    distance apart: a beat is clean when that distance keeps the two windows of rows apart, and
+    takes a second cycle otherwise. Read-write and write-write conflicts are not modelled (no
+    measurement isolates them). False where ``ub_groups`` is 0 (banks not published)."""
+    xp = _xp(a0, a1, h.ub_groups, h.vec_rate)
+    groups = xp.maximum(xp.asarray(h.ub_groups), 1)
+    rows = xp.asarray(h.vec_rate).astype(np.int32) // h.ub_row  # rows one beat reads of each source
+    d = ((xp.asarray(a1) - xp.asarray(a0)) // h.ub_row) % groups
+    return (xp.asarray(h.ub_groups) > 0) & ((d < rows) | (d > groups - rows))
 
 
 def scalar(h: HwNumbers, cycles):

@@ -58,12 +58,14 @@ _KEYS = {
     "l1_to_l0_b_rate": ("l1_to_l0b_bytes_per_cycle", float),
     "l0_c_to_ub_rate": ("l0c_to_ub_bytes_per_cycle", float),
     "ub_to_ddr_rate": ("ub_to_gm_bytes_per_cycle", float),
+    "ub_to_l2_rate": ("ub_to_l2_bytes_per_cycle", float),
     "l1_to_ub_rate": ("l1_to_ub_bytes_per_cycle", float),
     "l2_size": ("l2_bytes", _whole),
     "l2_rate": ("l2_read_bytes_per_cycle", float),
     "l2_read_rate": ("l2_read_bytes_per_cycle", float),
     "l2_write_rate": ("l2_write_bytes_per_cycle", float),
     "vector_core_cnt": ("vector_cores", _whole),
+    "ub_bank_group_num": ("ub_bank_groups", _whole),
 }
 # Keys that vendor files carry and the model deliberately does not use.
 _IGNORED = {
@@ -73,7 +75,6 @@ _IGNORED = {
     "ub_block_size",
     "ub_bank_size",
     "ub_bank_num",
-    "ub_bank_group_num",
     "bt_size",
     "fb_size",
     "vector_freq",
@@ -81,7 +82,6 @@ _IGNORED = {
     "ddr_write_rate",
     "l0_c_to_l1_rate",
     "l1_to_l0_c_rate",
-    "ub_to_l2_rate",
     "ub_to_ub_rate",
     "l1_to_l2_rate",
     "ai_cpu_cnt",

@@ -13,6 +13,13 @@ from npu_jax.hw.config import Assumed, HardwareConfig
 KiB = 1024
 MiB = 1024 * KiB
 
+# A vector instruction's issue on the arch-2201 vector core (AIV), 22 cycles: *calibrated* from one
+# figure, the vendor's add_high_performance case 6 (aiv_vec_time 6.954 us: 87 conflict-free Adds of
+# 127 beats a core at 1.85 GHz; the port, ``examples/asc/vendor_add.py``, gives 6.950 at 22); its
+# cases 1-5, whose x and y collide in the UB's bank groups, then validate it with the conflict rule
+# (761.6 / 15.9 / 12.8 us emulated against 761.65 / 15.885 / 12.845 published). docs/fidelity.md.
+AIV_VECTOR_STARTUP = 22
+
 
 def ascend910b() -> HardwareConfig:
     """Ascend 910B4, separated data path (Fixpipe), arch 2201.
@@ -24,6 +31,8 @@ def ascend910b() -> HardwareConfig:
     L2 96 MiB on the 910B4 (its platform config, quoted in huawei-csl/pto-dsl's matmul guide; the
     24-core 910B1/B2 have 192 MiB), ``l2_rate`` 110 B/cycle read, 86 write (INI).
     ``l1_to_l0_a_rate`` 512 B/cycle (INI). L1->L0B and UB->GM unpublished (assumed).
+    UB 16 bank groups x 3 banks x 4 KB of 32-B rows (the add_high_performance README of asc-devkit,
+    "Atlas A2/A3"): two vector sources in the same groups conflict (``costs.ub_read_conflict``).
     IEEE inf/NaN overflow by default (ASC). Event ids 0-7.
     """
     return HardwareConfig(
@@ -42,9 +51,11 @@ def ascend910b() -> HardwareConfig:
         l2_read_bytes_per_cycle=110.0,
         l2_write_bytes_per_cycle=86.0,
         l1_to_l0a_bytes_per_cycle=512.0,
+        ub_bank_groups=16,
         coupled=False,
         overflow_mode="inf",
         num_event_ids=8,
+        assumed=Assumed(vector_startup=AIV_VECTOR_STARTUP),
     )
 
 
@@ -72,7 +83,7 @@ def ascend910b1() -> HardwareConfig:
         clock_ghz=1.85,
         chip_gm_bytes_per_cycle=round(1.8e12 / 1.85e9, 2),
         l2_bytes=192 * MiB,
-        assumed=Assumed(hbm_sustained=0.816),
+        assumed=Assumed(hbm_sustained=0.816, vector_startup=AIV_VECTOR_STARTUP),
     )
 
 
@@ -116,7 +127,10 @@ def ascend310p() -> HardwareConfig:
     """Ascend 310P (arch 2002), coupled data path: the 310P3 of an Atlas 300I Pro.
 
     Buffers as 910 (ASC). Rates from OPSNN fixtures: ddr_rate 17, l1_to_l0_a_rate 512,
-    l1_to_l0_b_rate 256, l0_c_to_ub_rate 256, ub_to_ddr_rate 17, l1_to_ub_rate 128 B/cycle.
+    l1_to_l0_b_rate 256, l0_c_to_ub_rate 256, ub_to_ddr_rate 17, ub_to_l2_rate 114, l1_to_ub_rate
+    128 B/cycle (the 310P hardware_info of ops-nn's AvgPool3D tiling tests: 8 cores, 16 MiB L2, l2_rate
+    114, ddr_read_rate = ddr_write_rate = 17). MTE3 writes go into L2 at ub_to_l2_rate, as every
+    write does in the model (write-allocate); ub_to_ddr_rate is a write straight to DDR.
     Clock 1.08 GHz: the AI Core frequency npu-smi reads on a 310P3 (1080 MHz, third-party output);
     8 cores x 8192 fp16 FLOP/cycle x 1.08 GHz = 70.8 TFLOPS, the Atlas 300I Pro's published 70
     TFLOPS fp16 (8 cores: *assumed*, the count that figure implies). Chip memory: LPDDR4X 204.8 GB/s
@@ -140,6 +154,7 @@ def ascend310p() -> HardwareConfig:
         l1_to_l0b_bytes_per_cycle=256.0,
         l0c_to_ub_bytes_per_cycle=256.0,
         ub_to_gm_bytes_per_cycle=17.0,
+        ub_to_l2_bytes_per_cycle=114.0,
         l1_to_ub_bytes_per_cycle=128.0,
         coupled=True,
         overflow_mode="saturate",

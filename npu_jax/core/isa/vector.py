@@ -18,6 +18,7 @@ from npu_jax.core.isa.decl import Effect
 from npu_jax.core.quant import INT_RANGES, to_int
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
+from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 
 _i32 = jnp.int32
@@ -120,6 +121,30 @@ def store(y, op: str, fmt: str, policy, hw, mode: str = "nearest_even"):
     return round_to(y, fmt, mode if op == "VCast" else "nearest_even", overflow=over)
 
 
+def ub_address(r):
+    """The UB byte address a vector operand's elements start at, where they are one contiguous run
+    read from the start (a whole allocation stage, or a one-dimensional view: Ascend C's local
+    tensors), else None (a sub-block or strided view: its beats' rows are not modelled)."""
+    a = r.alloc
+    base = a.address(jnp.asarray(r.stage, _i32))
+    if isinstance(r, View):
+        if len(a.shape) != 1 or any(s != 1 for s in r.steps):
+            return None
+        return base + jnp.asarray(r.offset[0], _i32) * itemsize(a.dtype)
+    return base if r.offset is None else None
+
+
+def _read_conflict(core: Core, h, op: str, shape, srcs) -> object:
+    """Whether a binary op's two sources collide in a UB bank group (``costs.ub_read_conflict``):
+    both contiguous runs of the destination's shape (a broadcast row or a strided view: not modelled)."""
+    if op not in BINARY or not core.hw.ub_bank_groups:
+        return False
+    addrs = [ub_address(s) for s in srcs]
+    if any(a is None for a in addrs) or any(_shape(s) != tuple(shape) for s in srcs):
+        return False
+    return costs.ub_read_conflict(h, addrs[0], addrs[1])
+
+
 def vector(
     core: Core,
     h,
@@ -205,7 +230,7 @@ def vector(
     )
     return Effect(
         core,
-        cost=dict(nbytes=nbytes),
+        cost=dict(nbytes=nbytes, conflict=_read_conflict(core, h, op, shape, srcs)),
         counts=(("vector_bytes", nbytes),),
         reads=srcs,
         writes=(dst,),
