@@ -17,13 +17,13 @@ import npu_jax
 from npu_jax import asc
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.pool import pool_plan, run_pool
+from npu_jax.core.formats import nchw_to_nc1hwc0
 from npu_jax.core.policy import Policy
 from npu_jax.cost import eltwise
 from npu_jax.cost.pool import predict as pool_predict
 from npu_jax.hw import costs
 from npu_jax.mapping.eltwise import make_eltwise_plan
 from npu_jax.mapping.epilogue import canonical_steps
-from npu_jax.core.formats import nchw_to_nc1hwc0
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
