@@ -43,7 +43,12 @@ hashes only. Since then: the fused residual read in fp16 (one case,
 ``fusion/bias-residual-relu/910/fused``: its bytes, tiling, cycles 2865 -> 2861 and output hash), and
 the L2 write rule (a kept output's writes stay in L2): every case's ``L2->HBM`` bytes, and those of
 its relayout extra, went to 0 (each case's output fits beside its inputs), and nothing else moved (no
-case is HBM-bound). The latest re-recording ran 81 cases in 296 s on the 2-core machine.
+case is HBM-bound). Then the 910B's vector start-up (22 cycles, calibrated) and UB bank conflicts: the
+three 910B fusion cases with a vector kernel (``fusion/conv_relu/910b/unfused``,
+``fusion/bias-residual-relu/910b/{fused,unfused}``) moved in their element-wise part only: Vector busy
+2160 -> 5520 (+14 cycles for each of 240 instructions), 2160 -> 5560 and 2700 -> 6940 (+40: the
+residual add's input and residual tiles collide in the bank groups on 40 beats), cycles +42 to +82;
+no conv, matmul, byte or hash moved. The latest re-recording ran 81 cases in 190 s on the 2-core machine.
 """
 
 from __future__ import annotations

@@ -170,8 +170,9 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
          "l0c_to_ub_bytes_per_cycle"),
         ("L1 -> UB", hw.l1_bytes, hw.l1_to_ub_bytes_per_cycle, a.mte2_startup, False,
          "l1_to_ub_bytes_per_cycle"),
-        ("vector instruction (V)", hw.ub_bytes, hw.vector_repeat_bytes, a.vector_startup, False,
-         "vector_repeat_bytes"),
+        # a bank conflict takes two cycles a beat (costs.ub_read_conflict)
+        ("vector instruction (V)", hw.ub_bytes, hw.vector_repeat_bytes / (2 if hw.ub_bank_groups else 1),
+         a.vector_startup, False, "vector_repeat_bytes"),
     ]  # fmt: skip
     # a GM transfer runs at the core's share of the chip's rate when that binds: name the chip's figure
     chip_binds = gm_share < hw.gm_bytes_per_cycle
