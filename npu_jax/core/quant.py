@@ -114,7 +114,7 @@ def requantize(
         axis: the output-channel axis of ``acc`` a per-channel ``scale`` runs along (-1 for a
             matmul's (M, N) and NHWC; 1 for NCHW).
         overflow: fp16's overflow past 65504: ``saturate`` (the chip's default) or ``inf``.
-        activation, alpha, clip: a fused activation (:func:`activation`) on the scaled fp32 value, before
+        activation, alpha, clip: a fused activation (:func:`activate`) on the scaled fp32 value, before
             the conversion: relu / leaky_relu / a clip of the real value, in the output's units
             (a ReLU of an int8 output is a clamp at its zero point).
 
