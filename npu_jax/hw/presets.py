@@ -14,8 +14,8 @@ KiB = 1024
 MiB = 1024 * KiB
 
 # A vector instruction's issue on the arch-2201 vector core (AIV), 22 cycles: *calibrated* from one
-# figure, the vendor's add_high_performance case 6 (aiv_vec_time 6.954 us: 87 conflict-free Adds of
-# 127 beats a core at 1.85 GHz; the port, ``examples/asc/vendor_add.py``, gives 6.950 at 22); its
+# figure, the vendor's add_high_performance case 6 (aiv_vec_time 6.954 us: 87 conflict-free Adds a
+# core, 86 of 127 beats, at 1.85 GHz; the port, ``examples/asc/vendor_add.py``, gives 6.950 at 22); its
 # cases 1-5, whose x and y collide in the UB's bank groups, then validate it with the conflict rule
 # (761.6 / 15.9 / 12.8 us emulated against 761.65 / 15.885 / 12.845 published). docs/fidelity.md.
 AIV_VECTOR_STARTUP = 22
