@@ -221,6 +221,26 @@ def test_the_mdl_template_brings_several_k_blocks_a_copy():
 
 
 @pytest.mark.slow
+def test_under_recency_the_matmul_finds_b_in_l2_for_every_row_block():
+    # case 5's walk on 2 cores (512 x 512 x 512: 4 row blocks, a column block each) with an L2 of 960 KiB:
+    # A, B and C 512 KiB each. The whole-tensor rule keeps A and streams B, re-read from HBM by each row
+    # block; under recency B's re-reads hit (at most B once, then 128 KiB of A's rows and 128 KiB of C
+    # enter between two reads of an element of B)
+    small = dataclasses.replace(vendor_matmul.CASES[5], cores=2, m_blocks=1, single_m=512, single_n=256)
+    reps = {
+        policy: vendor_matmul.run_case(
+            small, HW.replace(l2_bytes=960 * 1024, l2_policy=policy), m=512, k=512, checks="none"
+        )[1]
+        for policy in ("smallest_first", "recency")
+    }
+    recent, whole = reps["recency"], reps["smallest_first"]
+    a = b = 512 * 512 * 2
+    assert recent.bytes["GM->L1"] == whole.bytes["GM->L1"] == 2 * (a + 4 * b // 2)
+    assert recent.bytes["HBM->L2"] == a + b and whole.bytes["HBM->L2"] == a + 4 * b
+    assert recent.cycles < whole.cycles
+
+
+@pytest.mark.slow
 def test_the_unit_flag_starts_the_fixpipe_with_the_last_mmad():
     # case 7 -> 8: the same product; with the unit flag each block's Fixpipe overlaps its last Mmad
     one_pass = dict(depth_step=(2, 1, 2, 1), l2_split=False, single_m=128)

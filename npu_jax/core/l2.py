@@ -9,6 +9,15 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   the SPMD program: cores run the same instructions in lock step, so an instruction's reads come
   after every read of earlier instructions, and, within one instruction, core ``b``'s after those of
   cores ``< b`` (:func:`touch` keeps one record for all cores for this: the cores share it).
+* **Recency instead** (``HardwareConfig.l2_policy="recency"``; the emulator only, no closed form
+  prices it): every cached input is tracked, and a read of an element hits if some core read it
+  before and fewer than the L2's capacity in bytes entered the L2 since that read (a read's misses
+  and every write enter it: :func:`enter`). What was used recently stays, whatever tensor it
+  belongs to: a matmul's B re-read by every row block hits while B and the rows in use fit, where
+  the whole-tensor rule keeps A and streams B. Counting what entered, not the distinct data touched,
+  is LRU wherever the data re-read in between was itself brought in since (cyclic walks: the chip's
+  kernels); it is kinder than LRU where older data is hit in between. What a kernel leaves in L2
+  and whether its writes reach HBM within it still follow whole tensors (:func:`kept`).
 * **Across kernels**, a tensor an earlier kernel of the same sequence kept (read or written) is
   resident: every read of it hits, if this kernel keeps it too (``launch(..., l2_resident=...)``).
 * **Writes** go into L2 (write-allocate) at the L2 write rate. A written tensor the L2 keeps stays
@@ -18,7 +27,10 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   byte is charged to HBM once. The chip's HBM bandwidth, shared by every core, bounds the kernel
   (``costs.kernel_cycles``).
 
-The record is a uint8 array per tracked GM input (its padded shape), carried in the core state: 0 for
+Recency's record is an int32 array per tracked input: 0 for never read, else one more than the L2's
+clock (:func:`enter`'s count of bytes that entered it, in 32-B units) just after the last read.
+
+The whole-tensor record is a uint8 array per tracked GM input (its padded shape), carried in the core state: 0 for
 an element never read, 1 read once, 2 read more than once (saturated). A read raises its window's
 elements by one and counts as hits those that reach 2, read from the updated record: deciding from
 the record after the write, not before it, is what lets XLA update it in place (a reduction of the
@@ -36,7 +48,9 @@ from jax.custom_batching import custom_vmap
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 
-RESIDENT, TRACK, STREAM = "resident", "track", "stream"
+RESIDENT, TRACK, STREAM, RECENT = "resident", "track", "stream", "recent"
+CLOCK = "@clock"  # the L2's clock in ``core.l2`` (recency): [32-B units entered, bytes over them]
+_UNIT = 5  # the clock counts 32-B units: exact remainders, 64 GiB of entries before int32 wraps
 
 
 def _keeps(hw, gm_specs) -> list[bool]:
@@ -50,12 +64,29 @@ def _keeps(hw, gm_specs) -> list[bool]:
 
 def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:
     """(name, mode) for every GM input of a launch: ``resident`` (every read hits), ``track`` (re-reads
-    hit) or ``stream`` (every read misses); from the tensors' logical bytes and L2's capacity."""
-    return tuple(
-        (s.name, (RESIDENT if s.name in resident else TRACK) if keep else STREAM)
-        for s, keep in zip(gm_specs, _keeps(hw, gm_specs))
-        if not s.output
-    )
+    hit), ``stream`` (every read misses) or, with the recency policy, ``recent`` (re-reads hit while
+    recent); from the tensors' logical bytes and L2's capacity."""
+    recency = hw.l2_policy == "recency" and hw.l2_bytes > 0
+
+    def mode(s, keep):
+        if keep and s.name in resident:
+            return RESIDENT
+        if recency and not s.l2_bypass:
+            return RECENT
+        return TRACK if keep else STREAM
+
+    return tuple((s.name, mode(s, keep)) for s, keep in zip(gm_specs, _keeps(hw, gm_specs)) if not s.output)
+
+
+def closed_form(hw, what: str) -> None:
+    """Refuse to price ``what`` in closed form under the recency policy (the emulator's only)."""
+    if hw.l2_policy != "smallest_first":
+        raise ValueError(
+            f"{what}: HardwareConfig.l2_policy={hw.l2_policy!r} is priced by the emulator only (its L2 "
+            f"decides each re-read from what entered since); the closed-form model prices "
+            f"l2_policy='smallest_first'. Run the kernel (with an explicit tiling for a conv), or use "
+            f"hw.replace(l2_policy='smallest_first')."
+        )
 
 
 def kept(hw, gm_specs) -> tuple[str, ...]:
@@ -70,10 +101,13 @@ def write_back(hw, gm_specs, name: str) -> bool:
 
 
 def init_state(ctx) -> dict:
-    """The per-tensor records of what the kernel has read (tracked inputs only)."""
-    return {
-        name: jnp.zeros(ctx.gm_spec(name).padded, jnp.uint8) for name, mode in ctx.l2_modes if mode == TRACK
-    }
+    """The per-tensor records of what the kernel has read (tracked inputs only), and the L2's clock
+    where the recency policy tracks any."""
+    dtype = {TRACK: jnp.uint8, RECENT: jnp.int32}
+    state = {name: jnp.zeros(ctx.gm_spec(name).padded, dtype[m]) for name, m in ctx.l2_modes if m in dtype}
+    if any(m == RECENT for _, m in ctx.l2_modes):
+        state[CLOCK] = jnp.zeros((2,), jnp.int32)
+    return state
 
 
 def mode_of(ctx, name: str) -> str:
@@ -94,8 +128,41 @@ def read(core, src, valid, when, nbytes):
     isz = itemsize(core.ctx.gm_spec(src.name).dtype)
     starts = jnp.stack([jnp.asarray(s, jnp.int32) for s in src.starts])
     ext = jnp.stack([jnp.asarray(v, jnp.int32) for v in valid])
-    rec, hits = touch(src.sizes)(core.l2[src.name], starts, ext, jnp.asarray(when, jnp.bool_), core.block)
+    when = jnp.asarray(when, jnp.bool_)
+    if mode == RECENT:
+        cap = core.hw.l2_bytes >> _UNIT
+        rec, clock, hits = touch_recent(src.sizes, isz, cap)(
+            core.l2[src.name], core.l2[CLOCK], starts, ext, when, core.block
+        )
+        return core.replace(l2={**core.l2, src.name: rec, CLOCK: clock}), hits * isz
+    rec, hits = touch(src.sizes)(core.l2[src.name], starts, ext, when, core.block)
     return core.replace(l2={**core.l2, src.name: rec}), hits * isz
+
+
+def enter(core, nbytes, when):
+    """``core`` with ``nbytes`` (a write into L2) counted on the L2's clock (recency only; a no-op
+    otherwise). Under ``vmap`` over the cores the clock stays one: every core's bytes are added."""
+    if CLOCK not in core.l2:
+        return core
+    n = jnp.where(jnp.asarray(when, jnp.bool_), jnp.asarray(nbytes, jnp.int32), 0)
+    return core.replace(l2={**core.l2, CLOCK: _enter(core.l2[CLOCK], n)})
+
+
+def _advance(clock, nbytes):
+    total = clock[1] + nbytes
+    return jnp.stack([clock[0] + (total >> _UNIT), total & ((1 << _UNIT) - 1)])
+
+
+@custom_vmap
+def _enter(clock, nbytes):
+    return _advance(clock, nbytes)
+
+
+@_enter.def_vmap
+def _enter_cores(axis_size, in_batched, clock, nbytes):
+    if in_batched[0]:
+        raise RuntimeError("the L2's clock became per-core; it must stay shared.")
+    return _advance(clock, jnp.sum(nbytes) if in_batched[1] else nbytes * axis_size), False
 
 
 def _window_mask(sizes, ext):
@@ -143,5 +210,51 @@ def touch(sizes):
 
         rec, hits = lax.fori_loop(0, axis_size, core_b, (rec, jnp.zeros((axis_size,), jnp.int32)))
         return (rec, hits), (False, True)
+
+    return f
+
+
+def _touch_recent_one(sizes, isz, cap):
+    def one(rec, clock, starts, ext, when, block):
+        del block
+        at = tuple(starts)
+        m = _window_mask(sizes, ext) & when
+        win = lax.dynamic_slice(rec, at, sizes)
+        hit = m & (win > 0) & (clock[0] - (win - 1) < cap)
+        hits = jnp.sum(hit, dtype=jnp.int32)
+        clock = _advance(clock, (jnp.sum(m, dtype=jnp.int32) - hits) * isz)
+        rec = lax.dynamic_update_slice(rec, jnp.where(m, clock[0] + 1, win), at)
+        return rec, clock, hits
+
+    return one
+
+
+def touch_recent(sizes, isz: int, cap: int):
+    """``f(record, clock, starts, valid extents, when, block) -> (record, clock, elements that hit)``
+    for a window of static ``sizes`` under the recency policy (``cap``: the L2 in 32-B units); an
+    element hits if read before and fewer than ``cap`` units entered since. Under ``vmap`` over the
+    cores the record and the clock stay one, updated core after core in index order."""
+    one = _touch_recent_one(tuple(sizes), isz, cap)
+    f = custom_vmap(one)
+
+    @f.def_vmap
+    def _cores(axis_size, in_batched, rec, clock, starts, ext, when, block):
+        if in_batched[0] or in_batched[1]:
+            raise RuntimeError(
+                "the L2 record became per-core; it must stay shared (select the data, not the whole core)."
+            )
+        starts, ext, when = (
+            v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))
+            for v, b in zip((starts, ext, when), in_batched[2:5])
+        )
+
+        def core_b(i, carry):
+            rec, clock, hits = carry
+            rec, clock, h = one(rec, clock, starts[i], ext[i], when[i], None)
+            return rec, clock, hits.at[i].set(h)
+
+        init = (rec, clock, jnp.zeros((axis_size,), jnp.int32))
+        rec, clock, hits = lax.fori_loop(0, axis_size, core_b, init)
+        return (rec, clock, hits), (False, False, True)
 
     return f

@@ -54,6 +54,7 @@ class Board:
         self.free = {p: z.copy() for p in PIPES}
         self.busy = {p: z.copy() for p in PIPES}
         self.flags = collections.defaultdict(lambda: z.copy())
+        l2.closed_form(hw, "a vector kernel's closed form")
         self.h = costs.HwNumbers.of(hw)
         self.ncores = ncores
         self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))

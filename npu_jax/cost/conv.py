@@ -127,6 +127,7 @@ def cycles(
             f"cost.cycles: a fused epilogue needs a conv of one super-group; {g.describe()} runs {sg}: "
             f"price the conv unfused (epi=None)."
         )
+    l2.closed_form(hw, "cost.cycles")
     pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
     L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)
@@ -280,6 +281,7 @@ def predict_many(
     the floor exceeds the best cost found; each batch gets core 0's bound, and those not above the
     best cost are costed exactly in its order. A bound never exceeds its tiling's cost (tested), so
     no tiling left out can be cheaper than the pick: the pick is the grid's cheapest."""
+    l2.closed_form(hw, "the chooser's cost model")
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     L = layer_of(g, hw.c0(itemsize(operand)))
     if every:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from npu_jax.core import l2
 from npu_jax.cost.schedule import Layer, Program, Tile, _item, _part, _prologue, _with_l2, schedule
 from npu_jax.hw.costs import HwNumbers, kernel_cycles
 from npu_jax.mapping.conv import ConvPlan
@@ -119,6 +120,7 @@ def bounds_many(plans: list[ConvPlan], layer: Layer, cores: int | None = None) -
     group, the first reader of what it fetches), usually the busiest, so the floor is near the bound."""
     if not plans:
         return []
+    l2.closed_form(plans[0].hw, "the conv's closed form")
     h = HwNumbers.of(plans[0].hw)
     out: list = [None] * len(plans)
     for chunk in _chunks(plans, cores):
@@ -204,6 +206,7 @@ def schedule_many(plans: list[ConvPlan], layer: Layer, lanes: bool = False) -> l
     the chooser does without)."""
     if not plans:
         return []
+    l2.closed_form(plans[0].hw, "the conv's closed form")
     h = HwNumbers.of(plans[0].hw)
     pr = _program(plans[0])
     out: list = [None] * len(plans)

@@ -15,6 +15,7 @@ from npu_jax.hw.limits import check_assumed, check_costs, check_range, show
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 OVERFLOW_MODES = ("inf", "saturate")
+L2_POLICIES = ("smallest_first", "recency")
 # M0 = N0: the rows (and columns) of every fractal, the unit of the L0 layouts, whatever the Cube's
 # throughput per cycle (vendor: a fractal is 16 x C0 elements; C0 = 32 B of the element type)
 FRACTAL_ROWS = 16
@@ -101,6 +102,10 @@ class HardwareConfig:
     l2_bytes: int = 192 * 1024 * 1024
     l2_read_bytes_per_cycle: float = 110.0  # l2_rate (a read that hits L2)
     l2_write_bytes_per_cycle: float | None = None  # l2 write rate; None = the read rate
+    # what a kernel's re-reads find in L2 (core/l2.py): "smallest_first" keeps whole tensors, smallest
+    # first, while they fit (every closed form prices it); "recency" keeps what was used recently (an
+    # element stays until L2-capacity bytes have entered since its last use): the emulator only
+    l2_policy: str = "smallest_first"
     l1_to_l0a_bytes_per_cycle: float = 512.0  # l1_to_l0_a_rate
     l1_to_l0b_bytes_per_cycle: float | None = None  # l1_to_l0_b_rate; None = Assumed
     l0c_to_ub_bytes_per_cycle: float = 256.0  # l0_c_to_ub_rate (coupled chips)
@@ -234,6 +239,11 @@ class HardwareConfig:
             )
         if self.vector_cores is not None:
             check_range("HardwareConfig.vector_cores", self.vector_cores)
+        if self.l2_policy not in L2_POLICIES:
+            raise ValueError(
+                f"HardwareConfig.l2_policy must be one of {L2_POLICIES}, got {self.l2_policy!r}; "
+                f"'smallest_first' is the default (every closed form prices it)."
+            )
         if self.overflow_mode not in OVERFLOW_MODES:
             raise ValueError(f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}.")
         if not isinstance(self.assumed, Assumed):

@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from npu_jax.core import l2
 from npu_jax.core.policy import Policy
 from npu_jax.cost import schedule as sched
 from npu_jax.cost.conv import layer_of as _layer_ints
@@ -114,6 +115,7 @@ def layer_of(g: ConvGeometry) -> Layer:
 def hw_of(hw: HardwareConfig) -> Hw:
     """The :class:`Hw` arrays of a :class:`HardwareConfig` (alignment is folded into the needs)."""
     check_hw(hw)
+    l2.closed_form(hw, "the tile search's cost model")
     return HwNumbers.arrays(hw)
 
 

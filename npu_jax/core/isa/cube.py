@@ -177,6 +177,7 @@ def fixpipe_gm(
     nbytes, bursts = gm_bursts(core, dst, valid)
     oob = oob + sanitize.gm_oob(core, dst)
     core, written = write_gm(core, dst, block, valid, when)
+    core = l2.enter(core, nbytes, when)  # write-allocate: the bytes enter L2 (its clock, recency)
     return Effect(
         core,
         cost=dict(m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),

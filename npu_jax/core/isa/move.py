@@ -123,6 +123,7 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     nbytes, bursts = gm_bursts(core, dst, valid)
     oob = sanitize.gm_oob(core, dst)
     core, written = write_gm(core, dst, block, valid, when)
+    core = l2.enter(core, nbytes, when)  # write-allocate: the bytes enter L2 (its clock, recency)
     return Effect(
         core,
         cost=dict(nbytes=nbytes, bursts=bursts, rate=costs.write_rate(h, core.active_cores)),

@@ -1,0 +1,166 @@
+"""The L2's recency policy (``HardwareConfig.l2_policy="recency"``): a re-read hits while fewer than the
+L2's capacity in bytes entered it since the element was last read (reads that missed, writes).
+
+Small kernels on the instruction set read and write GM windows of 16 KiB; the counters say what HBM
+moved. Where every tensor fits the two policies are the same kernel; where they do not, recency keeps
+what was used recently and the whole-tensor rule streams the tensor it cannot keep whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax.core import l2
+from npu_jax.core.buffers import Plan
+from npu_jax.core.policy import Policy
+from npu_jax.core.run import launch
+from npu_jax.core.state import Context, GmSpec
+from npu_jax.cost import relayout as relayout_cost
+from npu_jax.hw.config import Assumed, HardwareConfig
+from npu_jax.mapping.conv import ConvTiling, make_plan
+from npu_jax.workload.conv import ConvGeometry
+
+ROWS, COLS = 64, 128
+WIN = ROWS * COLS * 2  # one fp16 window: 16 KiB
+
+
+def _hw(policy="recency", **kw):
+    base = dict(
+        num_cores=4,
+        gm_bytes_per_cycle=32.0,
+        l2_bytes=3 * WIN,
+        l2_read_bytes_per_cycle=128.0,
+        assumed=Assumed(gm_burst_overhead=0, launch_us=1.0),
+        l2_policy=policy,
+    )
+    return HardwareConfig(**{**base, **kw})
+
+
+def _run(hw, x, program, *, cores=1, writes=0):
+    """Each core b reads x's row windows in ``program``'s order (a window index, or a function of b;
+    -1: write the tile ``writes`` times to y's row blocks instead). Returns the Report."""
+    plan = Plan(hw)
+    ub = plan.alloc("UB", "t", (ROWS, COLS), "fp16")
+    gm = (GmSpec("x", x.shape, x.shape, "fp16"),)
+    if writes:
+        shape = (cores * writes * ROWS, COLS)
+        gm += (GmSpec("y", shape, shape, "fp16", output=True),)
+
+    def kernel(core, b):
+        for step in program:
+            if step == -1:
+                for w in range(writes):
+                    core = core.set_flag("MTE2_MTE3", 0).wait_flag("MTE2_MTE3", 0)
+                    row = (b * writes + w) * ROWS
+                    core = core.data_copy(dst=core.gm_window("y", (row, 0), (ROWS, COLS)), src=ub[0])
+                    core = core.set_flag("MTE3_MTE2", 0).wait_flag("MTE3_MTE2", 0)
+                continue
+            w = step(b) if callable(step) else step
+            core = core.data_copy(dst=ub[0], src=core.gm_window("x", (w * ROWS, 0), (ROWS, COLS)))
+            core = core.pipe_barrier("ALL")
+        return core
+
+    ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=gm, policy=Policy(), n_cores=cores, checks="off")
+    return launch(kernel, ctx, {"x": x}, name="reads")[1]
+
+
+@pytest.fixture
+def x(rng):
+    return rng.standard_normal((8 * ROWS, COLS)).astype(np.float16)  # 8 windows: over the L2's 3
+
+
+def _fetched(rep) -> int:
+    return rep.bytes["HBM->L2"] // WIN
+
+
+@pytest.mark.parametrize(
+    "program, fetched",
+    [
+        ([0, 1, 0], 2),  # 1 window entered between the two reads of 0: it hits
+        ([0, 1, 2, 0], 3),  # 2 windows (32 KiB) entered: under the L2's 48 KiB, a hit
+        ([0, 1, 2, 3, 0], 5),  # 3 windows entered: the L2's capacity, not fewer: a miss
+        ([0, 0, 1, 2, 3, 0, 0], 5),  # the re-read that missed brings it back: the next one hits
+    ],
+)
+def test_a_reread_hits_while_fewer_bytes_than_the_l2_entered_since(x, program, fetched):
+    rep = _run(_hw(), x, program)
+    assert _fetched(rep) == fetched
+    assert rep.bytes["GM->UB"] == len(program) * WIN
+    # the whole-tensor rule cannot keep x (8 windows) whole: every read comes from HBM
+    assert _fetched(_run(_hw("smallest_first"), x, program)) == len(program)
+
+
+@pytest.mark.parametrize("l2_windows, fetched", [(3, 1), (2, 2)])
+def test_writes_enter_the_l2_and_age_what_was_read(x, l2_windows, fetched):
+    # read window 0, write two windows of y, read 0 again: 32 KiB entered, a hit in 48 KiB, not in 32 KiB
+    rep = _run(_hw(l2_bytes=l2_windows * WIN), x, [0, -1, 0], writes=2)
+    assert _fetched(rep) == fetched and rep.bytes["UB->GM"] == 2 * WIN
+
+
+def test_cores_in_lock_step_share_the_l2_and_its_clock(x):
+    # four cores read window 0 in the same instruction: one fetch; then each its own window and 0 again:
+    # between core 0's two reads of 0 the four cores brought in 4 windows, over the capacity: core 0's
+    # re-read misses, and the cores after it in the same instruction find it there
+    assert _fetched(_run(_hw(), x, [0], cores=4)) == 1
+    own = [0, lambda b: 4 + b, 0]
+    assert _fetched(_run(_hw(), x, own, cores=4)) == 1 + 4 + 1
+    assert _fetched(_run(_hw("smallest_first"), x, own, cores=4)) == 12
+
+
+def test_where_every_tensor_fits_the_two_policies_are_one_kernel(x):
+    roomy = dict(l2_bytes=x.nbytes + 8 * WIN)
+    program = [0, 1, 2, 0, -1, 3, 1, 0]
+    recent = _run(_hw(**roomy), x, program, cores=4, writes=2)
+    whole = _run(_hw("smallest_first", **roomy), x, program, cores=4, writes=2)
+    assert recent.bytes == whole.bytes and recent.cycles == whole.cycles
+    assert recent.pipe_busy == whole.pipe_busy
+
+
+def test_a_conv_too_big_for_the_l2_finds_its_recent_input_there(rng):
+    # x (72 KiB) over a 64-KiB L2: the whole-tensor rule streams it (its halo rows and its second Cout
+    # block's re-reads come from HBM again); recency finds them there. The same outputs either way
+    hw = npu_jax.presets.tiny().replace(l2_policy="recency", l2_bytes=64 * 1024)
+    x = rng.standard_normal((1, 16, 48, 48)).astype(np.float16)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
+    t = ConvTiling(ho=4, wo=32, n=16, cin1=1, k_l0=16)
+    runs = {
+        pol: npu_jax.conv2d(x, w, padding=1, hw=hw.replace(l2_policy=pol), tiling=t, strategy="img2col")
+        for pol in ("recency", "smallest_first")
+    }
+    (y_r, recent), (y_s, whole) = runs["recency"], runs["smallest_first"]
+    np.testing.assert_array_equal(np.asarray(y_r), np.asarray(y_s))
+    assert "x" not in whole.l2_kept and recent.bytes["GM->L1"] == whole.bytes["GM->L1"]
+    assert recent.bytes["HBM->L2"] < 0.75 * whole.bytes["HBM->L2"]
+    assert recent.bytes["HBM->L2"] + recent.l2_hit_bytes == whole.bytes["HBM->L2"] + whole.l2_hit_bytes
+
+
+def test_a_kernel_on_a_sequence_finds_what_the_kernel_before_kept(x):
+    # residency across kernels still follows whole tensors: x (128 KiB) kept by a 256-KiB L2
+    hw = _hw(l2_bytes=16 * WIN)
+    gm = (GmSpec("x", x.shape, x.shape, "fp16"),)
+    assert l2.modes(hw, gm, ("x",)) == (("x", l2.RESIDENT),)
+    assert l2.modes(hw, gm) == (("x", l2.RECENT),)
+    bypass = (dataclasses.replace(gm[0], l2_bypass=True),)
+    assert l2.modes(hw, bypass) == (("x", l2.STREAM),)
+    assert l2.modes(hw.replace(l2_bytes=0), gm) == (("x", l2.STREAM),)
+
+
+def test_the_closed_forms_refuse_the_recency_policy_and_name_the_fix():
+    hw = npu_jax.presets.ascend910b().replace(l2_policy="recency")
+    g = ConvGeometry(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1))
+    t = ConvTiling(ho=4, wo=4, n=16, cin1=1, k_l0=16)
+    with pytest.raises(ValueError, match=r"l2_policy='recency'.*smallest_first"):
+        npu_jax.cost.predict(make_plan(g, "img2col", t, hw))
+    with pytest.raises(ValueError, match="l2_policy"):
+        npu_jax.cost.cycles(g, t, hw)
+    with pytest.raises(ValueError, match="l2_policy"):
+        relayout_cost.predict(g, hw)
+
+
+def test_the_policy_is_checked():
+    with pytest.raises(ValueError, match=r"l2_policy must be one of .*'lru'"):
+        HardwareConfig(l2_policy="lru")
