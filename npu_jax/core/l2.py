@@ -50,7 +50,7 @@ from npu_jax.hw.formats import itemsize
 
 RESIDENT, TRACK, STREAM, RECENT = "resident", "track", "stream", "recent"
 CLOCK = "@clock"  # the L2's clock in ``core.l2`` (recency): [32-B units entered, bytes over them]
-_UNIT = 5  # the clock counts 32-B units: exact remainders, 64 GiB of entries before int32 wraps
+UNIT = 5  # the clock counts 32-B units: exact remainders, 64 GiB of entries before int32 wraps
 
 
 def _keeps(hw, gm_specs) -> list[bool]:
@@ -130,7 +130,7 @@ def read(core, src, valid, when, nbytes):
     ext = jnp.stack([jnp.asarray(v, jnp.int32) for v in valid])
     when = jnp.asarray(when, jnp.bool_)
     if mode == RECENT:
-        cap = core.hw.l2_bytes >> _UNIT
+        cap = core.hw.l2_bytes >> UNIT
         rec, clock, hits = touch_recent(src.sizes, isz, cap)(
             core.l2[src.name], core.l2[CLOCK], starts, ext, when, core.block
         )
@@ -150,7 +150,7 @@ def enter(core, nbytes, when):
 
 def _advance(clock, nbytes):
     total = clock[1] + nbytes
-    return jnp.stack([clock[0] + (total >> _UNIT), total & ((1 << _UNIT) - 1)])
+    return jnp.stack([clock[0] + (total >> UNIT), total & ((1 << UNIT) - 1)])
 
 
 @custom_vmap

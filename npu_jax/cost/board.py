@@ -54,7 +54,6 @@ class Board:
         self.free = {p: z.copy() for p in PIPES}
         self.busy = {p: z.copy() for p in PIPES}
         self.flags = collections.defaultdict(lambda: z.copy())
-        l2.closed_form(hw, "a vector kernel's closed form")
         self.h = costs.HwNumbers.of(hw)
         self.ncores = ncores
         self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))
@@ -83,7 +82,17 @@ class Board:
         L2 if the kernel before left the tensor there, ``tracked`` bytes (those some read of this
         kernel brought in before) if the L2 keeps it, none if it streams."""
         m = self.mode.get(name, l2.STREAM)
-        hits = nbytes if m == l2.RESIDENT else tracked if m == l2.TRACK else 0 * nbytes
+        hits = nbytes if m == l2.RESIDENT else tracked if m in (l2.TRACK, l2.RECENT) else 0 * nbytes
+        if m == l2.RECENT and np.any(np.where(when, tracked, 0) > 0):
+            # recency: a hit holds while fewer than the L2's bytes entered since the element's last
+            # read, bounded here by all that entered since the kernel began (core/l2.py)
+            entered = self.counts["HBM->L2"] + self.counts["UB->GM"] + int(np.where(when, nbytes, 0).sum())
+            if entered >= self.h.l2 - 2 * (1 << l2.UNIT):
+                raise ValueError(
+                    f"a vector kernel's closed form: under l2_policy='recency' its re-read of {name!r} "
+                    f"follows {entered} B entering the L2 ({int(self.h.l2)} B), which the closed form does "
+                    f"not price. Run it on the emulator, or use hw.replace(l2_policy='smallest_first')."
+                )
         self._count("GM->UB", nbytes, when)
         self._count("HBM->L2", nbytes - hits, when)
         bursts = np.where(nbytes > 0, bursts, 0)

@@ -127,7 +127,7 @@ def cycles(
             f"cost.cycles: a fused epilogue needs a conv of one super-group; {g.describe()} runs {sg}: "
             f"price the conv unfused (epi=None)."
         )
-    l2.closed_form(hw, "cost.cycles")
+    l2.closed_form(hw, "cost.cycles (traced tilings)")
     pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
     L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)
@@ -280,13 +280,14 @@ def predict_many(
     whole chip's). Tilings are taken in the order of their floor, :data:`_BATCH` at a time, until
     the floor exceeds the best cost found; each batch gets core 0's bound, and those not above the
     best cost are costed exactly in its order. A bound never exceeds its tiling's cost (tested), so
-    no tiling left out can be cheaper than the pick: the pick is the grid's cheapest."""
-    l2.closed_form(hw, "the chooser's cost model")
+    no tiling left out can be cheaper than the pick: the pick is the grid's cheapest. Under the L2's
+    recency policy a tiling the closed form cannot price (``many.recency_guard``) is never the pick:
+    it ranks after every priced one; if none is priced, the layer is refused."""
     plans = [ConvPlan(g, strategy, t, hw, operand, output, epi=epi) for t in tilings]
     L = layer_of(g, hw.c0(itemsize(operand)))
     if every:
-        sch = schedule_many(plans, L)
-        return [s["cycles"] for s in sch], [_gm_bytes(s) for s in sch]
+        sch = [_unpriced(s) for s in schedule_many(plans, L, strict=False)]
+        return _ranked([s["cycles"] for s in sch], [_gm_bytes(s) for s in sch], np.zeros(len(plans)), g, hw)
     rank = floors(plans, HwNumbers.of(hw))[:, 0]  # the best lower bound known of each tiling
     cyc, gmb = [None] * len(plans), [None] * len(plans)
     best = np.inf
@@ -302,9 +303,30 @@ def predict_many(
             sub = [int(i) for i in batch[j : j + _EXACT_BATCH] if rank[i] <= best]
             if not sub:
                 break  # in bound order: the rest of the batch costs more than the best found
-            for i, s in zip(sub, schedule_many([plans[i] for i in sub], L)):
+            for i, s in zip(sub, schedule_many([plans[i] for i in sub], L, strict=False)):
+                s = _unpriced(s)
                 cyc[i], gmb[i], best = s["cycles"], _gm_bytes(s), min(best, s["cycles"])
-    worst, big = max(x for x in cyc if x is not None), max(x for x in gmb if x is not None) + 1
-    return [worst + int(rank[i]) if x is None else x for i, x in enumerate(cyc)], [
-        big if x is None else x for x in gmb
+    return _ranked(cyc, gmb, rank, g, hw)
+
+
+_UNPRICED = 1 << 62  # the cycles and bytes of a tiling the closed form cannot price (recency)
+
+
+def _unpriced(s: dict | None) -> dict:
+    return s if s is not None else dict(cycles=_UNPRICED, gm_l1=_UNPRICED, gm_ub=0, gm_out=0)
+
+
+def _ranked(cyc, gmb, rank, g, hw):
+    """Exact figures where costed; after every one of those, the rest by their lower bound."""
+    done = [x for x in cyc if x is not None and x < _UNPRICED]
+    if not done:
+        raise ValueError(
+            f"the chooser: under l2_policy='recency' no tiling of {g.describe()} can be priced in closed "
+            f"form on {hw.name} (each may re-read data the L2 has let go). Give an explicit tiling and run "
+            f"it on the emulator, or use hw.replace(l2_policy='smallest_first')."
+        )
+    worst, big = max(done), max(x for x in gmb if x is not None and x < _UNPRICED) + 1
+    after = [worst + int(r) + (x is not None) for x, r in zip(cyc, rank)]  # unpriced: after the rest too
+    return [x if x is not None and x < _UNPRICED else a for x, a in zip(cyc, after)], [
+        big if x is None or x >= _UNPRICED else x for x in gmb
     ]

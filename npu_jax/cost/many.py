@@ -58,7 +58,14 @@ def _chunks(plans: list[ConvPlan], cores: int | None = None) -> list[list[int]]:
 def _program(p: ConvPlan) -> Program:
     sp = p.spec
     return Program(
-        p.hw.num_cores, p.hw.coupled, sp.reuse_input, sp.nc1hwc0_source, p.epi, p.operand, p.output
+        p.hw.num_cores,
+        p.hw.coupled,
+        sp.reuse_input,
+        sp.nc1hwc0_source,
+        p.epi,
+        p.operand,
+        p.output,
+        p.hw.l2_policy == "recency",
     )
 
 
@@ -120,7 +127,6 @@ def bounds_many(plans: list[ConvPlan], layer: Layer, cores: int | None = None) -
     group, the first reader of what it fetches), usually the busiest, so the floor is near the bound."""
     if not plans:
         return []
-    l2.closed_form(plans[0].hw, "the conv's closed form")
     h = HwNumbers.of(plans[0].hw)
     out: list = [None] * len(plans)
     for chunk in _chunks(plans, cores):
@@ -199,14 +205,34 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers, coupled: bool) -> list[tu
     return [(int(a), int(s)) for a, s in zip(par, ser)]
 
 
-def schedule_many(plans: list[ConvPlan], layer: Layer, lanes: bool = False) -> list[dict]:
+def recency_guard(plans: list[ConvPlan], arrs, h: HwNumbers) -> np.ndarray:
+    """Whether each plan's closed form is exact under the L2's recency policy (``core/l2.py``): its
+    re-reads all hit when fewer than the L2's bytes enter between two reads of an element, and the
+    kernel re-reads only within a span of items (the same item's cores, the next Cout block, a core's
+    next tile, the tile row above: ``(ceil(n_tw / spatial cores) + 1) x cb_per`` items, one more for
+    the order inside an item). So the bytes every core brings in (misses, counted as if every re-read
+    hit, and all writes) in the prologue and any window of that span bound every distance. A bound
+    (False where a re-read could age out), not the distance: such tilings are not priced."""
+    c, q, pro = arrs
+    entered = (c["hbm"] + c["out_bytes"])[..., 0] + q["hbm"].sum(axis=-1)  # (plans, cores, items)
+    per_item = np.cumsum(np.pad(entered.sum(axis=1), ((0, 0), (1, 0))), axis=1)
+    n_items = per_item.shape[1] - 1
+    ok = np.zeros(len(plans), bool)
+    for i, p in enumerate(plans):
+        span = min(n_items, (-(-p.n_tw // p.cores_sp) + 1) * p.cb_per + 1)
+        window = np.max(per_item[i, span:] - per_item[i, : n_items + 1 - span]) if n_items else 0
+        ok[i] = window + pro["hbm"][i].sum() < h.l2 - 2 * (1 << l2.UNIT)
+    return ok
+
+
+def schedule_many(plans: list[ConvPlan], layer: Layer, lanes: bool = False, strict: bool = True) -> list:
     """The exact schedule of every plan (see :func:`stacked_arrays` for what they share): dicts of
     ``cycles``, ``gm_l1``, ``gm_ub``, ``gm_out``, ``core_end``, ``hbm`` (bytes) (ints); with
     ``lanes``, also ``pipe_busy`` (each lane's busy cycles summed over the cores, :func:`lane_work`;
-    the chooser does without)."""
+    the chooser does without). Under the L2's recency policy a plan :func:`recency_guard` cannot
+    price is refused (``strict``) or None."""
     if not plans:
         return []
-    l2.closed_form(plans[0].hw, "the conv's closed form")
     h = HwNumbers.of(plans[0].hw)
     pr = _program(plans[0])
     out: list = [None] * len(plans)
@@ -216,7 +242,18 @@ def schedule_many(plans: list[ConvPlan], layer: Layer, lanes: bool = False) -> l
         t, d = _stack(ps, 2)
         s = schedule(pr, layer, t, d, h, np, stacked=arrs)
         busy = lane_work(*arrs, plans[0].hw.coupled) if lanes else {}
+        priced = recency_guard(ps, arrs, h) if pr.recency else np.ones(len(ps), bool)
         for k, i in enumerate(chunk):
+            if not priced[k]:
+                if strict:
+                    raise ValueError(
+                        f"the conv's closed form: under l2_policy='recency' tiling {plans[i].t} of "
+                        f"{plans[i].g.describe()} may re-read data the L2 has let go (the bytes entering "
+                        f"between two reads can reach its {plans[i].hw.l2_bytes} B), which the closed form "
+                        f"does not price. Run it on the emulator, take smaller tiles, or use "
+                        f"hw.replace(l2_policy='smallest_first')."
+                    )
+                continue
             out[i] = {
                 f: int(np.asarray(s[f]).reshape(-1)[k])
                 for f in ("cycles", "gm_l1", "gm_ub", "gm_out", "core_end", "hbm")

@@ -88,6 +88,7 @@ class Program:
     epi: EpiloguePlan | None = None
     operand: str = "fp16"
     output: str = "fp16"
+    recency: bool = False  # the L2's recency policy: every input tracked (where no re-read ages out)
 
 
 def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
@@ -129,7 +130,7 @@ def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
 def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
     """What L2 does with the launch's GM tensors (``costs.l2_keeps``, in the launch's order): ``x_res``
     (the input is resident: the relayout kernel left it), ``x_track`` / ``w_track`` / ``bias_track``
-    (re-reads hit), ``out_kept`` (the writes stay). Booleans (arrays with jax)."""
+    (re-reads hit: every input's under recency, ``many.recency_guard``), ``out_kept`` (the writes stay)."""
     isz, osz = itemsize(pr.operand), itemsize(pr.output)
     c0 = costs.k0(h, isz)
     e = pr.epi
@@ -150,11 +151,12 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
     sizes.append(L.n * L.ho * L.wo * L.k * osz)
     kept = costs.l2_keeps(h, sizes, xp)
     has_bias = e is not None and e.row is not None
+    tracked = [k | (pr.recency and h.l2 > 0) for k in kept]
     return dict(
         x_res=kept[0] & relaid,
-        x_track=kept[0],
-        w_track=kept[1],
-        bias_track=kept[2] if has_bias else False,
+        x_track=tracked[0],
+        w_track=tracked[1],
+        bias_track=tracked[2] if has_bias else False,
         out_kept=kept[-1],  # writes not charged to HBM (core/l2.py)
     )
 
@@ -193,8 +195,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
     r0, col0 = xp.clip(ih0, 0, L.h), xp.clip(iw0, 0, L.w)  # as the kernel: a window past the image is empty
     rows = xp.minimum((ho_v - 1) * L.sh + (L.kh - 1) * L.dh + 1 + ih0, L.h) - r0
     cols = xp.minimum((wo_v - 1) * L.sw + (L.kw - 1) * L.dw + 1 + iw0, L.w) - col0
-    cols_full = (col0 == 0) & (cols == L.w)
-    rows_full = (r0 == 0) & (rows == L.h)
+    cols_full, rows_full = (col0 == 0) & (cols == L.w), (r0 == 0) & (rows == L.h)
     planes = d["c1"] if pr.nc1hwc0_source else L.c  # one burst per (channel plane, row)
     chans = d["c1"] * c0 if pr.nc1hwc0_source else L.c
     x_bytes = chans * rows * cols * isz * fetch
