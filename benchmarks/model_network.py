@@ -30,8 +30,13 @@ def main() -> None:
     )
     ap.add_argument("--trace", default=None, help="Chrome trace of the last batch (fused)")
     ap.add_argument("--plot", default=None, help="per-layer time plot of the last batch (fused)")
+    ap.add_argument(
+        "--l2-policy", choices=("smallest_first", "recency"), help="the L2's rule for re-reads (the preset's)"
+    )
     args = ap.parse_args()
     hw = npu_jax.presets.get(args.preset)
+    if args.l2_policy:
+        hw = hw.replace(l2_policy=args.l2_policy)
     kwargs = {"image": args.image} if args.image else {}
     m = npu_jax.model.load(zoo.build(args.network, **kwargs))
     for b in args.batch:

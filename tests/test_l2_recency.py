@@ -13,6 +13,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_prediction_is_report
 
 import npu_jax
 from npu_jax.api.pool import pool_plan
@@ -196,6 +197,17 @@ def test_the_closed_forms_price_recency_where_they_can_and_refuse_by_name_where_
     with pytest.raises(ValueError, match=r"l2_policy='recency'.*smallest_first"):
         pool_cost.predict(plan)
     assert pool_cost.predict(pool_plan((1, 64, 56, 56), "max", 3, 2, 1, hw=npu_jax.presets.tiny())).cycles > 0
+
+
+def test_a_pool_too_big_for_the_l2_is_priced_under_recency_as_it_runs(rng):
+    # x (98 KiB) over a 64-KiB L2: the whole-tensor rule streams it, so each tile's halo row comes from
+    # HBM again; under recency it hits, and the closed form (its bound holds) is the emulator's report
+    hw = npu_jax.presets.tiny().replace(l2_bytes=64 * 1024, l2_policy="recency")
+    x = rng.standard_normal((1, 16, 56, 56)).astype(np.float16)
+    _, rep = npu_jax.pool2d(x, "max", 3, 2, 1, hw=hw)
+    assert_prediction_is_report(pool_cost.predict(pool_plan(x.shape, "max", 3, 2, 1, hw=hw)), rep)
+    whole = pool_cost.predict(pool_plan(x.shape, "max", 3, 2, 1, hw=hw.replace(l2_policy="smallest_first")))
+    assert rep.hbm_bytes < whole.hbm_bytes
 
 
 def test_the_policy_is_checked():

@@ -9,15 +9,17 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   the SPMD program: cores run the same instructions in lock step, so an instruction's reads come
   after every read of earlier instructions, and, within one instruction, core ``b``'s after those of
   cores ``< b`` (:func:`touch` keeps one record for all cores for this: the cores share it).
-* **Recency instead** (``HardwareConfig.l2_policy="recency"``; the emulator only, no closed form
-  prices it): every cached input is tracked, and a read of an element hits if some core read it
+* **Recency instead** (``HardwareConfig.l2_policy="recency"``): every cached input is tracked, and a read of an element hits if some core read it
   before and fewer than the L2's capacity in bytes entered the L2 since that read (a read's misses
   and every write enter it: :func:`enter`). What was used recently stays, whatever tensor it
   belongs to: a matmul's B re-read by every row block hits while B and the rows in use fit, where
   the whole-tensor rule keeps A and streams B. Counting what entered, not the distinct data touched,
   is LRU wherever the data re-read in between was itself brought in since (cyclic walks: the chip's
   kernels); it is kinder than LRU where older data is hit in between. What a kernel leaves in L2
-  and whether its writes reach HBM within it still follow whole tensors (:func:`kept`).
+  and whether its writes reach HBM within it still follow whole tensors (:func:`kept`). The closed
+  forms price recency as "every re-read hits" where a bound on the bytes entering between two reads
+  of an element stays under the capacity (``cost.many.recency_guard``, ``cost.board.Board.read``),
+  and refuse it by name elsewhere.
 * **Across kernels**, a tensor an earlier kernel of the same sequence kept (read or written) is
   resident: every read of it hits, if this kernel keeps it too (``launch(..., l2_resident=...)``).
 * **Writes** go into L2 (write-allocate) at the L2 write rate. A written tensor the L2 keeps stays
@@ -79,13 +81,13 @@ def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:
 
 
 def closed_form(hw, what: str) -> None:
-    """Refuse to price ``what`` in closed form under the recency policy (the emulator's only)."""
+    """Refuse ``what`` (a cost over traced tilings, which cannot check the recency bound) under the
+    recency policy."""
     if hw.l2_policy != "smallest_first":
         raise ValueError(
-            f"{what}: HardwareConfig.l2_policy={hw.l2_policy!r} is priced by the emulator only (its L2 "
-            f"decides each re-read from what entered since); the closed-form model prices "
-            f"l2_policy='smallest_first'. Run the kernel (with an explicit tiling for a conv), or use "
-            f"hw.replace(l2_policy='smallest_first')."
+            f"{what}: HardwareConfig.l2_policy={hw.l2_policy!r} is not priced over traced tilings (the bound "
+            f"that no re-read ages out is checked per tiling: cost.predict does); use "
+            f"hw.replace(l2_policy='smallest_first') here."
         )
 
 

@@ -60,6 +60,7 @@ class Board:
         self.outputs = {s.name: l2.write_back(hw, tuple(gm), s.name) for s in gm if s.output}  # charged?
         self.rate, self.wrate = costs.gm_rate(self.h, ncores), costs.write_rate(self.h, ncores)
         self.counts: collections.Counter = collections.Counter()
+        self.starts = collections.defaultdict(list)  # per GM input: bytes entered L2 before each read
 
     def run(self, pipe: str, cycles, when=True):
         c = np.where(when, np.asarray(cycles, np.int64), 0)
@@ -77,21 +78,26 @@ class Board:
     def _count(self, path: str, amount, when):
         self.counts[path] += int(np.where(when, amount, 0).sum())
 
-    def read(self, name: str, nbytes, bursts, tracked=0, when=True):
+    def read(self, name: str, nbytes, bursts, tracked=0, when=True, back: int | None = None):
         """DataCopy GM -> UB (MTE2) of ``nbytes`` of GM tensor ``name`` in ``bursts``: all of it hits
         L2 if the kernel before left the tensor there, ``tracked`` bytes (those some read of this
-        kernel brought in before) if the L2 keeps it, none if it streams."""
+        kernel brought in before) if the L2 keeps it (or, under recency, tracks it), none if it
+        streams. ``back``: how many reads of ``name`` ago (this one: 0) the tracked bytes were last
+        read at the earliest (None: any time since the kernel began)."""
         m = self.mode.get(name, l2.STREAM)
         hits = nbytes if m == l2.RESIDENT else tracked if m in (l2.TRACK, l2.RECENT) else 0 * nbytes
+        starts = self.starts[name]
+        starts.append(self.counts["HBM->L2"] + self.counts["UB->GM"])  # bytes entered before this read
         if m == l2.RECENT and np.any(np.where(when, tracked, 0) > 0):
             # recency: a hit holds while fewer than the L2's bytes entered since the element's last
-            # read, bounded here by all that entered since the kernel began (core/l2.py)
-            entered = self.counts["HBM->L2"] + self.counts["UB->GM"] + int(np.where(when, nbytes, 0).sum())
+            # read (core/l2.py): bounded by all that entered from that read's start to this one's end
+            first = starts[-1 - back] if back is not None and back < len(starts) else 0
+            entered = starts[-1] + int(np.where(when, nbytes, 0).sum()) - first
             if entered >= self.h.l2 - 2 * (1 << l2.UNIT):
                 raise ValueError(
-                    f"a vector kernel's closed form: under l2_policy='recency' its re-read of {name!r} "
-                    f"follows {entered} B entering the L2 ({int(self.h.l2)} B), which the closed form does "
-                    f"not price. Run it on the emulator, or use hw.replace(l2_policy='smallest_first')."
+                    f"a vector kernel's closed form: under l2_policy='recency' a re-read of {name!r} "
+                    f"may follow {entered} B entering the L2 ({int(self.h.l2)} B), which the closed form "
+                    f"does not price. Run it on the emulator, or use hw.replace(l2_policy='smallest_first')."
                 )
         self._count("GM->UB", nbytes, when)
         self._count("HBM->L2", nbytes - hits, when)

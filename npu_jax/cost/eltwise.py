@@ -44,7 +44,7 @@ def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredi
 
     if e.has("bias"):  # every channel's bias, once per core: the cores after the first hit a kept row
         nb = np.full(ncores, p.cols * isz_v)
-        bd.read("bias", nb, 1, np.where(b > 0, nb, 0))
+        bd.read("bias", nb, 1, np.where(b > 0, nb, 0), back=0)  # the cores before, in this read
         bd.set("MTE2_V", 0)
         bd.wait("MTE2_V", 0)
     queues = [("V_MTE2", 0)] + ([("V_MTE2", 2)] if e.has("residual") else []) + [("MTE3_V", 0)]

@@ -67,12 +67,13 @@ def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredicti
         bd.wait("V_MTE2", e, live)
         nb = rows * row_bytes
         whole = (lo == 0) & (rows == g.h)  # whole planes: the C1 blocks are one contiguous burst
-        bd.read("x", nb, np.where(whole, 1, ncb), again * row_bytes, live)
+        bd.read("x", nb, np.where(whole, 1, ncb), again * row_bytes, live, back=1)  # the previous tile's
         bd.set("MTE2_V", e, live)
         if has_rcp:
             bd.wait("V_MTE2", STAGES + e, live)
             nb = cnt * isz_out
-            bd.read("rcp", nb, 1, np.where(plane > 0, nb, 0), live)
+            # the same tile of the plane before: n_t items, at most ceil(n_t / cores) reads back
+            bd.read("rcp", nb, 1, np.where(plane > 0, nb, 0), live, back=-(-p.n_t // ncores))
             bd.set("MTE2_V", STAGES + e, live)
         # Compute
         bd.wait("MTE2_V", e, live)

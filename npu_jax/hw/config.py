@@ -103,8 +103,8 @@ class HardwareConfig:
     l2_read_bytes_per_cycle: float = 110.0  # l2_rate (a read that hits L2)
     l2_write_bytes_per_cycle: float | None = None  # l2 write rate; None = the read rate
     # what a kernel's re-reads find in L2 (core/l2.py): "smallest_first" keeps whole tensors, smallest
-    # first, while they fit (every closed form prices it); "recency" keeps what was used recently (an
-    # element stays until L2-capacity bytes have entered since its last use): the emulator only
+    # first, while they fit; "recency" keeps what was used recently (an element stays until L2-capacity
+    # bytes have entered since its last use; the closed forms price it where a bound says none ages out)
     l2_policy: str = "smallest_first"
     l1_to_l0a_bytes_per_cycle: float = 512.0  # l1_to_l0_a_rate
     l1_to_l0b_bytes_per_cycle: float | None = None  # l1_to_l0_b_rate; None = Assumed
@@ -242,7 +242,7 @@ class HardwareConfig:
         if self.l2_policy not in L2_POLICIES:
             raise ValueError(
                 f"HardwareConfig.l2_policy must be one of {L2_POLICIES}, got {self.l2_policy!r}; "
-                f"'smallest_first' is the default (every closed form prices it)."
+                f"'smallest_first' is the default."
             )
         if self.overflow_mode not in OVERFLOW_MODES:
             raise ValueError(f"overflow_mode must be one of {OVERFLOW_MODES}, got {self.overflow_mode!r}.")
