@@ -159,3 +159,20 @@ def test_exact_is_the_default():
     blocks = -(-m // hw.cube_m) * -(-n // hw.cube_n) * -(-k // costs.k0(h, ISZ))
     assert costs.mmad(h, m, n, k, ISZ) == h.mmad_su + blocks
     assert costs.vector(h, 0) == 0 and float(costs.vector(h, jnp.float32(0), arith=SMOOTH)) == h.vec_su
+
+
+def test_a_dma_moves_at_most_one_row_per_its_row_cycles():
+    # the row rate: a copy of many short rows takes rows x row cycles where that is longer than its bytes'
+    # time, and its bytes' time otherwise; the gap per burst comes on top; 0 is no limit (every preset
+    # but the 910B1)
+    hw = npu_jax.presets.ascend910b()
+    h = HwNumbers.of(hw)._replace(row=4, burst=0)
+    l2 = h.l2_read  # 110 B/cycle from L2
+    short, long_ = 64 * 128, 64 * 2048  # 64 rows of 128 B (rows bind), of 2 KB (bytes bind)
+    assert costs.dma_in(h, short, 64, 32.0, hit_bytes=short) == h.mte2_su + 64 * 4
+    assert costs.dma_in(h, long_, 64, 32.0, hit_bytes=long_) == h.mte2_su + int(np.ceil(long_ / l2))
+    assert costs.dma_in(h._replace(burst=2), short, 64, 32.0, short) == h.mte2_su + 64 * 4 + 63 * 2
+    assert costs.dma_out(h, short, 64, 32.0) == h.mte3_su + max(64 * 4, short // 32)
+    none = h._replace(row=0)
+    assert costs.dma_in(none, short, 64, 32.0, hit_bytes=short) == h.mte2_su + int(np.ceil(short / l2))
+    assert npu_jax.presets.ascend910b().assumed.dma_row_cycles == 0

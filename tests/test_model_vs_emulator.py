@@ -72,6 +72,7 @@ def random_hw(rng) -> HardwareConfig:
             fixpipe_startup=int(rng.integers(1, 40)),
             vector_startup=int(rng.integers(1, 20)),
             gm_burst_overhead=int(rng.integers(0, 9)),
+            dma_row_cycles=int(pick(0, 0, 2, 5)),  # the DMA's row rate: off, or binding short rows
             fixpipe_bytes_per_cycle=float(pick(32, 64, 128)),
         ),
     )

@@ -37,6 +37,9 @@ class Assumed:
     fixpipe_startup: int = 16  # L0C -> GM/L1 with conversion
     vector_startup: int = 8  # one vector instruction's issue (22 on the arch-2201 presets: calibrated)
     gm_burst_overhead: int = 4  # extra cycles per discontiguous GM burst (row of a strided window)
+    # a GM DMA moves at most one row (burst) per this many cycles, its bytes' time or this, the longer
+    # (0: no such limit; the 910B1's is calibrated, docs/fidelity.md)
+    dma_row_cycles: int = 0
     fixpipe_bytes_per_cycle: float = 64.0  # 910B Fixpipe L0C read rate; unpublished
     l1_to_l0b_bytes_per_cycle: float = 256.0  # 910B figure unpublished; 310P's value
     ub_to_gm_bytes_per_cycle: float = 32.0  # 910B figure unpublished; ddr_rate

@@ -60,6 +60,7 @@ class HwNumbers(NamedTuple):
     fix_su: int
     vec_su: int
     burst: int  # extra cycles per discontiguous GM burst
+    row: int  # a GM DMA's fewest cycles per row (burst): it moves at most one row this often (0: no limit)
     cube_m: int  # Cube rows / cols per cycle
     cube_n: int
     cube_k_bytes: int  # one fractal row in bytes: K0 = cube_k_bytes / itemsize
@@ -97,6 +98,7 @@ class HwNumbers(NamedTuple):
             fix_su=int(a.fixpipe_startup),
             vec_su=int(a.vector_startup),
             burst=int(a.gm_burst_overhead),
+            row=int(a.dma_row_cycles),
             cube_m=hw.cube_m,
             cube_n=hw.cube_n,
             cube_k_bytes=hw.cube_k_bytes,
@@ -266,22 +268,27 @@ def gm_rate(h: HwNumbers, active_cores) -> Rate:
 
 # ---- the rules -----------------------------------------------------------------------------------
 # Each takes ``arith`` (keyword, :data:`EXACT` by default): the arithmetic its ceilings are done in.
+def _rows(h: HwNumbers, move, bursts, xp):
+    """A GM DMA's transfer: its bytes' time ``move``, or one row (burst) per ``h.row`` cycles where that
+    is longer (the DMA's row rate), then a gap per discontiguous burst after the first."""
+    return xp.maximum(move, bursts * h.row) + xp.maximum(bursts - 1, 0) * h.burst
+
+
 def dma(h: HwNumbers, nbytes, bursts, rate, startup, *, arith: Arith = EXACT):
-    """A DMA between GM and a core (DataCopy on MTE2 / MTE3): start-up, bytes at ``rate``, and a gap
-    per discontiguous burst after the first."""
+    """A DMA between GM and a core (DataCopy on MTE2 / MTE3): start-up, then bytes at ``rate`` (at most
+    a row per ``h.row`` cycles) and a gap per discontiguous burst after the first."""
     xp = _xp(nbytes, bursts, *_num_den(rate))
-    gaps = xp.maximum(bursts - 1, 0) * h.burst
-    return arith.when_nonzero(nbytes, startup + arith.ceil_rate(nbytes, rate) + gaps)
+    return arith.when_nonzero(nbytes, startup + _rows(h, arith.ceil_rate(nbytes, rate), bursts, xp))
 
 
 def dma_in(h: HwNumbers, nbytes, bursts, rate, hit_bytes=0, *, arith: Arith = EXACT):
     """DataCopy GM -> L1 / UB (MTE2): of its ``nbytes``, the ``hit_bytes`` already in L2 move at the
     L2 read rate, the rest (misses, brought in from HBM) at ``rate``, the core's share of HBM
-    (:func:`gm_rate`); plus the start-up and a gap per discontiguous burst after the first."""
+    (:func:`gm_rate`), at most a row per ``h.row`` cycles; plus the start-up and a gap per
+    discontiguous burst after the first."""
     xp = _xp(nbytes, bursts, hit_bytes, *_num_den(rate))
-    gaps = xp.maximum(bursts - 1, 0) * h.burst
     move = arith.ceil_rate(nbytes - hit_bytes, rate) + arith.ceil_rate(hit_bytes, h.l2_read)
-    return arith.when_nonzero(nbytes, h.mte2_su + move + gaps)
+    return arith.when_nonzero(nbytes, h.mte2_su + _rows(h, move, bursts, xp))
 
 
 def write_rate(h: HwNumbers, active_cores):
@@ -356,9 +363,8 @@ def l0c_bytes(m, n, *, arith: Arith = EXACT):
 def fixpipe_gm(h: HwNumbers, m, n, out_bytes, bursts, rate, *, arith: Arith = EXACT):
     """Fixpipe L0C -> GM (FIX): reading L0C and writing GM overlap; the slower sets the time."""
     xp = _xp(m, n, out_bytes, bursts, *_num_den(rate))
-    gaps = xp.maximum(bursts - 1, 0) * h.burst
     read = arith.ceil_rate(l0c_bytes(m, n, arith=arith), h.fix_rate)
-    write = arith.ceil_rate(out_bytes, rate) + gaps
+    write = _rows(h, arith.ceil_rate(out_bytes, rate), bursts, xp)
     return arith.when_nonzero(out_bytes, h.fix_su + xp.maximum(read, write))
 
 

@@ -83,7 +83,7 @@ def _range_key(name: str) -> str | None:
         return "rate"
     if name.endswith(("_bytes", "_align")) or name in ("cube_m", "cube_n"):
         return "size"
-    if name.endswith(("_startup", "_overhead")):
+    if name.endswith(("_startup", "_overhead", "_row_cycles")):
         return "startup"
     return None
 
@@ -178,7 +178,8 @@ def check_costs(hw, fractal_rows: int, l0c_itemsize: int) -> None:
     chip_binds = gm_share < hw.gm_bytes_per_cycle
     for what, nbytes, rate, startup, gaps, knob in transfers:
         cyc = _rate_cycles(nbytes, rate)
-        total = startup + cyc + (nbytes // _MIN_ITEMSIZE) * burst * gaps
+        rows = (nbytes // _MIN_ITEMSIZE) * gaps  # a burst per element at most
+        total = startup + max(cyc, rows * a.dma_row_cycles) + rows * burst
         if cyc >= TRANSFER_CYCLES_MAX or total > INSTRUCTION_CYCLES_MAX:
             need = nbytes / (TRANSFER_CYCLES_MAX - 1)
             if chip_binds and rate == gm_share:
