@@ -294,11 +294,15 @@ def test_the_basic_api_matmul_port_computes_the_product(scenario):
 
 @pytest.mark.slow
 def test_the_matmul_ladder_at_the_published_size():
-    # cases 3-5 timing-only at 8192^3 on 24 cores: the steps the vendor measured as more than 5% (3 -> 4 MDL
-    # -59%, 4 -> 5 L1 depth -17.5%) move the same way. Their Task Durations are 1.3-1.5x the published: a
-    # copy's rows cost 4 cycles each (assumed; docs/fidelity.md)
-    emu = {c: vendor_kernels.emulate("matmul_high_performance", c, HW) for c in (3, 4, 5)}
-    assert emu[4]["task_us"] < 0.95 * emu[3]["task_us"] and emu[5]["task_us"] < 0.95 * emu[4]["task_us"]
+    # cases 3 and 5 timing-only at 8192^3 on 24 cores (the preset: recency, the row rate): MDL and the L1
+    # depth between them (the vendor: -59% and -17.5%, -66% together) take the NORM template's MTE2-bound
+    # case to the Cube, and both Task Durations are within [0.8, 1.25]x of the published (0.81, 1.01)
+    emu = {c: vendor_kernels.emulate("matmul_high_performance", c, HW) for c in (3, 5)}
+    assert emu[5]["task_us"] < 0.5 * emu[3]["task_us"]
+    assert emu[3]["bottleneck"] == "MTE2" and emu[5]["bottleneck"] == "CUBE"
+    for c in emu:
+        ratio = emu[c]["task_us"] / vendor_kernels.PUBLISHED["matmul_high_performance", c]["task_us"]
+        assert 0.8 <= ratio <= 1.25, (c, ratio)
     # the Cube's own time: one 16 x 16 x 16 block a cycle plus each Mmad's start-up, on a full core's
     # 2048 x 1536 x 8192 (the vendor's theory, 3022.92 us, is the average over its 24 uneven cores)
     full_core_us = 2048 * 1536 * 8192 / 16**3 / (HW.clock_ghz * 1e3)
