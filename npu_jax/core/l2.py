@@ -9,9 +9,9 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   the SPMD program: cores run the same instructions in lock step, so an instruction's reads come
   after every read of earlier instructions, and, within one instruction, core ``b``'s after those of
   cores ``< b`` (:func:`touch` keeps one record for all cores for this: the cores share it).
-* **Recency instead** (``HardwareConfig.l2_policy="recency"``): every cached input is tracked, and a read of an element hits if some core read it
-  before and fewer than the L2's capacity in bytes entered the L2 since that read (a read's misses
-  and every write enter it: :func:`enter`). What was used recently stays, whatever tensor it
+* **Recency instead** (``HardwareConfig.l2_policy="recency"``): every cached input is tracked, and a
+  read of an element hits if some core read it before and fewer than the L2's capacity in bytes
+  entered the L2 since that read (a read's misses and every write enter it: :func:`enter`). What was used recently stays, whatever tensor it
   belongs to: a matmul's B re-read by every row block hits while B and the rows in use fit, where
   the whole-tensor rule keeps A and streams B. Counting what entered, not the distinct data touched,
   is LRU wherever the data re-read in between was itself brought in since (cyclic walks: the chip's
@@ -32,11 +32,14 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
 Recency's record is an int32 array per tracked input: 0 for never read, else one more than the L2's
 clock (:func:`enter`'s count of bytes that entered it, in 32-B units) just after the last read.
 
-The whole-tensor record is a uint8 array per tracked GM input (its padded shape), carried in the core state: 0 for
-an element never read, 1 read once, 2 read more than once (saturated). A read raises its window's
-elements by one and counts as hits those that reach 2, read from the updated record: deciding from
-the record after the write, not before it, is what lets XLA update it in place (a reduction of the
-window read before the write makes it copy the whole record on every read of every core).
+The whole-tensor record is a uint8 array per tracked GM input (its padded shape), carried in the
+core state: 0 for an element never read, 1 read once, 2 read more than once (saturated). A read
+raises its window's elements by one and counts as hits those that reach 2, read from the updated
+record: deciding from the record after the write, not before it, is what lets XLA update it in place
+(a reduction of the window read before the write makes it copy the whole record on every read of
+every core). Recency's decision depends on the stamps before the write, but its new stamps depend on
+that decision (through the clock), so XLA orders the read before the write and updates in place too
+(the 8192^3 matmul's two 256-MB records: 120-340 s a case, as the whole-tensor rule's).
 """
 
 from __future__ import annotations
