@@ -10,6 +10,7 @@ import argparse
 import time
 
 import npu_jax
+from npu_jax.hw.config import L2_POLICIES
 from npu_jax.model import fusion_saving, zoo
 from npu_jax.model.breakdown import breakdown
 from npu_jax.model.kernels import Setting
@@ -30,9 +31,7 @@ def main() -> None:
     )
     ap.add_argument("--trace", default=None, help="Chrome trace of the last batch (fused)")
     ap.add_argument("--plot", default=None, help="per-layer time plot of the last batch (fused)")
-    ap.add_argument(
-        "--l2-policy", choices=("smallest_first", "recency"), help="the L2's rule for re-reads (the preset's)"
-    )
+    ap.add_argument("--l2-policy", choices=L2_POLICIES, help="the L2's rule for re-reads (the preset's)")
     args = ap.parse_args()
     hw = npu_jax.presets.get(args.preset)
     if args.l2_policy:

@@ -37,6 +37,7 @@ import vendor_matmul  # noqa: E402
 import vendor_matmul_basic  # noqa: E402
 
 import npu_jax  # noqa: E402
+from npu_jax.hw.config import L2_POLICIES  # noqa: E402
 
 # (kernel, case) -> published Task Duration and per-pipe times (us), by msprof's names. data_copy case 3
 # is the one figure a constant was calibrated from (Assumed.hbm_sustained of the 910B1): it checks the
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     ap.add_argument(
         "--l2-policy",
-        choices=("smallest_first", "recency"),
+        choices=L2_POLICIES,
         help="the L2's rule for re-reads (HardwareConfig.l2_policy; default the preset's, recency)",
     )
     args = ap.parse_args(argv)

@@ -11,15 +11,15 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   cores ``< b`` (:func:`touch` keeps one record for all cores for this: the cores share it).
 * **Recency instead** (``HardwareConfig.l2_policy="recency"``): every cached input is tracked, and a
   read of an element hits if some core read it before and fewer than the L2's capacity in bytes
-  entered the L2 since that read (a read's misses and every write enter it: :func:`enter`). What was used recently stays, whatever tensor it
-  belongs to: a matmul's B re-read by every row block hits while B and the rows in use fit, where
-  the whole-tensor rule keeps A and streams B. Counting what entered, not the distinct data touched,
+  entered the L2 since that read (a read's misses and every write enter it: :func:`enter`). What
+  was used recently stays, whatever tensor it belongs to: a matmul's B re-read by every row block
+  hits while B and the rows in use fit, where the whole-tensor rule keeps A and streams B. Counting what entered, not the distinct data touched,
   is LRU wherever the data re-read in between was itself brought in since (cyclic walks: the chip's
   kernels); it is kinder than LRU where older data is hit in between. What a kernel leaves in L2
   and whether its writes reach HBM within it still follow whole tensors (:func:`kept`). The closed
   forms price recency as "every re-read hits" where a bound on the bytes entering between two reads
   of an element stays under the capacity (``cost.many.recency_guard``, ``cost.board.Board.read``),
-  and refuse it by name elsewhere.
+  and refuse it by name elsewhere; costs over traced tilings refuse it (:func:`refuse_traced`).
 * **Across kernels**, a tensor an earlier kernel of the same sequence kept (read or written) is
   resident: every read of it hits, if this kernel keeps it too (``launch(..., l2_resident=...)``).
 * **Writes** go into L2 (write-allocate) at the L2 write rate. A written tensor the L2 keeps stays
@@ -83,7 +83,7 @@ def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:
     return tuple((s.name, mode(s, keep)) for s, keep in zip(gm_specs, _keeps(hw, gm_specs)) if not s.output)
 
 
-def closed_form(hw, what: str) -> None:
+def refuse_traced(hw, what: str) -> None:
     """Refuse ``what`` (a cost over traced tilings, which cannot check the recency bound) under the
     recency policy."""
     if hw.l2_policy != "smallest_first":
@@ -190,33 +190,37 @@ def _touch_one(sizes):
     return one
 
 
-def touch(sizes):
-    """``f(record, starts, valid extents, when, block) -> (record, elements that hit)`` for a window
-    of static ``sizes``. Under ``vmap`` over the cores (``block`` batched) the record stays one for
-    all cores, updated core after core in index order; outside it, one core's."""
-    one = _touch_one(tuple(sizes))
+def _over_cores(one, shared: int):
+    """``one(*state, starts, valid extents, when, block) -> (*state, hits)``, custom-vmapped: under
+    ``vmap`` over the cores (``block`` batched) its first ``shared`` arguments (the record, the clock)
+    stay one for all cores, updated core after core in index order; outside it, one core's."""
     f = custom_vmap(one)
 
     @f.def_vmap
-    def _cores(axis_size, in_batched, rec, starts, ext, when, block):
-        rec_b, starts_b, ext_b, when_b, _ = in_batched
-        if rec_b:
+    def _cores(axis_size, in_batched, *args):
+        if any(in_batched[:shared]):
             raise RuntimeError(
                 "the L2 record became per-core; it must stay shared (select the data, not the whole core)."
             )
-        starts = starts if starts_b else jnp.broadcast_to(starts, (axis_size,) + starts.shape)
-        ext = ext if ext_b else jnp.broadcast_to(ext, (axis_size,) + ext.shape)
-        when = when if when_b else jnp.broadcast_to(when, (axis_size,))
+        starts, ext, when = (
+            v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))
+            for v, b in zip(args[shared : shared + 3], in_batched[shared : shared + 3])
+        )
 
         def core_b(i, carry):
-            rec, hits = carry
-            rec, h = one(rec, starts[i], ext[i], when[i], None)
-            return rec, hits.at[i].set(h)
+            *state, h = one(*carry[:-1], starts[i], ext[i], when[i], None)
+            return (*state, carry[-1].at[i].set(h))
 
-        rec, hits = lax.fori_loop(0, axis_size, core_b, (rec, jnp.zeros((axis_size,), jnp.int32)))
-        return (rec, hits), (False, True)
+        init = (*args[:shared], jnp.zeros((axis_size,), jnp.int32))
+        return lax.fori_loop(0, axis_size, core_b, init), (False,) * shared + (True,)
 
     return f
+
+
+def touch(sizes):
+    """``f(record, starts, valid extents, when, block) -> (record, elements that hit)`` for a window
+    of static ``sizes``; the record shared by the cores (:func:`_over_cores`)."""
+    return _over_cores(_touch_one(tuple(sizes)), 1)
 
 
 def _touch_recent_one(sizes, isz, cap):
@@ -237,29 +241,6 @@ def _touch_recent_one(sizes, isz, cap):
 def touch_recent(sizes, isz: int, cap: int):
     """``f(record, clock, starts, valid extents, when, block) -> (record, clock, elements that hit)``
     for a window of static ``sizes`` under the recency policy (``cap``: the L2 in 32-B units); an
-    element hits if read before and fewer than ``cap`` units entered since. Under ``vmap`` over the
-    cores the record and the clock stay one, updated core after core in index order."""
-    one = _touch_recent_one(tuple(sizes), isz, cap)
-    f = custom_vmap(one)
-
-    @f.def_vmap
-    def _cores(axis_size, in_batched, rec, clock, starts, ext, when, block):
-        if in_batched[0] or in_batched[1]:
-            raise RuntimeError(
-                "the L2 record became per-core; it must stay shared (select the data, not the whole core)."
-            )
-        starts, ext, when = (
-            v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))
-            for v, b in zip((starts, ext, when), in_batched[2:5])
-        )
-
-        def core_b(i, carry):
-            rec, clock, hits = carry
-            rec, clock, h = one(rec, clock, starts[i], ext[i], when[i], None)
-            return rec, clock, hits.at[i].set(h)
-
-        init = (rec, clock, jnp.zeros((axis_size,), jnp.int32))
-        rec, clock, hits = lax.fori_loop(0, axis_size, core_b, init)
-        return (rec, clock, hits), (False, False, True)
-
-    return f
+    element hits if read before and fewer than ``cap`` units entered since. The record and the clock
+    are shared by the cores (:func:`_over_cores`)."""
+    return _over_cores(_touch_recent_one(tuple(sizes), isz, cap), 2)

@@ -127,7 +127,7 @@ def cycles(
             f"cost.cycles: a fused epilogue needs a conv of one super-group; {g.describe()} runs {sg}: "
             f"price the conv unfused (epi=None)."
         )
-    l2.closed_form(hw, "cost.cycles (traced tilings)")
+    l2.refuse_traced(hw, "cost.cycles (traced tilings)")
     pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
     L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)

@@ -115,7 +115,7 @@ def layer_of(g: ConvGeometry) -> Layer:
 def hw_of(hw: HardwareConfig) -> Hw:
     """The :class:`Hw` arrays of a :class:`HardwareConfig` (alignment is folded into the needs)."""
     check_hw(hw)
-    l2.closed_form(hw, "the tile search's cost model")
+    l2.refuse_traced(hw, "the tile search's cost model")
     return HwNumbers.arrays(hw)
 
 
