@@ -211,8 +211,9 @@ def recency_guard(plans: list[ConvPlan], arrs, h: HwNumbers) -> np.ndarray:
     kernel re-reads only within a span of items (the same item's cores, the next Cout block, a core's
     next tile, the tile row above: ``(ceil(n_tw / spatial cores) + 1) x cb_per`` items, one more for
     the order inside an item). So the bytes every core brings in (misses, counted as if every re-read
-    hit, and all writes) in the prologue and any window of that span bound every distance. A bound
-    (False where a re-read could age out), not the distance: such tilings are not priced."""
+    hit, and all writes; the writes of an output the L2 does not keep twice, which only loosens it) in
+    the prologue and any window of that span bound every distance. A bound (False where a re-read
+    could age out), not the distance: such tilings are not priced."""
     c, q, pro = arrs
     entered = (c["hbm"] + c["out_bytes"])[..., 0] + q["hbm"].sum(axis=-1)  # (plans, cores, items)
     per_item = np.cumsum(np.pad(entered.sum(axis=1), ((0, 0), (1, 0))), axis=1)
