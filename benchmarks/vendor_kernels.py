@@ -10,7 +10,8 @@ the port in ``examples/asc/`` and prints the published figure, the emulated one 
 (Every case by default: the data_copy and add rows take seconds, the matmul rows 1.5-5 min each and
 matmul case 0, 2.1 M Mmads on one core, about 13 min on a 2-core machine.)
 
-Kernels: data_copy (GM -> UB block granularity, scenarios 1-3, the calibration figure; L2 reuse, 5-6),
+Kernels: data_copy (GM -> UB block granularity, scenarios 1-3, the calibration figure; L2 reuse, 5-6;
+the same-address pair, 7-8), data_copy_l1 (GM -> L1: block granularity 1-2, L2 reuse 4-5, same address 6-7),
 add_high_performance (cases 1-6), matmul_high_performance (cases 0-8; ``matmul:8``) and
 matmul_basic_api_high_performance (scenarios 1-2; ``mmad:2``). Emulated per-pipe times are a pipe's busy cycles summed over the launched cores, divided by the
 cores and the clock (msprof's ``aiv_*_time`` / ``aic_*_time`` are the same average); ``aicore`` is the
@@ -49,6 +50,16 @@ PUBLISHED = {
     # the L2 reuse pair: the matrix 4 times over, and 4 slices each 4 times (aiv_time, msprof's L2 hit rate)
     ("data_copy", 5): dict(task_us=828.06, aicore=816.05, l2_hit_ratio=0.00005),
     ("data_copy", 6): dict(task_us=365.74, aicore=354.56, l2_hit_ratio=0.75),
+    # the same-address pair: a [6144, 512] matrix read whole by every core past L2, same order / staggered
+    ("data_copy", 7): dict(task_us=539.42, aiv_mte2=474.717),
+    ("data_copy", 8): dict(task_us=328.88, aiv_mte2=307.38),
+    # GM -> L1 (24 AIC, ND -> NZ copies): block granularity 1-2, L2 reuse 4-5, the same-address pair 6-7
+    ("data_copy_l1", 1): dict(task_us=300.7, aic_mte2=283.508),
+    ("data_copy_l1", 2): dict(task_us=230.24, aic_mte2=214.519),
+    ("data_copy_l1", 4): dict(task_us=899.34, aicore=872.19, l2_hit_ratio=0.00006),
+    ("data_copy_l1", 5): dict(task_us=414.96, aicore=397.8, l2_hit_ratio=0.75),
+    ("data_copy_l1", 6): dict(task_us=278.56, aic_mte2=240.198),
+    ("data_copy_l1", 7): dict(task_us=221.34, aic_mte2=209.8),
     ("add_high_performance", 1): dict(task_us=6909.6, aiv_vec=761.65, aiv_mte2=6208.762, aiv_mte3=2613.205),
     ("add_high_performance", 2): dict(task_us=306.58, aiv_vec=15.885, aiv_mte2=215.485, aiv_mte3=54.33),
     ("add_high_performance", 3): dict(task_us=268.5, aiv_vec=12.845, aiv_mte2=184.369, aiv_mte3=57.354),
@@ -89,6 +100,7 @@ LANES = {
 RUNNERS = {
     "add_high_performance": vendor_add.run_case,
     "data_copy": vendor_data_copy.run_case,
+    "data_copy_l1": vendor_data_copy.run_l1_case,
     "matmul_high_performance": vendor_matmul.run_case,
     "matmul_basic_api_high_performance": vendor_matmul_basic.run_case,
 }

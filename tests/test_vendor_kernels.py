@@ -159,6 +159,31 @@ def test_the_data_copy_port_moves_the_matrix_and_reproduces_its_calibration_figu
     assert row["task_us"] == pytest.approx(vendor_kernels.PUBLISHED["data_copy", 3]["task_us"], abs=0.05)
 
 
+def test_the_gm_to_l1_port_moves_the_matrix_into_nz_tiles_and_validates_the_mte2_rules():
+    # with data, small: 32 x 128 over 2 AIC in [16, 64] ND -> NZ tiles, every element once, on MTE2
+    _, rep = vendor_data_copy.run_case(1, dst="L1", m=32, n=128, cores=2, tile=(16, 64), timing_only=False)
+    copies = int(np.asarray(rep.n_instr).sum(axis=0)[PIPES.index("MTE2")])
+    assert rep.bytes["GM->L1"] == 32 * 128 * 2 and copies == 32 * 128 // (16 * 64)
+    # at the published size, scenario 2 (tiles of 64 rows x 512 B, from HBM) validates the 910B1's
+    # calibrated HBM fraction and row rate on the AIC's path: its Task Duration within 5%
+    row = vendor_kernels.emulate("data_copy_l1", 2, HW)
+    assert row["task_us"] == pytest.approx(vendor_kernels.PUBLISHED["data_copy_l1", 2]["task_us"], rel=0.05)
+
+
+@pytest.mark.parametrize("dst", ["UB", "L1"])
+def test_the_same_address_pair_reads_the_whole_matrix_past_l2_on_every_core(dst):
+    # 4 cores, each reading all 4 M blocks of a 64 x 128 matrix past L2, in the same order or each from
+    # its own block on: 4 times its bytes, all from HBM
+    same, staggered = {"UB": (7, 8), "L1": (6, 7)}[dst]
+    reps = {}
+    for scenario in (same, staggered):
+        _, rep = vendor_data_copy.run_case(scenario, dst=dst, m=64, n=128, cores=4, tile=(16, 64))
+        assert rep.bytes[f"GM->{dst}"] == 4 * 64 * 128 * 2 == rep.bytes["HBM->L2"]
+        reps[scenario] = rep
+    # the model has no rule for cores reading the same addresses at once: the two orders cost the same
+    assert reps[same].cycles == reps[staggered].cycles
+
+
 def test_the_l2_reuse_pair_finds_the_measured_hit_rates_under_recency():
     # scenarios 5 and 6 small: a 256 x 1024 matrix (512 KiB) on 4 cores and a 256-KiB L2, read 4 times
     # over (each round more than the L2: no hit) or in 4 slices of 128 KiB each read 4 times (3 of 4 hit);
