@@ -19,7 +19,8 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   and whether its writes reach HBM within it still follow whole tensors (:func:`kept`). The closed
   forms price recency as "every re-read hits" where a bound on the bytes entering between two reads
   of an element stays under the capacity (``cost.many.recency_guard``, ``cost.board.Board.read``),
-  and refuse it by name elsewhere; costs over traced tilings refuse it (:func:`refuse_traced`).
+  and refuse it by name elsewhere (the traced cost, the tile search's, checks a looser bound and marks
+  a tiling it cannot price ``cost.conv.UNPRICED``).
 * **Across kernels**, a tensor an earlier kernel of the same sequence kept (read or written) is
   resident: every read of it hits, if this kernel keeps it too (``launch(..., l2_resident=...)``).
 * **Writes** go into L2 (write-allocate) at the L2 write rate. A written tensor the L2 keeps stays
@@ -81,17 +82,6 @@ def modes(hw, gm_specs, resident=()) -> tuple[tuple[str, str], ...]:
         return TRACK if keep else STREAM
 
     return tuple((s.name, mode(s, keep)) for s, keep in zip(gm_specs, _keeps(hw, gm_specs)) if not s.output)
-
-
-def refuse_traced(hw, what: str) -> None:
-    """Refuse ``what`` (a cost over traced tilings, which cannot check the recency bound) under the
-    recency policy."""
-    if hw.l2_policy != "smallest_first":
-        raise ValueError(
-            f"{what}: HardwareConfig.l2_policy={hw.l2_policy!r} is not priced over traced tilings (the bound "
-            f"that no re-read ages out is checked per tiling: cost.predict does); use "
-            f"hw.replace(l2_policy='smallest_first') here."
-        )
 
 
 def kept(hw, gm_specs) -> tuple[str, ...]:

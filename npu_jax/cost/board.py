@@ -93,7 +93,7 @@ class Board:
             # read (core/l2.py): bounded by all that entered from that read's start to this one's end
             first = starts[-1 - back] if back is not None and back < len(starts) else 0
             entered = starts[-1] + int(np.where(when, nbytes, 0).sum()) - first
-            if entered >= self.h.l2 - 2 * (1 << l2.UNIT):
+            if not costs.l2_recent(self.h, entered):
                 raise ValueError(
                     f"a vector kernel's closed form: under l2_policy='recency' a re-read of {name!r} "
                     f"may follow {entered} B entering the L2 ({int(self.h.l2)} B), which the closed form "

@@ -83,12 +83,19 @@ def tile_of(t: ConvTiling) -> Tile:
     return Tile(t.ho, t.wo, t.n, t.cin1, t.k_l0, t.weights_resident, t.l1_stages, t.l0_stages, t.cout_split)
 
 
+# what the traced cost gives a tiling it cannot price (int32's largest: after every priced one)
+UNPRICED = np.iinfo(np.int32).max
+
+
 def traced_cycles(pr: Program, L: Layer, t: ConvTiling, c0, h: HwNumbers, num_cores: int):
     """Cycles of one tiling whose fields are jax scalars (traced under ``vmap``/``jit``): the schedule
     of :func:`predict` over jax arrays, for a plan bounded by its own layer (``bound=None``) on
-    ``num_cores`` cores (``cores=None``). ``L`` and ``h`` may be traced too (the search's sweeps)."""
+    ``num_cores`` cores (``cores=None``). ``L`` and ``h`` may be traced too (the search's sweeps).
+    Under the L2's recency policy, :data:`UNPRICED` where the schedule's bound does not hold
+    (``costs.recency_priced``, looser than ``predict``'s: what it prices, ``predict`` prices alike)."""
     d = derived(L, t, c0, num_cores, jnp)
-    return schedule(pr, L, tile_of(t), d, h, jnp)["cycles"]
+    s = schedule(pr, L, tile_of(t), d, h, jnp)
+    return jnp.where(s["priced"], s["cycles"], UNPRICED)
 
 
 def cycles(
@@ -109,7 +116,9 @@ def cycles(
     epilogue (as ``ConvPlan.epi``) and ``hw`` are static. ``t.cores`` must be None (every core of
     ``hw``, capped by the work, as ``make_plan``). Legality is not checked here (a traced tiling
     cannot raise): cost only tilings that ``make_plan`` accepts (the search checks with
-    ``search.exact.legal``); the figure of an illegal one means nothing."""
+    ``search.exact.legal``); the figure of an illegal one means nothing. Under ``l2_policy="recency"``
+    a tiling whose re-reads the closed form cannot bound is :data:`UNPRICED` (int32's largest), where
+    ``predict`` raises."""
     _check_types("cost.cycles", g=(g, ConvGeometry), t=(t, ConvTiling), hw=(hw, HardwareConfig))
     check_choice("cost.cycles", "strategy", strategy, tuple(SPECS))
     check_choice("cost.cycles", "operand", operand, OPERANDS)
@@ -127,7 +136,6 @@ def cycles(
             f"cost.cycles: a fused epilogue needs a conv of one super-group; {g.describe()} runs {sg}: "
             f"price the conv unfused (epi=None)."
         )
-    l2.refuse_traced(hw, "cost.cycles (traced tilings)")
     pr = Program(hw.num_cores, hw.coupled, sp.reuse_input, sp.nc1hwc0_source, epi, operand, output)
     L = Layer(*(jnp.int32(x) for x in layer_of(g, c0)))
     t = jax.tree.map(jnp.asarray, t)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_jax.core import l2
 from npu_jax.cost.schedule import Layer, Program, Tile, _item, _part, _prologue, _with_l2, schedule
-from npu_jax.hw.costs import HwNumbers, kernel_cycles
+from npu_jax.hw.costs import HwNumbers, kernel_cycles, l2_recent
 from npu_jax.mapping.conv import ConvPlan
 
 _CHUNK = 1 << 21  # entries of one (tilings, cores, items, parts) array: a few tens of MB a chunk
@@ -65,7 +64,6 @@ def _program(p: ConvPlan) -> Program:
         p.epi,
         p.operand,
         p.output,
-        p.hw.l2_policy == "recency",
     )
 
 
@@ -213,7 +211,8 @@ def recency_guard(plans: list[ConvPlan], arrs, h: HwNumbers) -> np.ndarray:
     the order inside an item). So the bytes every core brings in (misses, counted as if every re-read
     hit, and all writes; the writes of an output the L2 does not keep twice, which only loosens it) in
     the prologue and any window of that span bound every distance. A bound (False where a re-read
-    could age out), not the distance: such tilings are not priced."""
+    could age out), not the distance: such tilings are not priced. The traced schedule, which keeps
+    no history of its items, checks a looser one (``costs.recency_priced``): what it prices, this does."""
     c, q, pro = arrs
     entered = (c["hbm"] + c["out_bytes"])[..., 0] + q["hbm"].sum(axis=-1)  # (plans, cores, items)
     per_item = np.cumsum(np.pad(entered.sum(axis=1), ((0, 0), (1, 0))), axis=1)
@@ -222,7 +221,7 @@ def recency_guard(plans: list[ConvPlan], arrs, h: HwNumbers) -> np.ndarray:
     for i, p in enumerate(plans):
         span = min(n_items, (-(-p.n_tw // p.cores_sp) + 1) * p.cb_per + 1)
         window = np.max(per_item[i, span:] - per_item[i, : n_items + 1 - span]) if n_items else 0
-        ok[i] = window + pro["hbm"][i].sum() < h.l2 - 2 * (1 << l2.UNIT)
+        ok[i] = l2_recent(h, window + pro["hbm"][i].sum())
     return ok
 
 
@@ -243,7 +242,7 @@ def schedule_many(plans: list[ConvPlan], layer: Layer, lanes: bool = False, stri
         t, d = _stack(ps, 2)
         s = schedule(pr, layer, t, d, h, np, stacked=arrs)
         busy = lane_work(*arrs, plans[0].hw.coupled) if lanes else {}
-        priced = recency_guard(ps, arrs, h) if pr.recency else np.ones(len(ps), bool)
+        priced = recency_guard(ps, arrs, h) if h.recency else np.ones(len(ps), bool)
         for k, i in enumerate(chunk):
             if not priced[k]:
                 if strict:

@@ -15,10 +15,9 @@ its cycles without running it:
   (Fixpipe; or V then MTE3 through the one UB tile). Within a weight part the first two full K
   steps are worked out and the rest advance by the steady period; the last step closes it.
 
-Written against an array module ``xp``: numpy (:func:`npu_jax.cost.conv.predict`, the chooser: all
-items at once, the recurrence a Python loop) or ``jax.numpy`` (the search: ``lax.fori_loop`` with
-traced trip counts, ``vmap``-ed over tilings), the same functions below; :class:`Program` holds what
-changes a program's shape (core count, chip type, strategy structure, epilogue, formats).
+Written against an array module ``xp``: numpy (``cost.conv.predict``, the chooser: items at once, the
+recurrence a Python loop) or ``jax.numpy`` (the search: ``lax.fori_loop``, ``vmap``-ed over tilings);
+:class:`Program` holds what changes a program's shape (cores, chip type, strategy, epilogue, formats).
 """
 
 from __future__ import annotations
@@ -88,7 +87,6 @@ class Program:
     epi: EpiloguePlan | None = None
     operand: str = "fp16"
     output: str = "fp16"
-    recency: bool = False  # the L2's recency policy: every input tracked (where no re-read ages out)
 
 
 def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
@@ -128,9 +126,8 @@ def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
 
 # ---- the L2: what the kernel's reads find there (core/l2.py's rules, in closed form) ---------------
 def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
-    """What L2 does with the launch's GM tensors (``costs.l2_keeps``, in the launch's order): ``x_res``
-    (the input is resident: the relayout kernel left it), ``x_track`` / ``w_track`` / ``bias_track``
-    (re-reads hit: every input's under recency, ``many.recency_guard``), ``out_kept`` (the writes stay)."""
+    """What L2 does with the launch's GM tensors (``costs.l2_keeps``): ``x_res`` (resident: the relayout
+    kernel left it), ``x/w/bias_track`` (re-reads hit; recency: every input's), ``out_kept``."""
     isz, osz = itemsize(pr.operand), itemsize(pr.output)
     c0 = costs.k0(h, isz)
     e = pr.epi
@@ -150,14 +147,10 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
         sizes.append(L.n * L.ho * L.wo * L.k * itemsize(e.residual_format))
     sizes.append(L.n * L.ho * L.wo * L.k * osz)
     kept = costs.l2_keeps(h, sizes, xp)
-    has_bias = e is not None and e.row is not None
-    tracked = [k | (pr.recency and h.l2 > 0) for k in kept]
+    tracked = [k | ((h.recency > 0) & (h.l2 > 0)) for k in kept]  # recency: every input (priced: schedule)
+    bias = tracked[2] if e is not None and e.row is not None else False
     return dict(
-        x_res=kept[0] & relaid,
-        x_track=tracked[0],
-        w_track=tracked[1],
-        bias_track=tracked[2] if has_bias else False,
-        out_kept=kept[-1],  # writes not charged to HBM (core/l2.py)
+        x_res=kept[0] & relaid, x_track=tracked[0], w_track=tracked[1], bias_track=bias, out_kept=kept[-1]
     )
 
 
@@ -390,7 +383,7 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, st
     (tilings, cores, items, parts), prologue (tilings, cores, 1, 1), zero outside each tiling's
     items and parts), ``t`` and ``d`` hold (tilings, 1) arrays, and the recurrence loops in Python
     over the longest tiling's items, every figure one per tiling. ``cycles`` is the kernel's
-    (``costs.kernel_cycles``: launch, and the chip's HBM bound)."""
+    (``costs.kernel_cycles``); ``priced``, whether it is exact under recency (``costs.recency_priced``)."""
     if xp is np:
         every, parts, pro = stacked
         b = np.arange(pr.num_cores)[None, :]
@@ -432,12 +425,13 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, st
         (z, z),
         (z, z),
         _cores_sum(xp, pro["hbm"]),
+        (0 * _cores_sum(xp, pro["hbm"]),) * 2,  # recency: the most an item brings in (weights aside), weights
     )
 
     def item(j, s):
-        mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm = s
+        mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm0, (emax, wsum) = s
         it = item_at(j)
-        hbm = hbm + _cores_sum(xp, it["hbm"])
+        hbm = xin = hbm0 + _cores_sum(xp, it["hbm"])
         lv = it["live"]
         xe = xp.maximum(mte2, _pick(xp, l1_two, relx[1], relx[0])) + it["cx"]
         mte2 = xp.where(it["fetch"], xe, mte2)
@@ -478,11 +472,16 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, st
         le, me1, me2 = (xp.where(lv, a, c) for a, c in ((l_, le), (m1_, me1), (m2_, me2)))
         mfree = xp.where(lv, ep_end, mfree)
         ep_free = xp.where(lv, v_end + it["c3"], ep_free)
-        return mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm
+        emax = xp.maximum(emax, xin - hbm0 + _cores_sum(xp, it["out_bytes"]))
+        return mte2, le, me1, me2, mfree, ep_free, res_free, relx, relw, hbm, (emax, wsum + hbm - xin)
 
     s = _fori(xp, items, item, state0)
     core_end = xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1]), axis=-1)
     out = dict(cycles=costs.kernel_cycles(h, core_end, s[9]), core_end=core_end, hbm=s[9])
+    # re-reads reach back (ceil(n_tw / spatial cores) + 1) x cb_per items (+1: the order in an item)
+    span = xp.minimum(items, (-(-d["n_tw"] // d["cores_sp"]) + 1) * d["cb_per"] + 1)
+    emax, wsum = s[10]
+    out["priced"] = costs.recency_priced(h, xp.reshape(span, xp.shape(emax)), emax, state0[9] + wsum, xp)
     if xp is np:
         e = pr.epi
         moved = {**every, "w_bytes": parts["w_bytes"]}

@@ -75,6 +75,7 @@ class HwNumbers(NamedTuple):
     launch: int  # cycles of one kernel launch
     ub_groups: int  # UB bank groups a beat's rows interleave over (0: bank conflicts not modelled)
     ub_row: int  # bytes of one UB row (one bank-group slot)
+    recency: int  # 1: the L2 keeps what was used recently (``l2_policy="recency"``, core/l2.py), else 0
 
     @classmethod
     def of(cls, hw: HardwareConfig) -> HwNumbers:
@@ -113,6 +114,7 @@ class HwNumbers(NamedTuple):
             launch=hw.launch_cycles,
             ub_groups=int(hw.ub_bank_groups or 0),
             ub_row=int(hw.ub_align),
+            recency=int(hw.l2_policy == "recency" and hw.l2_bytes > 0),
         )
 
     @classmethod
@@ -423,6 +425,23 @@ def l2_keeps(h: HwNumbers, sizes, xp=np):
     i = xp.arange(s.shape[0]).reshape((-1,) + (1,) * (s.ndim - 1))  # sizes may carry more axes
     before = (s[None, :] < s[:, None]) | ((s[None, :] == s[:, None]) & (i[None, :] <= i[:, None]))
     return (before * s[None, :]).sum(axis=1) <= h.l2
+
+
+def recency_priced(h: HwNumbers, span, emax, rest, xp=np):
+    """Whether a closed form that counts every re-read as a hit is exact under the L2's recency policy
+    (``core/l2.py``: a re-read hits while fewer than the L2's bytes entered since the element's last
+    read), for a kernel that re-reads only within ``span`` consecutive items: ``span`` times the most
+    one item brings in over all cores (``emax``: misses, as if every re-read hit, and writes), and
+    ``rest`` (what no window holds more of: the prologue, every weight miss), stay under the
+    capacity (:func:`l2_recent`). A bound (False where a re-read could age out), not the distance;
+    True without recency. (``cost.many.recency_guard``, the chooser's, bounds each window itself.)"""
+    return (h.recency == 0) | l2_recent(h, span * emax + rest)
+
+
+def l2_recent(h: HwNumbers, entered):
+    """Whether a re-read surely hits under the recency policy after at most ``entered`` bytes entered the
+    L2 since the element's last read: under the capacity, less two 32-B units (the clock's rounding)."""
+    return entered < h.l2 - 64
 
 
 def hbm_cycles(h: HwNumbers, hbm_bytes, *, arith: Arith = EXACT):

@@ -89,8 +89,8 @@ def ascend910b1() -> HardwareConfig:
     rate (msprof's L2Cache counters) when the matrix is read 4 times over, 0.005% (302 MB a round,
     over the 192 MB), and when 4 slices of 75.5 MB are each read 4 times in a row, 75.00%; the
     whole-tensor rule would give 0% to both. Measured, not calibrated: the port reproduces 0% and
-    75.00%. (The tile search's traced model does not price recency: search with
-    ``hw.replace(l2_policy="smallest_first")``.)
+    75.00%. (The tile search's traced model prices recency where its bound holds, as for every
+    candidate tiling of the ResNet-50 layers checked; a tiling it cannot bound is ``cost.conv.UNPRICED``.)
     """
     return ascend910b().replace(
         name="ascend910b1",

@@ -51,6 +51,7 @@ def exhaustive(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Base
         exact.layer_of(g), s.tilings, exact.hw_of(hw), hw.num_cores, hw.coupled, fused
     )
     i = int(np.argmin(cyc))
+    exact.check_priced("exhaustive", int(cyc[i]), g, hw)
     return Baseline(
         "exhaustive", exact.tiling_at(s.tilings, i), int(cyc[i]), s.size, time.perf_counter() - t0
     )
@@ -63,6 +64,7 @@ def random_search(
     t0 = time.perf_counter()
     t, cyc = _draws(g, hw, evals, seed, fused)
     i = int(np.argmin(cyc))
+    exact.check_priced("random_search", int(cyc[i]), g, hw)
     return Baseline("random", exact.tiling_at(t, i), int(cyc[i]), len(cyc), time.perf_counter() - t0)
 
 

@@ -47,11 +47,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.core import l2
 from npu_jax.core.policy import Policy
 from npu_jax.cost import schedule as sched
+from npu_jax.cost.conv import UNPRICED, traced_cycles
 from npu_jax.cost.conv import layer_of as _layer_ints
-from npu_jax.cost.conv import traced_cycles
 from npu_jax.hw.config import BUFFERS, FRACTAL_ROWS, L0C_ITEMSIZE, HardwareConfig
 from npu_jax.hw.costs import HwNumbers, round_up
 from npu_jax.hw.formats import itemsize
@@ -115,8 +114,17 @@ def layer_of(g: ConvGeometry) -> Layer:
 def hw_of(hw: HardwareConfig) -> Hw:
     """The :class:`Hw` arrays of a :class:`HardwareConfig` (alignment is folded into the needs)."""
     check_hw(hw)
-    l2.refuse_traced(hw, "the tile search's cost model")
     return HwNumbers.arrays(hw)
+
+
+def check_priced(fn: str, best: int, g: ConvGeometry, hw: HardwareConfig) -> None:
+    """Refuse a search whose best tiling is :data:`~npu_jax.cost.conv.UNPRICED` (recency: none of the
+    tilings it reached could be bounded), naming the fix."""
+    if best >= UNPRICED:
+        raise ValueError(
+            f"{fn}: under l2_policy='recency' no tiling of {g.describe()} it reached is priced on {hw.name} "
+            f"(each may re-read what the L2 let go). Use a larger l2_bytes, or hw.replace(l2_policy='smallest_first')."
+        )
 
 
 def alignments(hw: HardwareConfig) -> tuple:

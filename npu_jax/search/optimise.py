@@ -26,9 +26,9 @@
 5. **Emulator.** The ``finalists`` best distinct candidates are run on the emulator (timing-only
    ``npu_jax.conv2d``); the emulated cycles decide.
 
-Every cost-model evaluation is counted: one relaxed evaluation per start per step (value and
-gradient), one exact evaluation per distinct tiling costed (points outside the space are never
-costed: membership is the enumeration's legality check, not the cost model).
+Every cost-model evaluation is counted: one relaxed evaluation per start per step, one exact one per
+distinct tiling costed (points outside the space are never costed: membership is legality). Under
+the L2's recency policy a tiling the exact model cannot bound is ``cost.conv.UNPRICED``, never kept.
 """
 
 from __future__ import annotations
@@ -470,6 +470,7 @@ def tile_search(
         width=width,
     )
     t1 = time.perf_counter()
+    exact.check_priced("tile_search", int(m.cycles[0]), g, hw)
     fins = []
     if verify and finalists:
         for r, c in zip(m.rows[:finalists], m.cycles[:finalists]):
