@@ -265,6 +265,22 @@ def test_the_hosts_blocking_decides_no_bit(monkeypatch, operand):
         assert_bits_equal(ys[0], ys[1], f"{g.describe()} {policy} seed={seed} draw {i}")
 
 
+def test_an_output_of_zeros_is_plus_zero_on_both_paths():
+    # a 1x1 conv of one channel, strided over its padding: the padded outputs are one product 0 x w
+    # (-0 for a negative weight) plus the fractal's +0 lanes; an L0C value is never -0, on either path
+    # (the values path's one-step scan over a zero accumulator once kept the -0: XLA folds +0 + s)
+    seed = new_seed()
+    rng = np.random.default_rng(seed)
+    g = canonicalize((1, 1, 3, 6), (4, 1, 1, 1), 2, 1)
+    policy = Policy(operand="fp16", accumulate="fp16_step", output="bf16", rounding="away")
+    p = make_plan(g, "relayout", choose_tiling(g, "relayout", TINY, "fp16", "bf16"), TINY, "fp16", "bf16")
+    x = (rng.standard_normal((1, 1, 3, 6)) * 2.0).astype(np.float16)
+    w = (-np.abs(rng.standard_normal((4, 1, 1, 1))) - 0.1).astype(np.float16)  # every weight negative
+    y = _both(p, x, w, policy, f"seed={seed}")
+    zeros = np.asarray(y, np.float32) == 0
+    assert zeros.any() and not np.signbit(np.asarray(y, np.float32)[zeros]).any(), f"seed={seed}"
+
+
 @pytest.mark.parametrize("operand", ["fp16", "fp32"])
 def test_a_narrow_layer_drops_its_zero_lanes_bit_exactly(monkeypatch, operand):
     """A layer with fewer channels than a fractal (ResNet-50's conv1: C = 3 of 16) accumulates on

@@ -211,7 +211,11 @@ def accumulate(c, a, b, mode: str, k0: int, split: bool, kmajor: bool = False):
     if mode == "int32":
         return c + int_dot(a, b, kmajor)
     if mode == "fp16_mac":
-        return mmad_sum(c, a, b, k0=1, split=split, after_fractal=_to_fp16, kmajor=kmajor)
-    after = _to_fp16 if mode == "fp16_step" else None
-    out = mmad_sum(c, a, b, k0=k0, split=split, after_fractal=after, kmajor=kmajor)
-    return _to_fp16(out) if mode == "fp16_tile" else out
+        out = mmad_sum(c, a, b, k0=1, split=split, after_fractal=_to_fp16, kmajor=kmajor)
+    else:
+        after = _to_fp16 if mode == "fp16_step" else None
+        out = mmad_sum(c, a, b, k0=k0, split=split, after_fractal=after, kmajor=kmajor)
+        out = _to_fp16(out) if mode == "fp16_tile" else out
+    # an L0C value is never -0: it starts at +0 and an add gives -0 only from two -0s. Said here as
+    # well, as XLA may fold +0 + s into s (a one-step scan over a zero accumulator), keeping s's -0
+    return jnp.where(out == 0, jnp.zeros_like(out), out)
