@@ -40,7 +40,7 @@ from npu_jax import asc
 
 M = N = 12288
 CONFLICT_M, CONFLICT_N = 6144, 512  # the same-address pair's matrix on the Atlas A2 (its README)
-NUM_BLOCKS = {"UB": 48, "L1": 24}  # AIV, AIC
+NUM_BLOCKS = {"UB": 48, "L1": 24}  # the AIV / AIC the vendor launches
 SCENARIOS = {  # destination -> scenario -> (tile_m, tile_n)
     "UB": {1: (1, 64), 2: (64, 64), 3: (64, 1024), 5: (64, 1024), 6: (64, 1024), 7: (128, 64), 8: (128, 64)},
     "L1": {1: (64, 64), 2: (64, 256), 4: (64, 1024), 5: (64, 1024), 6: (256, 64), 7: (256, 64)},
@@ -52,53 +52,44 @@ REPEATS = {  # scenario -> (column slices, reads of each slice); the others (1, 
 WHOLE = {"UB": {7: False, 8: True}, "L1": {6: False, 7: True}}  # the same-address pair -> staggered?
 
 
-@asc.kernel(core="vector")
-def data_copy_gm2ub(
-    src, n: int, single_core_m: int, tile_m: int, tile_n: int, slices: int = 1, repeats: int = 1
-):
+CORE = {"UB": "vector", "L1": "cube"}  # destination -> the cores that copy into it (AIV, AIC)
+
+
+def _tile(dst: str, tile_m: int, tile_n: int, n: int):
+    """The one buffer at address 0 every copy fills, and the copy's parameters: ``tile_m`` rows of
+    ``tile_n`` columns out of rows of ``n``, as ``DataCopyParams`` in 32-B blocks (UB) or as an ND -> NZ
+    copy whose ``dstNzC0Stride`` is the tile's rows rounded up to 16 (L1)."""
+    if dst == "UB":
+        per = 32 // asc.half.itemsize  # elements of one 32-B block
+        buf = asc.local_tensor(asc.TPosition.VECIN, asc.half, 0, tile_m * tile_n)
+        return buf, asc.DataCopyParams(tile_m, tile_n // per, (n - tile_n) // per, 0)
+    buf = asc.local_tensor(asc.TPosition.A1, asc.half, 0, tile_m * tile_n)
+    return buf, asc.Nd2NzParams(1, tile_m, tile_n, 0, n, -(-tile_m // 16) * 16, 1, 0)
+
+
+def _rows(dst: str):
     """``Process`` (one slice, read once) and ``RepeatCopy`` over ``slices`` column slices, each read
-    ``repeats`` times in a row."""
-    src_gm = asc.GlobalTensor(asc.half)
-    src_gm.set_global_buffer(src, single_core_m * asc.get_block_num() * n)
-    ub = asc.local_tensor(asc.TPosition.VECIN, asc.half, 0, tile_m * tile_n)
-    m_start = asc.get_block_idx() * single_core_m
-    width = n // slices
-    n_loop, m_loop = width // tile_n, single_core_m // tile_m
-    per = 32 // asc.half.itemsize  # elements of one 32-B block
-    params = asc.DataCopyParams(tile_m, tile_n // per, (n - tile_n) // per, 0)
+    ``repeats`` times in a row, into UB or L1: each core its ``single_core_m`` rows."""
 
-    @asc.loop(slices * repeats * m_loop * n_loop)
-    def _(i):
-        piece = i % (m_loop * n_loop)  # the copy within one read of the slice
-        m_idx = m_start + (piece // n_loop) * tile_m
-        n_idx = (i // (repeats * m_loop * n_loop)) * width + (piece % n_loop) * tile_n
-        asc.data_copy(ub, src_gm[m_idx * n + n_idx :], params)
+    def body(src, n: int, single_core_m: int, tile_m: int, tile_n: int, slices: int = 1, repeats: int = 1):
+        src_gm = asc.GlobalTensor(asc.half)
+        src_gm.set_global_buffer(src, single_core_m * asc.get_block_num() * n)
+        buf, params = _tile(dst, tile_m, tile_n, n)
+        m_start = asc.get_block_idx() * single_core_m
+        width = n // slices
+        n_loop, m_loop = width // tile_n, single_core_m // tile_m
 
-    asc.pipe_barrier(asc.PIPE_ALL)
+        @asc.loop(slices * repeats * m_loop * n_loop)
+        def _(i):
+            piece = i % (m_loop * n_loop)  # the copy within one read of the slice
+            m_idx = m_start + (piece // n_loop) * tile_m
+            n_idx = (i // (repeats * m_loop * n_loop)) * width + (piece % n_loop) * tile_n
+            asc.data_copy(buf, src_gm[m_idx * n + n_idx :], params)
 
+        asc.pipe_barrier(asc.PIPE_ALL)
 
-@asc.kernel(core="cube")
-def data_copy_gm2l1(
-    src, n: int, single_core_m: int, tile_m: int, tile_n: int, slices: int = 1, repeats: int = 1
-):
-    """``KernelDataCopyGm2L1``: ``Process`` and ``RepeatCopy``, the same walk as the UB kernel's, each
-    tile an ND -> NZ copy into L1 (``dstNzC0Stride`` the tile's rows rounded up to 16)."""
-    src_gm = asc.GlobalTensor(asc.half)
-    src_gm.set_global_buffer(src, single_core_m * asc.get_block_num() * n)
-    l1 = asc.local_tensor(asc.TPosition.A1, asc.half, 0, tile_m * tile_n)
-    m_start = asc.get_block_idx() * single_core_m
-    width = n // slices
-    n_loop, m_loop = width // tile_n, single_core_m // tile_m
-    params = asc.Nd2NzParams(1, tile_m, tile_n, 0, n, -(-tile_m // 16) * 16, 1, 0)
-
-    @asc.loop(slices * repeats * m_loop * n_loop)
-    def _(i):
-        piece = i % (m_loop * n_loop)
-        m_idx = m_start + (piece // n_loop) * tile_m
-        n_idx = (i // (repeats * m_loop * n_loop)) * width + (piece % n_loop) * tile_n
-        asc.data_copy(l1, src_gm[m_idx * n + n_idx :], params)
-
-    asc.pipe_barrier(asc.PIPE_ALL)
+    body.__name__ = f"data_copy_gm2{dst.lower()}"
+    return asc.kernel(core=CORE[dst])(body)
 
 
 def _whole(dst: str):
@@ -110,13 +101,7 @@ def _whole(dst: str):
         blocks = asc.get_block_num()
         src_gm.set_global_buffer(src, single_core_m * blocks * n)
         src_gm.set_l2_cache_hint(asc.CacheMode.CACHE_MODE_DISABLE)
-        if dst == "UB":
-            buf = asc.local_tensor(asc.TPosition.VECIN, asc.half, 0, tile_m * tile_n)
-            per = 32 // asc.half.itemsize
-            params = asc.DataCopyParams(tile_m, tile_n // per, (n - tile_n) // per, 0)
-        else:
-            buf = asc.local_tensor(asc.TPosition.A1, asc.half, 0, tile_m * tile_n)
-            params = asc.Nd2NzParams(1, tile_m, tile_n, 0, n, -(-tile_m // 16) * 16, 1, 0)
+        buf, params = _tile(dst, tile_m, tile_n, n)
         n_loop, m_tiles = n // tile_n, single_core_m // tile_m
         first = asc.get_block_idx() if offset else 0
 
@@ -129,11 +114,11 @@ def _whole(dst: str):
         asc.pipe_barrier(asc.PIPE_ALL)
 
     body.__name__ = f"data_copy_whole_gm2{dst.lower()}"
-    return asc.kernel(core="vector" if dst == "UB" else "cube")(body)
+    return asc.kernel(core=CORE[dst])(body)
 
 
-KERNELS = {"UB": data_copy_gm2ub, "L1": data_copy_gm2l1}
-WHOLE_KERNELS = {dst: _whole(dst) for dst in ("UB", "L1")}
+KERNELS = {dst: _rows(dst) for dst in CORE}
+WHOLE_KERNELS = {dst: _whole(dst) for dst in CORE}
 
 
 def run_case(
