@@ -13,9 +13,10 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   read of an element hits if some core read it before and fewer than the L2's capacity in bytes
   entered the L2 since that read (a read's misses and every write enter it: :func:`enter`). What
   was used recently stays, whatever tensor it belongs to: a matmul's B re-read by every row block
-  hits while B and the rows in use fit, where the whole-tensor rule keeps A and streams B. Counting what entered, not the distinct data touched,
-  is LRU wherever the data re-read in between was itself brought in since (cyclic walks: the chip's
-  kernels); it is kinder than LRU where older data is hit in between. What a kernel leaves in L2
+  hits while B and the rows in use fit, where the whole-tensor rule keeps A and streams B. Counting
+  what entered, not the distinct data touched, is LRU wherever the data re-read in between was
+  itself brought in since (cyclic walks: the chip's kernels); it is kinder than LRU where older data
+  is hit in between. What a kernel leaves in L2
   and whether its writes reach HBM within it still follow whole tensors (:func:`kept`). The closed
   forms price recency as "every re-read hits" where a bound on the bytes entering between two reads
   of an element stays under the capacity (``cost.many.recency_guard``, ``cost.board.Board.read``),

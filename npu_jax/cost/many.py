@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_jax.cost.schedule import Layer, Program, Tile, _item, _part, _prologue, _with_l2, schedule
+from npu_jax.cost.schedule import (
+    Layer,
+    Program,
+    Tile,
+    _item,
+    _part,
+    _prologue,
+    _with_l2,
+    reread_span,
+    schedule,
+)
 from npu_jax.hw.costs import HwNumbers, kernel_cycles, l2_recent
 from npu_jax.mapping.conv import ConvPlan
 
@@ -206,11 +216,10 @@ def _bounds(c: dict, q: dict, pro: dict, h: HwNumbers, coupled: bool) -> list[tu
 def recency_guard(plans: list[ConvPlan], arrs, h: HwNumbers) -> np.ndarray:
     """Whether each plan's closed form is exact under the L2's recency policy (``core/l2.py``): its
     re-reads all hit when fewer than the L2's bytes enter between two reads of an element, and the
-    kernel re-reads only within a span of items (the same item's cores, the next Cout block, a core's
-    next tile, the tile row above: ``(ceil(n_tw / spatial cores) + 1) x cb_per`` items, one more for
-    the order inside an item). So the bytes every core brings in (misses, counted as if every re-read
-    hit, and all writes; the writes of an output the L2 does not keep twice, which only loosens it) in
-    the prologue and any window of that span bound every distance. A bound (False where a re-read
+    kernel re-reads only within a span of items (``schedule.reread_span``). So the bytes every core
+    brings in (misses, counted as if every re-read hit, and all writes; the writes of an output the L2
+    does not keep twice, which only loosens it) in the prologue and any window of that span bound
+    every distance. A bound (False where a re-read
     could age out), not the distance: such tilings are not priced. The traced schedule, which keeps
     no history of its items, checks a looser one (``costs.recency_priced``): what it prices, this does."""
     c, q, pro = arrs
@@ -219,7 +228,7 @@ def recency_guard(plans: list[ConvPlan], arrs, h: HwNumbers) -> np.ndarray:
     n_items = per_item.shape[1] - 1
     ok = np.zeros(len(plans), bool)
     for i, p in enumerate(plans):
-        span = min(n_items, (-(-p.n_tw // p.cores_sp) + 1) * p.cb_per + 1)
+        span = int(reread_span(p.n_tw, p.cores_sp, p.cb_per, n_items))
         window = np.max(per_item[i, span:] - per_item[i, : n_items + 1 - span]) if n_items else 0
         ok[i] = l2_recent(h, window + pro["hbm"][i].sum())
     return ok

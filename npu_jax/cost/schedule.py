@@ -76,9 +76,7 @@ class Tile(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """What fixes the shape of the schedule's program (static; hashable for compile caches).
-
-    ``num_cores``: length of the core vector (cores past the tiling's count stay idle)."""
+    """What fixes the schedule's program (static, hashable); ``num_cores``: the core vector's length."""
 
     num_cores: int
     coupled: bool
@@ -346,6 +344,13 @@ def _pick(xp, cond, a, b):
     return xp.where(cond, a, b)
 
 
+def reread_span(n_tw, cores_sp, cb_per, items, xp=np):
+    """How many items back a re-read reaches (at most ``items``): the same item's cores, the next Cout
+    block, a core's next tile, the tile row above, ``(ceil(n_tw / cores_sp) + 1) x cb_per``, and one
+    more for the order inside an item (the recency bounds: ``many.recency_guard``, ``priced``)."""
+    return xp.minimum(items, (-(-n_tw // cores_sp) + 1) * cb_per + 1)
+
+
 def _cores_sum(xp, v):
     """A per-core figure summed over the cores (the last axis; a scalar stays itself)."""
     return xp.sum(v, axis=-1) if xp.ndim(v) else v
@@ -374,16 +379,13 @@ def _step(xp, t):
 
 
 def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, stacked=None) -> dict:
-    """Cycles of the kernel (``cycles``) and, with numpy, its GM bytes per path.
-
-    ``d``: the plan's loop counts (:func:`derived`, or a ``ConvPlan``'s properties). With jax the
-    item and part costs are evaluated inside ``lax.fori_loop`` bodies (trip counts may be traced;
-    ``cycles`` a scalar). With numpy, ``stacked`` holds them for many tilings at once
-    (:func:`npu_jax.cost.many.stacked_arrays`: item costs (tilings, cores, items, 1), part costs
-    (tilings, cores, items, parts), prologue (tilings, cores, 1, 1), zero outside each tiling's
-    items and parts), ``t`` and ``d`` hold (tilings, 1) arrays, and the recurrence loops in Python
-    over the longest tiling's items, every figure one per tiling. ``cycles`` is the kernel's
-    (``costs.kernel_cycles``); ``priced``, whether it is exact under recency (``costs.recency_priced``)."""
+    """The kernel's ``cycles`` (``costs.kernel_cycles``), ``priced`` (exact under recency:
+    ``costs.recency_priced``) and, with numpy, its GM bytes per path. ``d``: the plan's loop counts
+    (:func:`derived`, or a ``ConvPlan``'s properties). With jax the item and part costs are evaluated
+    inside ``lax.fori_loop`` bodies (trip counts may be traced). With numpy, ``stacked`` holds them for
+    many tilings at once (``many.stacked_arrays``: items (tilings, cores, items, 1), parts (tilings,
+    cores, items, parts), prologue (tilings, cores, 1, 1), zero outside each tiling's), ``t`` and
+    ``d`` hold (tilings, 1) arrays, and the recurrence loops in Python over the longest tiling's items."""
     if xp is np:
         every, parts, pro = stacked
         b = np.arange(pr.num_cores)[None, :]
@@ -478,8 +480,7 @@ def schedule(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, xp=np, *, st
     s = _fori(xp, items, item, state0)
     core_end = xp.max(xp.maximum(xp.maximum(s[5], s[0]), s[1]), axis=-1)
     out = dict(cycles=costs.kernel_cycles(h, core_end, s[9]), core_end=core_end, hbm=s[9])
-    # re-reads reach back (ceil(n_tw / spatial cores) + 1) x cb_per items (+1: the order in an item)
-    span = xp.minimum(items, (-(-d["n_tw"] // d["cores_sp"]) + 1) * d["cb_per"] + 1)
+    span = reread_span(d["n_tw"], d["cores_sp"], d["cb_per"], items, xp)
     emax, wsum = s[10]
     out["priced"] = costs.recency_priced(h, xp.reshape(span, xp.shape(emax)), emax, state0[9] + wsum, xp)
     if xp is np:
