@@ -29,12 +29,12 @@ import dataclasses
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import numpy_helper
 
 import npu_jax
 from npu_jax.core.policy import Policy
 from npu_jax.errors import InputError, InputTypeError, check_int
+from npu_jax.model.calibrate import reference_session
 from npu_jax.model.graph import read as read_model
 from npu_jax.model.plan import View
 from precision.budgets import gamma_tilde
@@ -51,7 +51,9 @@ def _proto(model) -> onnx.ModelProto:
 
 
 def reference_tensors(model, inputs) -> dict[str, np.ndarray]:
-    """onnxruntime's value (fp32, CPU) of every node output of ``model`` on ``inputs``.
+    """onnxruntime's value (fp32, CPU) of every node output of ``model`` on ``inputs``, from the session
+    every comparison with onnxruntime builds (:func:`npu_jax.model.calibrate.reference_session`: a
+    float graph with onnxruntime's default optimisations).
 
     Args:
         model: a path or an ``onnx.ModelProto``.
@@ -62,7 +64,7 @@ def reference_tensors(model, inputs) -> dict[str, np.ndarray]:
     names = [o for n in proto.graph.node for o in n.output if o]
     del proto.graph.output[:]
     proto.graph.output.extend(onnx.ValueInfoProto(name=nm) for nm in names)
-    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(proto)
     feed_names = [i.name for i in sess.get_inputs()]
     if not isinstance(inputs, dict):
         if len(feed_names) != 1:

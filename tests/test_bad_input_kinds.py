@@ -87,10 +87,9 @@ def test_an_absurd_clock_names_the_field_the_value_and_the_range(clock):
     assert str(e.value).endswith(f"got {show(clock)}."), str(e.value)  # 10**400: "an int of 1329 bits"
 
 
-def test_the_clock_range_ends_are_legal_and_a_run_at_the_slowest_has_a_finite_time():
+def test_the_clock_range_ends_are_legal_and_a_run_at_the_slowest_has_a_finite_time(rng):
     lo, hi = CLOCK_GHZ_RANGE
     assert presets.tiny().replace(clock_ghz=hi).launch_cycles == round(2.0 * 1e3 * hi)
-    rng = np.random.default_rng()
     a, b = (rng.standard_normal((16, 16)).astype(np.float16) for _ in range(2))
     _, rep = npu_jax.matmul(a, b, hw=presets.tiny().replace(clock_ghz=lo), checks="none")
     assert math.isfinite(rep.time_us) and rep.time_us == pytest.approx(rep.cycles / (lo * 1e3))
@@ -166,8 +165,7 @@ def _reference(n: int, dtype, mode: str):
 
 @pytest.mark.parametrize("fmt, dtype", [("fp32", np.float32), ("bf16", ml_dtypes.bfloat16)])
 @pytest.mark.parametrize("mode", ["nearest_even", "toward_zero"])
-def test_ints_past_2_53_are_rounded_once_not_twice(fmt, dtype, mode):
-    rng = np.random.default_rng()
+def test_ints_past_2_53_are_rounded_once_not_twice(fmt, dtype, mode, rng):
     p = 24 if fmt == "fp32" else 8
     ints = []
     for _ in range(40):  # just above or below a midpoint of the target: where double rounding errs

@@ -121,12 +121,11 @@ def _model(a, b, k0: int, split: bool):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("operand", ["fp16", "bf16", "fp32"])
-def test_mmad_follows_the_promised_order_bit_for_bit(operand):
+def test_mmad_follows_the_promised_order_bit_for_bit(operand, rng):
     """A GEMM whose K spans several Mmads of several fractals, fp32 out: every output bit is the
     documented order's (products exact, tree per fractal, fractals into L0C in k order)."""
     dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}[operand]
     hw = npu_jax.presets.tiny()
-    rng = np.random.default_rng()
     k0 = hw.k0(np.dtype(dt).itemsize)
     K = 6 * k0
     a = rng.standard_normal((40, K)).astype(dt).astype(np.float32)

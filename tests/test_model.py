@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import npu_jax  # noqa: E402
 from npu_jax.errors import InputError  # noqa: E402
-from npu_jax.model import fold, zoo  # noqa: E402
+from npu_jax.model import calibrate, fold, zoo  # noqa: E402
 
 FP32 = npu_jax.Policy(operand="fp32", output="fp32")
 
@@ -115,8 +115,7 @@ def graph_flops(model, batch: int) -> int:
 
 
 def ort_run(model, x):
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"x": np.asarray(x, np.float32)})[0]
+    return calibrate.reference_session(model).run(None, {"x": np.asarray(x, np.float32)})[0]
 
 
 # ---- load ---------------------------------------------------------------------------------------------------
@@ -395,8 +394,7 @@ def test_small_cnn_matches_onnxruntime_and_its_estimate():
     hw = npu_jax.presets.ascend910b()
     x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
     out, rep = m.run(x, hw=hw, policy=FP32)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {"input": x})[0]
+    ref = calibrate.reference_session(model).run(None, {"input": x})[0]
     np.testing.assert_allclose(out["logits"], ref, rtol=1e-4, atol=1e-4)
     est = m.estimate(batch=2, hw=hw, policy=FP32)
     assert [[k.cycles for k in la.kernels] for la in est.layers] == [

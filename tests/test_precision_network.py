@@ -37,6 +37,7 @@ def _net(seed: int, image: int = 8) -> onnx.ModelProto:
 @pytest.fixture(scope="module")
 def case():
     seed = int(np.random.default_rng().integers(1 << 20))
+    print(f"tiny resnet seed: {seed}")
     proto = _net(seed)
     x = np.random.default_rng(seed + 1).standard_normal((2, 3, 8, 8)).astype(np.float32)
     return proto, x, reference_tensors(proto, x)

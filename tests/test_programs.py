@@ -59,8 +59,8 @@ def _ref_conv(x, w):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["img2col", "relayout"])
-def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right(strategy, quiet_cache):
-    hw, rng = presets.tiny(), np.random.default_rng()
+def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right(strategy, quiet_cache, rng):
+    hw = presets.tiny()
     policy = Policy(output="fp32")
     t = npu_jax.ConvTiling(ho=4, wo=8, n=16, cin1=1, k_l0=16)  # chosen here: the chooser is not timed
 
@@ -81,8 +81,8 @@ def test_second_identical_conv_neither_traces_nor_compiles_and_new_data_is_right
     assert rep2.findings() == []
 
 
-def test_second_identical_matmul_reuses_its_program(quiet_cache):
-    hw, rng = presets.tiny(), np.random.default_rng()
+def test_second_identical_matmul_reuses_its_program(quiet_cache, rng):
+    hw = presets.tiny()
     a, b = rng.standard_normal((96, 48)).astype(np.float16), rng.standard_normal((48, 80)).astype(np.float16)
     _work(lambda: npu_jax.matmul(a, b, hw=hw, policy=Policy(output="fp32")))
     a2 = rng.standard_normal((96, 48)).astype(np.float16)
@@ -93,8 +93,8 @@ def test_second_identical_matmul_reuses_its_program(quiet_cache):
     )
 
 
-def test_a_different_shape_compiles_its_own_program():
-    hw, rng = presets.tiny(), np.random.default_rng()
+def test_a_different_shape_compiles_its_own_program(rng):
+    hw = presets.tiny()
     a, b = rng.standard_normal((64, 32)).astype(np.float16), rng.standard_normal((32, 48)).astype(np.float16)
     npu_jax.matmul(a, b, hw=hw)
     _, _, compiled = _work(lambda: npu_jax.matmul(a[:48], b, hw=hw))
@@ -113,7 +113,7 @@ def _racy(plan):
     return kernel
 
 
-def test_findings_are_raised_by_every_call_through_a_kept_program():
+def test_findings_are_raised_by_every_call_through_a_kept_program(rng):
     hw = presets.tiny()
     plan = Plan(hw)
     kernel = _racy(plan)
@@ -124,7 +124,6 @@ def test_findings_are_raised_by_every_call_through_a_kept_program():
         policy=Policy(),
         checks=Checks.parse("all", action="warn"),
     )
-    rng = np.random.default_rng()
     for i in range(2):
         gm = {"x": rng.standard_normal((16, 16)).astype(np.float16)}
         with warnings.catch_warnings(record=True) as rec:
@@ -139,8 +138,8 @@ def test_findings_are_raised_by_every_call_through_a_kept_program():
 
 
 @pytest.mark.slow
-def test_the_cache_is_bounded_least_recently_used_out():
-    hw, rng = presets.tiny(), np.random.default_rng()
+def test_the_cache_is_bounded_least_recently_used_out(rng):
+    hw = presets.tiny()
     old, old_bytes = programs.program_cache_info()["maxsize"], programs.program_cache_info()["max_bytes"]
     npu_jax.clear_program_cache()  # what earlier tests kept would be dropped here, and count
     npu_jax.set_program_cache_size(2)
@@ -169,8 +168,8 @@ def test_the_cache_is_bounded_least_recently_used_out():
     assert programs.program_cache_info()["maxsize"] == old
 
 
-def test_cache_size_zero_keeps_nothing_and_still_runs():
-    hw, rng = presets.tiny(), np.random.default_rng()
+def test_cache_size_zero_keeps_nothing_and_still_runs(rng):
+    hw = presets.tiny()
     old = programs.program_cache_info()["maxsize"]
     npu_jax.set_program_cache_size(0)
     try:

@@ -448,10 +448,9 @@ def test_flag_ops_pass_through_one_hook_with_checks_on_or_off():
     assert f.kind == "left-set" and "MTE2_MTE1(1)" in f.detail and len(msgs) == 1, f.message()
 
 
-def test_every_finding_code_decodes_to_a_message():
+def test_every_finding_code_decodes_to_a_message(rng):
     """Each code of the named column layout has a check, a short name and a message with a fix."""
     assert sorted(KINDS) == list(Code) and [int(c) for c in Code] == list(range(1, len(Code) + 1))
-    rng = np.random.default_rng()
     for code in Code:
         row = np.zeros(NF, np.int32)
         row[F.CODE], row[F.SITE], row[F.ALLOC], row[F.OSITE] = code, -1, -1, -1

@@ -35,7 +35,7 @@ def _hand(hw):
 
 
 def _run(hw, k, stages, jit=False, rng=None):
-    rng = rng or np.random.default_rng()
+    rng = rng or np.random.default_rng(0)  # the cycles do not depend on the values
     a = rng.standard_normal((32, k)).astype(np.float32)
     b = rng.standard_normal((k, 32)).astype(np.float32)
     til = MatmulTiling(m=32, n=32, k_l1=16, k_l0=16, l1_stages=stages, l0_stages=stages, cores=1)

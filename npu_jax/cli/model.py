@@ -5,6 +5,11 @@ Timing only by default (every layer priced by the closed-form models, each disti
 onnxruntime (the precision lab's :func:`precision.network.network_errors`). ``PATH`` may also name a
 network of :mod:`npu_jax.model.zoo` (``resnet18``, ``resnet50``, ``mobilenet_v2``, ``small_cnn``),
 built with random weights, no download.
+
+The reference is onnxruntime's CPU run (:func:`npu_jax.model.calibrate.reference_session`): a float
+network with its default graph optimisations; a quantised one (``--policy int8``) with graph
+optimisations off, the graph as written -- onnxruntime's fused u8s8 kernels saturate on a CPU without
+VNNI, so they are no reference there.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ def register(parser: argparse.ArgumentParser) -> None:
         default="mixed",
         help="precision policy of --numbers (default mixed); int8: quantise the network with "
         "onnxruntime's quantize_static (QDQ, per-channel int8 weights) and time it (with --numbers or "
-        "--calibrate, also run it against onnxruntime's int8 network)",
+        "--calibrate, also run it against onnxruntime's int8 network, evaluated as written: graph "
+        "optimisations off)",
     )
     parser.add_argument(
         "--calibrate",

@@ -8,6 +8,10 @@ module.
     m = npu_jax.model.load(qmodel)
     outputs, rep = m.run(x, hw=hw, keep=True)
     calibrate.compare(m, qmodel, float_model, x, rep, outputs)       # int8 tensors, logits
+
+Every comparison of the emulator with onnxruntime (here, in :func:`precision.network.reference_tensors`
+and in the tests) builds its session with :func:`reference_session`: a quantised graph runs with graph
+optimisations off, as written (see there why).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from npu_jax.errors import InputError
+from npu_jax.model.quant import QUANT_OPS
 
 
 class _Batches(CalibrationDataReader):
@@ -85,13 +90,48 @@ def quantise(
         return onnx.load(dst)
 
 
+# a graph with one of these nodes is quantised (Cast alone is not: float graphs cast too)
+_QUANT_NODES = frozenset(QUANT_OPS) - {"Cast"}
+
+REFERENCE_INT8 = "onnxruntime CPU, graph optimisations off: the quantised graph as written"
+"""What an int8 network is compared with (:func:`reference_session`), as :func:`table` prints it."""
+
+
+def reference_session(model: onnx.ModelProto, *, optimised: bool | None = None) -> ort.InferenceSession:
+    """The onnxruntime CPU session every comparison of the emulator with onnxruntime runs: the CLI's
+    ``--numbers`` (int8: :func:`compare`; float: :func:`precision.network.reference_tensors`) and the
+    tests.
+
+    A **quantised** graph (a QuantizeLinear, DequantizeLinear, QLinear*, ConvInteger / MatMulInteger
+    or com.microsoft QGemm / QLinearAdd / QLinearGlobalAveragePool node) runs with graph optimisations
+    **off** (``ORT_DISABLE_ALL``): every node as its operator defines it, the graph's own semantics.
+    With them on, onnxruntime fuses each DequantizeLinear -> Conv -> QuantizeLinear into its own u8s8
+    kernel, which is not a reference on every CPU: without VNNI (AVX-512 VNNI or AVX-VNNI) it sums
+    pairs of uint8 x int8 products in int16 (``vpmaddubsw``), which saturates; there the fused network
+    agreed with its own QDQ graph on only 74-86% of one conv's int8 codes, while the emulator (exact
+    int32 sums) agreed with the graph as written on all of them. (A QLinearConv or ConvInteger the
+    graph holds itself is onnxruntime's kernel either way.)
+
+    A **float** graph keeps onnxruntime's default optimisations (ORT_ENABLE_ALL): no fp32 kernel
+    saturates, and its values stay those the precision lab's documented errors (docs/model.md) were
+    measured against. ``optimised`` overrides the choice (True: the default optimisations; False: off).
+    """
+    if optimised is None:
+        optimised = not any(n.op_type in _QUANT_NODES for n in model.graph.node)
+    so = ort.SessionOptions()
+    if not optimised:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
 def ort_tensors(model: onnx.ModelProto, feeds: dict, names=()) -> dict:
-    """onnxruntime's value of the graph outputs and of every tensor in ``names`` (made outputs)."""
+    """onnxruntime's value (:func:`reference_session`) of the graph outputs and of every tensor in
+    ``names`` (made outputs)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
     m.graph.output.extend([onnx.ValueInfoProto(name=t) for t in names if t not in have])
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(m)
     return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
 
 
@@ -99,7 +139,8 @@ def compare(m, qmodel: onnx.ModelProto, float_model: onnx.ModelProto, x, rep, ou
     """The emulator's run (``m.run(x, keep=True)`` -> ``outputs, rep``) against onnxruntime: per int8
     tensor the largest difference in quantisation steps and the share of equal values; per graph
     output the largest difference from onnxruntime's int8 network and from the float one (``float_model``
-    None: the int8 network alone)."""
+    None: the int8 network alone). The int8 network is the graph as written (graph optimisations off,
+    :func:`reference_session`; ``reference`` in the result says so)."""
     (name,) = m.graph.inputs
     feeds = {name: np.asarray(x, np.float32)}
     known = {t for n in qmodel.graph.node for t in n.output}
@@ -117,13 +158,16 @@ def compare(m, qmodel: onnx.ModelProto, float_model: onnx.ModelProto, x, rep, ou
         if ref_float is not None:
             logits[t]["max_abs_vs_float"] = float(np.abs(v - ref_float[t]).max())
             logits[t]["int8_vs_float"] = float(np.abs(ref[t] - ref_float[t]).max())
-    return {"tensors": tensors, "outputs": logits}
+    return {"reference": REFERENCE_INT8, "tensors": tensors, "outputs": logits}
 
 
 def table(c: dict) -> str:
     """:func:`compare`'s result as text."""
     w = max([len("tensor")] + [len(t) for t in c["tensors"]])
-    lines = [f"{'tensor'.ljust(w)}  max steps  equal"]
+    lines = [
+        f"int8 tensors against {c.get('reference', REFERENCE_INT8)}",
+        f"{'tensor'.ljust(w)}  max steps  equal",
+    ]
     lines += [f"{t.ljust(w)}  {v['max_steps']:9d}  {100 * v['equal']:5.1f}%" for t, v in c["tensors"].items()]
     for t, v in c["outputs"].items():
         line = f"output {t}: max |emulator - onnxruntime int8| {v['max_abs_vs_int8']:.4g}"
@@ -133,4 +177,13 @@ def table(c: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["compare", "load_batches", "ort_tensors", "quantise", "random_batches", "table"]
+__all__ = [
+    "REFERENCE_INT8",
+    "compare",
+    "load_batches",
+    "ort_tensors",
+    "quantise",
+    "random_batches",
+    "reference_session",
+    "table",
+]
