@@ -398,10 +398,15 @@ def _cast_to(x, z, dst: str, mode: asc.RoundMode):
     asc.data_copy(zg, c, N)
 
 
-def test_casts_the_emulator_lacks_say_so_at_the_call(rng):
+def test_cast_odd_rounds_to_odd(rng):
     x = rng.uniform(-9, 9, N).astype(np.float32)
-    with pytest.raises(NotImplementedError, match=r"asc.cast with RoundMode.CAST_ODD"):
-        _cast_to[1](x, np.zeros(N, np.float16), "fp16", asc.RoundMode.CAST_ODD, hw=HW)
+    x[:2] = [1.0, np.float32(np.float16(3.5))]  # exact in half: kept as they are
+    outs, _ = _cast_to[1](x, np.zeros(N, np.float16), "fp16", asc.RoundMode.CAST_ODD, hw=HW)
+    # independently: toward zero in float64, then the last bit set where that was inexact
+    t = np.float16(np.sign(x) * np.abs(x)).astype(np.float64)  # nearest, then step toward zero if past
+    t = np.where(np.abs(t) > np.abs(x), np.nextafter(t.astype(np.float16), np.float16(0)).astype(np.float64), t)
+    bits = t.astype(np.float16).view(np.uint16) | (t != x).astype(np.uint16)
+    np.testing.assert_array_equal(np.asarray(outs[1]).view(np.uint16), bits)
 
 
 @pytest.mark.parametrize(

@@ -374,8 +374,15 @@ def _allocate(hw, plan: KernelRun) -> dict:
     """The plan's buffer requests as allocations of the core (capacity and alignment checked)."""
     p = Plan(hw)
     out = {}
-    for r in plan.requests:
+    for r in plan.requests + ([plan.pool] if plan.pool is not None else []):
         dt = r.dtype or dtype_of(np.float16)
+        if r.raw:  # used as several types: bytes, read as each (core/isa/data.py)
+            if r.shape is not None:
+                raise NotImplementedError(
+                    f"asc: the {r.position.name} tile made at {r.where} is used as {sorted(map(str, r.dtypes))}; a Cube "
+                    f"tile keeps one type (reinterpret_cast works on UB tensors). See docs/kernels.md."
+                )
+            dt = dtype_of(np.uint8)
         shape = r.shape or (r.nbytes // dt.itemsize,)
         try:
             out[r.index] = p.alloc(

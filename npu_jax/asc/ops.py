@@ -15,7 +15,6 @@ import math
 import warnings
 
 import jax.numpy as jnp
-import numpy as np
 
 from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError
@@ -24,9 +23,7 @@ from npu_jax.asc.types import (
     DataCopyExtParams,
     DataCopyPadExtParams,
     DataCopyParams,
-    RoundMode,
 )
-from npu_jax.core.buffers import DTYPES
 from npu_jax.core.isa.data import View
 from npu_jax.hw.costs import round_up
 
@@ -114,7 +111,13 @@ def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
     if run.planning or count == 0:
         return None
     alloc = run.allocs[t.request.index]
-    return View(alloc, t.slot, (t.offset,), shape=(count,))
+    return View(alloc, t.slot, (t.offset,), shape=(count,), dtype=view_type(alloc, t))
+
+
+def view_type(alloc, t: LocalTensor):
+    """The type a view of ``t`` reads its allocation as: None (the allocation's own), or ``t``'s on a
+    byte allocation (a buffer used as several types)."""
+    return None if alloc.dtype == t.dtype.fmt else t.dtype.fmt
 
 
 def gm_window(
@@ -249,7 +252,11 @@ def data_copy(dst, src, params) -> None:
             ref = _tile(view, win)
             issue(lambda c: c.data_copy(dst=win, src=ref))
     elif isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
-        _unary("VCopy", dst, src, count, "data_copy")
+        if len(src.request.shape or (0,)) > 1 or len(dst.request.shape or (0,)) > 1:
+            return _vec("VCopy", dst, (src,), count, "data_copy")
+        from npu_jax.asc import vec  # the vector calls build on this module
+
+        vec.issue_lanes("VCopy", "data_copy", dst, (src,), vec.Form(count=count), [(1, 8), (1, 8)])
     else:
         raise TypeError(
             f"data_copy(dst, src, count): GM <-> local or local -> local; got {type(src).__name__} -> "
@@ -286,7 +293,7 @@ def _tile(view: View, win):
                 f"{tuple(win.sizes)} at {runtime.where()}; see docs/kernels.md."
             )
         return view.alloc.at(view.stage)
-    return View(view.alloc, view.stage, view.offset, shape=(math.prod(win.sizes),))
+    return View(view.alloc, view.stage, view.offset, shape=(math.prod(win.sizes),), dtype=view.dtype)
 
 
 def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams | None = None) -> None:
@@ -320,6 +327,8 @@ def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams
             issue(lambda c: c.data_copy(dst=ref, src=win))
             padded = round_up(count * isz, _block(run)) // isz
             if pad is not None and pad.is_pad and padded > count:
+                from npu_jax.asc.vec import duplicate  # the vector calls build on this module
+
                 duplicate(dst[count:], pad.padding_value, padded - count)
     else:
         view = _local(src, count, "DataCopyPad", "source", "MTE3")
@@ -360,7 +369,7 @@ def _vec(op: str, dst, srcs, count, call, **kw):
 def _flat_or_tile(v: View, n: int, call: str):
     """``n`` elements of a stage: a flat view, or, on a 2-D tile (an L0C result moved to UB), all of it."""
     if len(v.alloc.shape) == 1:
-        return View(v.alloc, v.stage, v.offset, shape=(n,))
+        return View(v.alloc, v.stage, v.offset, shape=(n,), dtype=v.dtype)
     if n != math.prod(v.alloc.shape) or not (_static(v.offset[0]) and v.offset[0] == 0):
         raise NotImplementedError(
             f"asc: {call} at {runtime.where()} works on {n} elements of a {v.alloc.shape} tile (an L0C result in "
@@ -369,117 +378,10 @@ def _flat_or_tile(v: View, n: int, call: str):
     return v.alloc.at(v.stage)
 
 
-def _binary(op):
-    def f(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int) -> None:
-        _vec(op, dst, (src0, src1), count, f.__name__)
-
-    return f
-
-
-def _scalar_of(scalar, t: LocalTensor) -> float:
-    """The vendor's scalar argument is a ``T`` (``Adds(dst, src, const T& scalar, n)``): a Python float
-    becomes the tensor's type first (0.01 as a half is 0.01000213...), as the C++ call converts it."""
-    fmt = getattr(getattr(t, "dtype", None), "fmt", None)
-    if fmt not in ("fp16", "bf16", "fp32"):  # an integer tensor: the vector call refuses it
-        return float(scalar)
-    return float(np.asarray(float(scalar), dtype=DTYPES[fmt]))
-
-
-def _with_scalar(op):
-    def f(dst: LocalTensor, src: LocalTensor, scalar, count: int) -> None:
-        _vec(op, dst, (src,), count, f.__name__, scalar=_scalar_of(scalar, dst))
-
-    return f
-
-
-def _unary(op, dst, src, count, call, **kw):
-    _vec(op, dst, (src,), count, call, **kw)
-
-
-add, sub, mul, div = _binary("VAdd"), _binary("VSub"), _binary("VMul"), _binary("VDiv")
-max, min = _binary("VMax"), _binary("VMin")  # noqa: A001 (the vendor's names)
-adds, muls, maxs, mins = (
-    _with_scalar("VAdds"),
-    _with_scalar("VMuls"),
-    _with_scalar("VMaxs"),
-    _with_scalar("VMins"),
-)
-for _f, _n in ((add, "add"), (sub, "sub"), (mul, "mul"), (div, "div"), (max, "max"), (min, "min")):
-    _f.__name__ = _n
-    _f.__doc__ = f"``{_n.capitalize()}(dst, src0, src1, count)``: dst = src0 {_n} src1, element-wise (V)."
-for _f, _n in ((adds, "adds"), (muls, "muls"), (maxs, "maxs"), (mins, "mins")):
-    _f.__name__ = _n
-    _f.__doc__ = (
-        f"``{_n.capitalize()}(dst, src, scalar, count)``: dst = {_n[:-1]}(src, scalar), element-wise (V); the "
-        f"scalar is a T, converted to the tensor's type first (as the C++ call converts it)."
-    )
-
-
-def abs(dst: LocalTensor, src: LocalTensor, count: int) -> None:  # noqa: A001
-    """``Abs(dst, src, count)`` (V)."""
-    _unary("VAbs", dst, src, count, "abs")
-
-
-def exp(dst: LocalTensor, src: LocalTensor, count: int) -> None:
-    """``Exp(dst, src, count)`` (V)."""
-    _unary("VExp", dst, src, count, "exp")
-
-
-def ln(dst: LocalTensor, src: LocalTensor, count: int) -> None:
-    """``Ln(dst, src, count)`` (V)."""
-    _unary("VLn", dst, src, count, "ln")
-
-
-def sqrt(dst: LocalTensor, src: LocalTensor, count: int) -> None:
-    """``Sqrt(dst, src, count)`` (V)."""
-    _unary("VSqrt", dst, src, count, "sqrt")
-
-
-def relu(dst: LocalTensor, src: LocalTensor, count: int) -> None:
-    """``Relu(dst, src, count)`` (V)."""
-    _unary("VRelu", dst, src, count, "relu")
-
-
-def leaky_relu(dst: LocalTensor, src: LocalTensor, alpha, count: int) -> None:
-    """``LeakyRelu(dst, src, alpha, count)``: x if x >= 0 else alpha * x (V); alpha is a T (a half on half
-    data), as in C++."""
-    _unary("VLeakyRelu", dst, src, count, "leaky_relu", alpha=_scalar_of(alpha, dst))
-
-
-def cast(dst: LocalTensor, src: LocalTensor, round_mode: RoundMode, count: int) -> None:
-    """``Cast(dst, src, round_mode, count)``: convert to ``dst``'s dtype with ``round_mode`` (V)."""
-    if not isinstance(round_mode, RoundMode):
-        raise TypeError(
-            f"cast: round_mode is an asc.RoundMode (e.g. asc.RoundMode.CAST_RINT), got {round_mode!r}."
-        )
-    if round_mode == RoundMode.CAST_ODD:
-        not_supported("cast with RoundMode.CAST_ODD")
-    _unary("VCast", dst, src, count, "cast", mode=round_mode.value)
-
-
-def duplicate(dst: LocalTensor, scalar, count: int) -> None:
-    """``Duplicate(dst, scalar, count)``: every element = scalar, converted to the tensor's type (V)."""
-    _vec("VDup", dst, (), count, "duplicate", scalar=_scalar_of(scalar, dst))
-
-
-def _reduce(op, dst, src, work, count, call):
-    count = _count(count, call)
-    out = _local(dst, 1, call, "destination")
-    a = _local(src, count, call, "source")
-    if work is not None:
-        _local(work, 1, call, "work tensor")
-    if out is not None and a is not None:
-        issue(lambda c: c.vector(op, View(out.alloc, out.stage, out.offset, shape=(1,)), a))
-
-
-def reduce_sum(dst: LocalTensor, src: LocalTensor, work: LocalTensor, count: int) -> None:
-    """``ReduceSum(dst, src, work, count)``: dst[0] = the sum of src's first count elements (V; pairwise)."""
-    _reduce("VReduceSum", dst, src, work, count, "reduce_sum")
-
-
-def reduce_max(dst: LocalTensor, src: LocalTensor, work: LocalTensor, count: int) -> None:
-    """``ReduceMax(dst, src, work, count)``: dst[0] = the largest of src's first count elements (V)."""
-    _reduce("VReduceMax", dst, src, work, count, "reduce_max")
+def legacy_vector(op: str, dst, srcs, count: int, call: str, **kw) -> None:
+    """The count form on a 2-D tile in UB (an L0C result moved there on the 910 / 310P): the whole
+    tile, through the core's tile form of the vector instruction."""
+    _vec(op, dst, srcs, count, call, **kw)
 
 
 # ---- flags ----------------------------------------------------------------------------------------

@@ -155,16 +155,9 @@ class TQue:
         return runtime.current()
 
     def _dtype(self, dtype) -> DType:
-        dtype = half if dtype is None else dtype_of(dtype)
-        req = self.req
-        if req.dtype is None:
-            req.dtype = dtype
-        elif req.dtype != dtype and not runtime.current().planning:
-            raise NotImplementedError(
-                f"asc: {self!r} is used as {req.dtype} and as {dtype}; a buffer keeps the dtype of its first "
-                f"use (no reinterpretation). See docs/kernels.md."
-            )
-        return req.dtype
+        if dtype is None:
+            return runtime.use_dtype(self.req, self.req.dtype or half)
+        return runtime.use_dtype(self.req, dtype_of(dtype))
 
     def alloc_tensor(self, dtype=None) -> LocalTensor:
         """``AllocTensor<T>()``: the next free buffer (its content is uninitialised)."""
@@ -311,14 +304,7 @@ class TBuf:
         """``Get<T>([len])``: the buffer as ``len`` (default: all) elements of ``dtype``."""
         if self.req is None:
             raise AscError("TBuf.get before pipe.init_buffer(tbuf, len).")
-        dtype = half if dtype is None else dtype_of(dtype)
-        if self.req.dtype is None:
-            self.req.dtype = dtype
-        elif self.req.dtype != dtype and not runtime.current().planning:
-            raise NotImplementedError(
-                f"asc: a TBuf is used as {self.req.dtype} and as {dtype}; a buffer keeps the dtype of its first "
-                f"use (no reinterpretation). Use one TBuf per dtype; see docs/kernels.md."
-            )
+        dtype = runtime.use_dtype(self.req, half if dtype is None else dtype_of(dtype))
         full = self.req.nbytes // dtype.itemsize
         if length is not None and not (isinstance(length, int) and 0 < length <= full):
             raise AscError(f"TBuf.get: length must be in 1..{full} elements of {dtype}, got {length!r}.")
@@ -352,7 +338,7 @@ def _static(position: TPosition, dtype, count: int, addr: int | None, call: str)
     if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
         raise AscError(f"{call}: count is a positive int of elements, got {count!r}.")
     req = _request("static", position, 1, _round32(count * dtype.itemsize))
-    req.dtype = req.dtype or dtype
+    runtime.use_dtype(req, dtype)
     req.addr = addr
     return LocalTensor(req, 0, 0, count, dtype)
 
@@ -364,3 +350,19 @@ def local_tensor(position: TPosition, dtype, addr: int, count: int) -> LocalTens
     if isinstance(addr, bool) or not isinstance(addr, int) or addr < 0:
         raise AscError(f"asc.local_tensor: addr is a byte address >= 0 (a Python int), got {addr!r}.")
     return _static(position, dtype, count, addr, "asc.local_tensor")
+
+
+def framework_buffer(nbytes: int) -> LocalTensor:
+    """The UB the framework gives a high-level call that was given no ``shared_tmp_buffer`` (the
+    vendor's "接口框架申请"): one VECCALC buffer per kernel, as large as the largest call needs, as
+    uint8 (``reinterpret_cast`` it)."""
+    run = runtime.current()
+    nbytes = _round32(nbytes)
+    if run.planning:
+        if run.pool is None:
+            run.pool = BufferRequest(-1, "pool", "UB", TPosition.VECCALC, 1, nbytes, runtime.where())
+        run.pool.nbytes = max(run.pool.nbytes, nbytes)
+    from npu_jax.asc.types import uint8
+
+    runtime.use_dtype(run.pool, uint8)
+    return LocalTensor(run.pool, 0, 0, run.pool.nbytes, uint8)

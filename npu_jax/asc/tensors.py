@@ -95,10 +95,20 @@ class GlobalTensor:
     def __getitem__(self, key) -> GlobalTensor:
         if isinstance(key, slice) and key.stop is None and key.step is None:
             return self.view(0 if key.start is None else key.start)
-        raise TypeError("a GlobalTensor view is gm[offset:] (an element offset, open-ended).")
+        if not isinstance(key, (slice, bool)) and (isinstance(key, int) or hasattr(key, "dtype")):
+            return self.view(key)  # pyasc's gm[i]: a view at element i, as gm[i:]
+        raise TypeError("a GlobalTensor view is gm[offset:] (an element offset, open-ended) or gm[offset].")
 
     def get_size(self) -> int | None:
         return self.length
+
+    def set_shape_info(self, shape_info) -> None:
+        """``SetShapeInfo(info)``: the logical shape the high-level APIs read (``get_shape_info``)."""
+        self.shape_info = shape_info
+
+    def get_shape_info(self):
+        """The ShapeInfo set by ``set_shape_info`` (None before)."""
+        return getattr(self, "shape_info", None)
 
     def __repr__(self) -> str:
         return f"GlobalTensor({self.addr!r}, length={self.length})"
@@ -114,8 +124,30 @@ class Token:
         self.where = where
 
 
+_CONSTRUCTOR: list = [None]  # pyasc's LocalTensor(dtype, pos, addr, tile_size) (npu_jax.asc.pyasc.auto)
+
+
+def register_constructor(fn) -> None:
+    """Set the function behind pyasc's form ``LocalTensor(dtype, pos, addr, tile_size)`` (a static tensor
+    at a byte address; the buffer code builds on this module, so it registers itself)."""
+    _CONSTRUCTOR[0] = fn
+
+
+class _LocalTensorType(type):
+    """``LocalTensor(...)`` with a dtype first (pyasc's static tensor) builds one through the
+    registered constructor; the fields' form (a buffer request first) is the dataclass's own."""
+
+    def __call__(cls, *args, **kwargs):
+        first = args[0] if args else kwargs.get("dtype")
+        if cls is LocalTensor and "request" not in kwargs and not isinstance(first, runtime.BufferRequest):
+            if _CONSTRUCTOR[0] is None:
+                raise TypeError("LocalTensor(dtype, pos, addr, tile_size) needs npu_jax.asc imported.")
+            return _CONSTRUCTOR[0](*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
 @dataclasses.dataclass(frozen=True)
-class LocalTensor:
+class LocalTensor(metaclass=_LocalTensorType):
     """``LocalTensor<T>``: ``length`` elements of ``dtype`` from ``offset`` in one buffer (a stage of an
     allocation of the emulated core). ``token`` tracks a queue buffer's state (None otherwise)."""
 
@@ -150,14 +182,80 @@ class LocalTensor:
         """Elements of the tensor (``GetSize()``)."""
         return self.length
 
+    def set_shape_info(self, shape_info) -> None:
+        """``SetShapeInfo(info)``: the logical shape the high-level APIs read (``get_shape_info``); kept
+        by this tensor object (not by its views)."""
+        object.__setattr__(self, "shape_info", shape_info)
+
+    def get_shape_info(self):
+        """The ShapeInfo set by ``set_shape_info`` (None before)."""
+        return getattr(self, "shape_info", None)
+
+    def _element(self, index, call: str):
+        """Element ``index`` as a one-lane operand of the core (None in the plan pass)."""
+        import numpy as np
+
+        from npu_jax.core.isa import lanes
+
+        run = runtime.current()
+        if self.buffer != "UB":
+            raise AscError(
+                f"{call} at {runtime.where()}: reads and writes UB tensors (VECIN / VECCALC / VECOUT); this one is in {self.buffer}."
+            )
+        if isinstance(index, bool) or not (isinstance(index, int) or hasattr(index, "dtype")):
+            raise TypeError(f"{call}: index is an int number of elements, got {index!r}.")
+        if isinstance(index, int) and not 0 <= index < self.length:
+            raise AscError(
+                f"{call} at {runtime.where()}: index {index} is outside the tensor's {self.length} elements."
+            )
+        if run.planning:
+            return None
+        alloc = run.allocs[self.request.index]
+        one = lanes.Pattern(np.zeros((1, 1), np.int64), np.ones((1, 1), bool))
+        dtype = None if alloc.dtype == self.dtype.fmt else self.dtype.fmt
+        return lanes.Lanes(alloc, self.slot, (self.offset + index,), pattern=one, dtype=dtype)
+
+    def get_value(self, index):
+        """``GetValue(index)``: one element, read through the Scalar pipe (S). After a vector write of it
+        the vendor needs ``set_flag``/``wait_flag(HardEvent.V_S)`` first (racecheck says so otherwise).
+        The value is traced: use it as a scalar argument (``asc.duplicate(t, v, n)``), not in an ``if``."""
+        op = self._element(index, "get_value")
+        run = runtime.current()
+        if op is None:
+            return 0.0 if self.dtype.fmt in ("fp16", "bf16", "fp32") else 0
+        run.core, value = run.core.get_value(op)
+        return value
+
+    def set_value(self, index, value) -> None:
+        """``SetValue(index, value)``: one element written through the Scalar pipe (S), converted to the
+        tensor's type. Before the vector unit reads it the vendor needs ``S_V`` flags (a
+        ``pipe_barrier(PIPE_V)`` and ``set_flag``/``wait_flag(HardEvent.S_V)``)."""
+        op = self._element(index, "set_value")
+        if op is not None:
+            run = runtime.current()
+            run.core = run.core.set_value(op, value)
+
     def get_length(self) -> int:
         """Bytes of the tensor (``GetLength()``)."""
         return self.length * self.dtype.itemsize
 
-    def reinterpret_cast(self, dtype):
-        raise NotImplementedError(
-            "asc: LocalTensor.reinterpret_cast is not supported (a buffer keeps the dtype of its first "
-            "use); see docs/kernels.md."
+    def reinterpret_cast(self, dtype) -> LocalTensor:
+        """``ReinterpretCast<U>()``: the same bytes read as ``dtype`` (a buffer used as two types is stored
+        as bytes, so each use sees the other's bits). Offset and length convert by the two types' sizes."""
+        dtype = dtype_of(dtype)
+        isz, nsz = self.dtype.itemsize, dtype.itemsize
+        if self.request.shape is not None:
+            raise NotImplementedError(
+                f"asc: reinterpret_cast of a Cube tile ({self.position.name}) is not supported; see docs/kernels.md."
+            )
+        if isinstance(self.offset, int) and (self.offset * isz) % nsz:
+            raise AscError(
+                f"reinterpret_cast at {runtime.where()}: the view starts {self.offset * isz} B in, not a whole number of "
+                f"{dtype} ({nsz} B)."
+            )
+        runtime.use_dtype(self.request, dtype)
+        return dataclasses.replace(
+            self, offset=self.offset * isz // nsz, length=self.length * isz // nsz, dtype=dtype
         )
 
     def __repr__(self) -> str:

@@ -29,6 +29,21 @@ class DType:
     def itemsize(self) -> int:
         return itemsize(self.fmt)
 
+    def sizeof(self) -> int:
+        """Bytes of one element (pyasc's ``dtype.sizeof()``, C++'s ``sizeof(T)``)."""
+        return self.itemsize
+
+    def __eq__(self, other):
+        if isinstance(other, DType):
+            return self.fmt == other.fmt
+        try:
+            return self.fmt == dtype_of(other).fmt
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self):
+        return hash(self.fmt)
+
     def __repr__(self) -> str:
         return f"asc.{self.name}"
 
@@ -38,7 +53,12 @@ float32 = DType("float32", "fp32")
 bfloat16 = DType("bfloat16", "bf16")
 int8 = DType("int8", "int8")
 int32 = DType("int32", "int32")
-DTYPES = (half, float32, bfloat16, int8, int32)
+int16 = DType("int16", "int16")
+uint8 = DType("uint8", "uint8")
+uint16 = DType("uint16", "uint16")
+uint32 = DType("uint32", "uint32")
+float = float32  # noqa: A001 (C++'s and pyasc's spelling)
+DTYPES = (half, float32, bfloat16, int8, int32, int16, uint8, uint16, uint32)
 _BY_FMT = {d.fmt: d for d in DTYPES}
 
 
@@ -46,14 +66,22 @@ def dtype_of(x) -> DType:
     """``x`` (a DType, a numpy / jax dtype or its name) as a DType."""
     if isinstance(x, DType):
         return x
-    name = np.dtype(x).name
-    fmt = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "int8": "int8", "int32": "int32"}.get(
-        name
-    )
+    name = str(x).removeprefix("torch.") if type(x).__module__.startswith("torch") else np.dtype(x).name
+    fmt = {
+        "float16": "fp16",
+        "float32": "fp32",
+        "bfloat16": "bf16",
+        "int8": "int8",
+        "int32": "int32",
+        "int16": "int16",
+        "uint8": "uint8",
+        "uint16": "uint16",
+        "uint32": "uint32",
+    }.get(name)
     if fmt is None:
         raise TypeError(
-            f"asc works on half, float32, bfloat16, int8 and int32 data; got {name}. Convert the array "
-            f"(e.g. x.astype(np.float16)) before the launch."
+            f"asc works on half, float32, bfloat16, int8, int16, int32, uint8, uint16 and uint32 data; got "
+            f"{name}. Convert the array (e.g. x.astype(np.float16)) before the launch."
         )
     return _BY_FMT[fmt]
 
@@ -294,3 +322,92 @@ class FixpipeParamsV220:
     src_nd_stride: int = 0
     dst_nd_stride: int = 0
     unit_flag: int = 0
+
+
+# ---- the vector unit's parameter structs and modes -------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class BinaryRepeatParams:
+    """A binary op's walk: per operand, the 32-B blocks between consecutive blocks of a repeat
+    (``*_blk_stride``) and between consecutive repeats (``*_rep_stride``)."""
+
+    dst_blk_stride: int = 1
+    src0_blk_stride: int = 1
+    src1_blk_stride: int = 1
+    dst_rep_stride: int = 8
+    src0_rep_stride: int = 8
+    src1_rep_stride: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class UnaryRepeatParams:
+    """A unary (or scalar) op's walk: the destination's and the source's block and repeat strides,
+    in 32-B blocks."""
+
+    dst_blk_stride: int = 1
+    src_blk_stride: int = 1
+    dst_rep_stride: int = 8
+    src_rep_stride: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class BrcbRepeatParams:
+    """Brcb's destination walk: blocks and repeats apart, in 32-B blocks."""
+
+    dst_blk_stride: int = 1
+    dst_rep_stride: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherRepeatParams:
+    """Gatherb's destination walk, in 32-B blocks."""
+
+    dst_blk_stride: int = 1
+    dst_rep_stride: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyRepeatParams:
+    """Copy's (UB -> UB on the vector unit) walk: strides of blocks and of repeats, in 32-B blocks."""
+
+    dst_stride: int = 0
+    src_stride: int = 0
+    dst_repeat_size: int = 0
+    src_repeat_size: int = 0
+
+
+class CMPMODE(enum.Enum):
+    """Compare's relation: src0 REL src1."""
+
+    LT = 0
+    GT = 1
+    EQ = 2
+    LE = 3
+    GE = 4
+    NE = 5
+
+
+class SELMODE(enum.Enum):
+    """Select's modes: by the CMPMASK register, by a mask tensor against a scalar, or two tensors."""
+
+    VSEL_CMPMASK_SPR = 0
+    VSEL_TENSOR_SCALAR_MODE = 1
+    VSEL_TENSOR_TENSOR_MODE = 2
+
+
+SelMode = SELMODE
+
+
+class MaskMode(enum.Enum):
+    """How a mask counts: NORMAL (lanes of each repeat) or COUNTER (elements over all repeats)."""
+
+    NORMAL = 0
+    COUNTER = 1
+
+
+class ReduceOrder(enum.Enum):
+    """What WholeReduceMax / Min write per repeat: value and index, index and value, value, index."""
+
+    ORDER_VALUE_INDEX = 0
+    ORDER_INDEX_VALUE = 1
+    ORDER_ONLY_VALUE = 2
+    ORDER_ONLY_INDEX = 3

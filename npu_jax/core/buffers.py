@@ -24,6 +24,10 @@ DTYPES = {
     "fp32": jnp.float32,
     "int32": jnp.int32,
     "int8": jnp.int8,
+    "int16": jnp.int16,
+    "uint8": jnp.uint8,
+    "uint16": jnp.uint16,
+    "uint32": jnp.uint32,
 }
 assert all(jnp.dtype(d).itemsize == FORMAT_BYTES[f] for f, d in DTYPES.items())
 # Layout tags. In L1 and UB the stored array *is* the layout: ND (rows, cols); NZ (C1, rows, C0);
@@ -82,6 +86,12 @@ class Ref:
     @property
     def buffer(self) -> str:
         return self.alloc.buffer
+
+    @property
+    def elem(self) -> str:
+        """The format the operand's elements are read and written as: the allocation's, unless a
+        view reinterprets a byte allocation (``isa.data.View.dtype``)."""
+        return self.alloc.dtype
 
 
 class Plan:
@@ -205,4 +215,6 @@ def poison(alloc: Alloc) -> jnp.ndarray:
     shape = (alloc.stages,) + alloc.shape
     if jnp.issubdtype(alloc.jdtype, jnp.floating):
         return jnp.full(shape, np.nan, alloc.jdtype)
+    if alloc.dtype == "uint8":  # a byte allocation (one buffer used as several types): all ones, a NaN
+        return jnp.full(shape, 0xFF, alloc.jdtype)  # in every float format read from it
     return jnp.full(shape, np.iinfo(np.int32).min, alloc.jdtype)

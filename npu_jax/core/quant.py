@@ -28,7 +28,13 @@ from npu_jax.errors import InputError
 
 INT8_MIN, INT8_MAX = -128, 127
 QUANT_OUTPUTS = ("fp16", "int8")
-INT_RANGES = {"int8": (INT8_MIN, INT8_MAX), "int32": (-(2**31), 2**31 - 1)}
+INT_RANGES = {
+    "int8": (INT8_MIN, INT8_MAX),
+    "int32": (-(2**31), 2**31 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "uint8": (0, 255),
+    "uint16": (0, 2**16 - 1),
+}
 _ROUND = {
     "nearest_even": jnp.round,  # ties to even
     "toward_zero": jnp.trunc,
@@ -50,7 +56,9 @@ def to_int(x, fmt: str, mode: str = "nearest_even"):
     # fp32 has no 2^31 - 1: a value at 2^31 saturates to the int32 maximum before the conversion
     i = jnp.where(r >= 2.0**31, 0, r).astype(jnp.int32)
     i = jnp.where(r >= 2.0**31, hi, jnp.minimum(i, hi))
-    return i.astype(jnp.int8 if fmt == "int8" else jnp.int32)
+    return i.astype(
+        {"int8": jnp.int8, "int16": jnp.int16, "uint8": jnp.uint8, "uint16": jnp.uint16}.get(fmt, jnp.int32)
+    )
 
 
 def to_int8(x, offset=0):

@@ -203,6 +203,16 @@ class Core:
     def vector(self, op: str, dst, *srcs, **kw) -> Core:
         return _op("vector")(self, op, dst, *srcs, **kw)
 
+    def vector_lanes(self, op: str, dst, *srcs, **kw) -> Core:
+        return _op("vector_lanes")(self, op, dst, *srcs, **kw)
+
+    def get_value(self, src, when=True):
+        """(core, value): GetValue of one UB element on the Scalar pipe."""
+        return _op("get_value")(self, src, when)
+
+    def set_value(self, dst, value, when=True) -> Core:
+        return _op("set_value")(self, dst, value, when)
+
     def scalar(self, cycles, when=True) -> Core:
         return _op("scalar")(self, cycles, when)
 
@@ -234,6 +244,9 @@ _METHODS = (
     "fixpipe",
     "l0c_to_ub",
     "vector",
+    "vector_lanes",
+    "get_value",
+    "set_value",
     "scalar",
     "set_flag",
     "wait_flag",

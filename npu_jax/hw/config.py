@@ -36,6 +36,7 @@ class Assumed:
     mmad_startup: int = 10  # Cube pipeline fill; ASC's Mmad doc hints at ~10 cycles
     fixpipe_startup: int = 16  # L0C -> GM/L1 with conversion
     vector_startup: int = 8  # one vector instruction's issue (22 on the arch-2201 presets: calibrated)
+    scalar_ub_cycles: int = 1  # a GetValue / SetValue of one UB element on the Scalar pipe (unpublished)
     gm_burst_overhead: int = 4  # extra cycles per discontiguous GM burst (row of a strided window)
     # a GM DMA moves at most one row (burst) per this many cycles, its bytes' time or this, the longer
     # (0: no such limit; the 910B1's is calibrated, docs/fidelity.md)

@@ -76,6 +76,7 @@ class HwNumbers(NamedTuple):
     ub_groups: int  # UB bank groups a beat's rows interleave over (0: bank conflicts not modelled)
     ub_row: int  # bytes of one UB row (one bank-group slot)
     recency: int  # 1: the L2 keeps what was used recently (``l2_policy="recency"``, core/l2.py), else 0
+    scalar_ub: int  # cycles of one GetValue / SetValue of a UB element on the Scalar pipe (Assumed)
 
     @classmethod
     def of(cls, hw: HardwareConfig) -> HwNumbers:
@@ -115,6 +116,7 @@ class HwNumbers(NamedTuple):
             ub_groups=int(hw.ub_bank_groups or 0),
             ub_row=int(hw.ub_align),
             recency=int(hw.l2_policy == "recency" and hw.l2_bytes > 0),
+            scalar_ub=int(a.scalar_ub_cycles),
         )
 
     @classmethod
@@ -380,14 +382,32 @@ def l0c_to_ub(h: HwNumbers, m, n, *, arith: Arith = EXACT):
     return onchip(l0c_bytes(m, n, arith=arith), h.l0c_ub_rate, h.vec_su, arith=arith)
 
 
-def vector(h: HwNumbers, nbytes, conflict=False, *, arith: Arith = EXACT):
-    """One vector instruction (V): one repeat (beat) of ``vec_rate`` bytes per cycle over its widest
-    operand, two cycles a beat when its two sources collide in a UB bank group (``conflict``, from
+def vector(h: HwNumbers, nbytes, conflict=False, cpr=(1, 1), *, arith: Arith = EXACT):
+    """One vector instruction (V): one repeat (beat) of ``vec_rate`` bytes over its widest operand
+    every ``cpr`` = (num, den) cycles (the op's rate, ``core/isa/vecops.py``; one for the linear ops),
+    two cycles a beat when its two sources collide in a UB bank group (``conflict``, from
     :func:`ub_read_conflict`)."""
-    beats = arith.ceil_rate(nbytes, h.vec_rate)
+    num, den = cpr
+    beats = (
+        arith.ceil_rate(nbytes * num, h.vec_rate * den)
+        if (num, den) != (1, 1)
+        else arith.ceil_rate(nbytes, h.vec_rate)
+    )
     if conflict is not False:
         beats = beats + _xp(beats, conflict).where(conflict, beats, 0 * beats)
     return arith.when_nonzero(nbytes, h.vec_su + beats)
+
+
+def vector_op(h: HwNumbers, repeats, cpr=(1, 1), conflict=False, *, arith: Arith = EXACT):
+    """One vector instruction in the lane form (V): ``repeats`` repeats (static: ``repeatTimes``) at
+    ``cpr`` = (num, den) cycles a repeat, the op's (``core/isa/vecops.py``: the vendor's published
+    elements per cycle, one repeat a cycle for the linear ops), doubled where its two sources collide
+    in a UB bank group, after its start-up."""
+    num, den = cpr
+    beats = -(-repeats * num // den)
+    if conflict is not False:
+        beats = beats + _xp(beats, conflict).where(conflict, beats, 0 * beats)
+    return arith.when_nonzero(repeats, h.vec_su + beats)
 
 
 def ub_read_conflict(h: HwNumbers, a0, a1):
@@ -406,6 +426,13 @@ def ub_read_conflict(h: HwNumbers, a0, a1):
     rows = xp.asarray(h.vec_rate).astype(np.int32) // h.ub_row  # rows one beat reads of each source
     d = ((xp.asarray(a1) - xp.asarray(a0)) // h.ub_row) % groups
     return (xp.asarray(h.ub_groups) > 0) & ((d < rows) | (d > groups - rows))
+
+
+def scalar_ub(h: HwNumbers):
+    """A GetValue / SetValue of one UB element on the Scalar pipe (S): ``Assumed.scalar_ub_cycles``.
+    What the vendor does publish is the order it needs (V -> S flags before a read, S -> V before the
+    vector unit reads a value set), which the flags charge."""
+    return h.scalar_ub
 
 
 def scalar(h: HwNumbers, cycles):

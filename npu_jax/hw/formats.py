@@ -7,10 +7,14 @@ One table, read by the allocator (``core/buffers.py``), the fractal geometry (C0
 from __future__ import annotations
 
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "int8": 1}
+# the vector unit's integer and bit types (Ascend C's int16_t, uint8_t, uint16_t, uint32_t): masks of
+# Compare, offsets of Gather, operands of the logic ops; UB only, never an operand of the Cube
+FORMAT_BYTES.update({"int16": 2, "uint8": 1, "uint16": 2, "uint32": 4})
 
 
 def itemsize(fmt: str) -> int:
-    """Bytes of one element of ``fmt`` (``"fp16"``, ``"bf16"``, ``"fp32"``, ``"int32"``, ``"int8"``)."""
+    """Bytes of one element of ``fmt`` (``"fp16"``, ``"bf16"``, ``"fp32"``, ``"int32"``, ``"int8"``, and the
+    vector unit's ``"int16"``, ``"uint8"``, ``"uint16"``, ``"uint32"``)."""
     try:
         return FORMAT_BYTES[fmt]
     except (KeyError, TypeError):

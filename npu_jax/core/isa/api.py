@@ -249,6 +249,31 @@ def vector(
     )
 
 
+def vector_lanes(
+    core: Core, op: str, dst, *srcs, scalar=None, mode: str = "nearest_even", args: tuple = (), when=True
+) -> Core:
+    """One vector instruction in the lane form (``lanes.py``): each operand a
+    :class:`~npu_jax.core.isa.lanes.Lanes` (its walk of repeats, blocks, strides and mask over a
+    flat UB stage), the op any of ``vector.LANE_OPS``; the result written to the destination's lanes
+    that run. Cost: ``costs.vector_op`` (the destination's repeats at the op's class's rate)."""
+    if op not in table.VECTOR_LANES:
+        raise ValueError(f"unknown lane-form vector op {op!r}; known: {sorted(table.VECTOR_LANES)}.")
+    return issue(core, table.VECTOR_LANES[op], when, dst=dst, srcs=srcs, scalar=scalar, mode=mode, args=args)
+
+
+def get_value(core: Core, src, when=True):
+    """GetValue: (core, the value) of one UB element (a one-lane ``Lanes``), read on the Scalar pipe."""
+    from npu_jax.core.isa import lanes
+
+    value = lanes.read(core, src)[0, 0]
+    return issue(core, table.GET_VALUE, when, src=src), value
+
+
+def set_value(core: Core, dst, value, when=True) -> Core:
+    """SetValue: one UB element (a one-lane ``Lanes``) written on the Scalar pipe."""
+    return issue(core, table.SET_VALUE, when, dst=dst, value=value)
+
+
 def scalar(core: Core, cycles: int, when=True) -> Core:
     """Charge ``cycles`` of scalar work (address arithmetic, loop control) on pipe S."""
     return issue(core, table.SCALAR, when, cycles=cycles)
@@ -262,6 +287,9 @@ state.bind_instructions(
     fixpipe=fixpipe,
     l0c_to_ub=l0c_to_ub,
     vector=vector,
+    vector_lanes=vector_lanes,
+    get_value=get_value,
+    set_value=set_value,
     scalar=scalar,
     set_flag=sync.set_flag,
     wait_flag=sync.wait_flag,

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from npu_jax.core.buffers import Ref
+from npu_jax.core.buffers import DTYPES, Ref
 from npu_jax.core.state import Core, GmWindow
 from npu_jax.errors import WindowError
 from npu_jax.hw.formats import itemsize
@@ -30,6 +30,14 @@ class View(Ref):
 
     shape: tuple = ()
     step: tuple | None = None
+    # the format the view's elements are read and written as, where it is not the allocation's: a byte
+    # allocation (one buffer used as several types, ``LocalTensor.reinterpret_cast``) seen as any type;
+    # ``offset`` then counts elements of this format
+    dtype: str | None = None
+
+    @property
+    def elem(self) -> str:
+        return self.dtype or self.alloc.dtype
 
     @property
     def steps(self) -> tuple:
@@ -50,10 +58,46 @@ def view_block(core: Core, v: View) -> jax.Array:
 def stage_block(core: Core, ref: Ref, shape) -> jax.Array:
     """The ``shape`` block of an allocation stage at ``ref.offset`` (0s if none)."""
     a = ref.alloc
+    if ref.elem != a.dtype:
+        return _raw_block(core, ref, shape)
     off = ref.offset or (0,) * len(a.shape)
     full = core.buf[a.name]
     blk = lax.dynamic_slice(full, (jnp.asarray(ref.stage, _i32),) + tuple(off), (1,) + tuple(shape))
     return blk[0]
+
+
+def _raw_check(ref: Ref) -> None:
+    a = ref.alloc
+    if a.dtype != "uint8" or len(a.shape) != 1:
+        raise TypeError(
+            f"{a.name!r} is a {a.dtype} {a.shape} allocation; only a flat byte (uint8) allocation is read as "
+            f"another type ({ref.elem})."
+        )
+
+
+def _raw_block(core: Core, ref: Ref, shape) -> jax.Array:
+    """``shape`` elements of ``ref.elem`` from a byte allocation: the bytes at ``offset`` elements of
+    that type, reinterpreted (the buffer is memory; its type is how an instruction reads it)."""
+    _raw_check(ref)
+    isz = itemsize(ref.elem)
+    n = math.prod(shape)
+    start = jnp.asarray((ref.offset or (0,))[0], _i32) * isz
+    raw = lax.dynamic_slice(core.buf[ref.alloc.name], (jnp.asarray(ref.stage, _i32), start), (1, n * isz))[0]
+    return bytes_to(raw, ref.elem).reshape(shape)
+
+
+def bytes_to(raw, fmt: str) -> jax.Array:
+    """A flat uint8 array read as elements of ``fmt`` (little-endian, as the chip stores them)."""
+    isz = itemsize(fmt)
+    dt = DTYPES[fmt]
+    if isz == 1:
+        return lax.bitcast_convert_type(raw, dt)
+    return lax.bitcast_convert_type(raw.reshape(-1, isz), dt)
+
+
+def to_bytes(x) -> jax.Array:
+    """Elements (any format) as their flat uint8 bytes (the inverse of :func:`bytes_to`)."""
+    return lax.bitcast_convert_type(x, jnp.uint8).reshape(-1)
 
 
 def write_ref(core: Core, ref: Ref, block, when) -> Core:
@@ -61,6 +105,11 @@ def write_ref(core: Core, ref: Ref, block, when) -> Core:
     if not core.ctx.move_data:  # timing-only: XLA drops the now-unused data work entirely
         return core
     a = ref.alloc
+    if ref.elem != a.dtype:  # a byte allocation written as another type: the block's bytes
+        _raw_check(ref)
+        raw = to_bytes(block.astype(DTYPES[ref.elem]))
+        start = jnp.asarray((ref.offset or (0,))[0], _i32) * itemsize(ref.elem)
+        return write_ref(core, Ref(a, ref.stage, (start,)), raw, when)
     off = ref.offset or (0,) * len(a.shape)
     if len(block.shape) != len(a.shape) or any(
         isinstance(o, int) and o + s > t for o, s, t in zip(off, block.shape, a.shape)

@@ -49,10 +49,10 @@ def data_copy_in(
             f"DataCopy from GM goes to L1 or UB, not {dst.buffer}; use load2d/load3d to fill L0A/L0B from L1."
         )
     spec = core.ctx.gm_spec(src.name)
-    if spec.dtype != dst.alloc.dtype:
+    if spec.dtype != dst.elem:
         raise TypeError(
             f"DataCopy does not convert: GM {src.name!r} is {spec.dtype} but "
-            f"{dst.alloc.name!r} is {dst.alloc.dtype}; cast on the vector unit."
+            f"{dst.alloc.name!r} is {dst.elem}; cast on the vector unit."
         )
     valid = valid_extents(core, src)
     starts = tuple(jnp.asarray(s, _i32) for s in src.starts)

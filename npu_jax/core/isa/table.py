@@ -114,6 +114,28 @@ VECTOR = {
     for op in vector.VECTOR_OPS
 }
 
+# the lane form (repeats, masks, strides: ``lanes.py``): every op of ``vecops.OPS`` and VCast, VDup
+# (an op of the count form above shares its name, so the trace's op ids of those stay put)
+VECTOR_LANES = {
+    op: Instr(
+        op,
+        "V",
+        reads=("UB",),
+        writes=("UB",),
+        counts=("vector_bytes",),
+        cost=costs.vector_op,
+        semantics=functools.partial(vector.lanes_vector, op=op),
+    )
+    for op in vector.LANE_OPS
+}
+
+GET_VALUE = Instr(
+    "GetValue", "S", reads=("UB",), writes=(), counts=(), cost=costs.scalar_ub, semantics=vector.scalar_get
+)
+SET_VALUE = Instr(
+    "SetValue", "S", reads=(), writes=("UB",), counts=(), cost=costs.scalar_ub, semantics=vector.scalar_set
+)
+
 SCALAR = Instr("Scalar", "S", reads=(), writes=(), counts=(), cost=costs.scalar, semantics=vector.scalar)
 
 DECLARATIONS: tuple[Instr, ...] = (
@@ -128,6 +150,9 @@ DECLARATIONS: tuple[Instr, ...] = (
     L0C_TO_UB,
     *VECTOR.values(),
     SCALAR,
+    *VECTOR_LANES.values(),
+    GET_VALUE,
+    SET_VALUE,
 )
 # The trace's op names (its recorded op ids index this tuple), in declaration order.
 OPS = tuple(dict.fromkeys(i.name for i in DECLARATIONS))

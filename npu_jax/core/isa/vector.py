@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
+from jax import lax
 
 from npu_jax.core import sanitize
-from npu_jax.core.buffers import Ref
+from npu_jax.core.buffers import DTYPES, Ref
+from npu_jax.core.isa import lanes, vecops
 from npu_jax.core.isa.data import View, broadcast_row, stage_block, view_block, write_ref
 from npu_jax.core.isa.decl import Effect
+from npu_jax.core.isa.lanes import Lanes
 from npu_jax.core.quant import INT_RANGES, to_int
 from npu_jax.core.rounding import round_to
 from npu_jax.core.state import Core
@@ -38,6 +41,10 @@ FILL = ("VDup",)  # Ascend C ``Duplicate`` (TBE ``vector_dup``): every element o
 # every vector op, in the order of the trace's op names (ops added later go last: the ids stay)
 _ADDED = ("VDiv", "VLn", "VSqrt", "VReduceMax")
 VECTOR_OPS = tuple(o for o in tuple(BINARY) + tuple(WITH_SCALAR) + UNARY + FILL if o not in _ADDED) + _ADDED
+
+
+# every op the lane form runs (lanes_vector): the table's, and Cast and Duplicate
+LANE_OPS = tuple(vecops.OPS) + ("VCast", "VDup") + tuple(vecops.SHAPED)
 
 
 def sources(op: str) -> int:
@@ -77,29 +84,20 @@ def _pairwise_sum(flat, fmt: str):
 
 def elementwise(op: str, xs, *, scalar=None, alpha: float = 0.0):
     """The fp32 result of an element-wise vector op (not ``VReduceSum`` / ``VDup``) on fp32 sources:
-    the arithmetic alone, shared by the instruction and by the data path computed apart from the
-    timing (``kernels/values.py``)."""
-    if op in BINARY:
-        return BINARY[op](xs[0], xs[1])
-    if op in WITH_SCALAR:
+    the arithmetic alone (``vecops.OPS``), shared by the instruction and by the data path computed
+    apart from the timing (``kernels/values.py``)."""
+    if op == "VCast":
+        return xs[0]
+    if op not in vecops.OPS:
+        raise ValueError(f"{op} is not an element-wise vector op.")
+    o = vecops.OPS[op]
+    if op == "VLeakyRelu":
+        return o.fn(xs, jnp.float32(alpha))
+    if o.scalar:
         if scalar is None:
             raise ValueError(f"{op} needs scalar=.")
-        return WITH_SCALAR[op](xs[0], jnp.asarray(scalar, jnp.float32))
-    if op == "VRelu":
-        return jnp.maximum(xs[0], 0.0)
-    if op == "VLeakyRelu":
-        return jnp.where(xs[0] >= 0, xs[0], xs[0] * jnp.float32(alpha))
-    if op == "VExp":
-        return jnp.exp(xs[0])
-    if op == "VAbs":
-        return jnp.abs(xs[0])
-    if op == "VLn":
-        return jnp.log(xs[0])
-    if op == "VSqrt":
-        return jnp.sqrt(xs[0])
-    if op in ("VCopy", "VCast"):
-        return xs[0]
-    raise ValueError(f"{op} is not an element-wise vector op.")
+        return o.fn(xs, jnp.asarray(scalar, jnp.float32))
+    return o.fn(xs)
 
 
 def store(y, op: str, fmt: str, policy, hw, mode: str = "nearest_even"):
@@ -118,7 +116,21 @@ def store(y, op: str, fmt: str, policy, hw, mode: str = "nearest_even"):
     over = policy.overflow_mode(hw)
     if policy.vector != "fp32" and op != "VCast":  # the op runs in the policy's vector format
         y = round_to(y, policy.vector, overflow=over).astype(jnp.float32)
+    if op == "VCast" and mode == "odd":
+        return round_odd(y, fmt, over)
     return round_to(y, fmt, mode if op == "VCast" else "nearest_even", overflow=over)
+
+
+def round_odd(y, fmt: str, overflow: str = "inf"):
+    """``Cast`` with ``CAST_ODD``: ``y`` (fp32) to ``fmt`` rounded to odd (von Neumann rounding: toward
+    zero, then the last bit set where the result is inexact), the rounding that keeps a later
+    rounding to a narrower format correct."""
+    if fmt == "fp32":
+        return y.astype(jnp.float32)
+    t = round_to(y, fmt, "toward_zero", overflow=overflow)
+    bits = lax.bitcast_convert_type(t, jnp.uint16)
+    inexact = (t.astype(jnp.float32) != y) & jnp.isfinite(y)
+    return lax.bitcast_convert_type(bits | inexact.astype(jnp.uint16), t.dtype)
 
 
 def ub_address(r):
@@ -230,7 +242,11 @@ def vector(
     )
     return Effect(
         core,
-        cost=dict(nbytes=nbytes, conflict=_read_conflict(core, h, op, shape, srcs)),
+        cost=dict(
+            nbytes=nbytes,
+            conflict=_read_conflict(core, h, op, shape, srcs),
+            cpr=vecops.cycles_per_repeat(op, width),
+        ),
         counts=(("vector_bytes", nbytes),),
         reads=srcs,
         writes=(dst,),
@@ -241,3 +257,140 @@ def vector(
 def scalar(core: Core, h, when, *, cycles):
     """Scalar work (address arithmetic, loop control): no data, ``cycles`` on pipe S."""
     return Effect(core, cost=dict(cycles=cycles))
+
+
+# ---- the lane form: repeats, masks and strides (lanes.py) -----------------------------------------
+def _lane_oob(core: Core, op: Lanes, name: str):
+    """memcheck of a lane operand whose start is traced: its walk must stay inside its stage."""
+    n = op.alloc.shape[0] * itemsize(op.alloc.dtype) // itemsize(op.elem)  # the stage in elements
+    ext = op.pattern.extent
+    if isinstance(op.start, int):
+        if op.start < 0 or op.start + ext > n:
+            raise ValueError(
+                f"{name}: the lanes of {op.alloc.name!r} reach element {op.start + ext} of {n}; keep the walk "
+                f"(offset, repeats and strides) inside the tensor."
+            )
+        return ()
+    return sanitize.window_oob(core, op.alloc, (op.start,), (ext,), (n,), name)
+
+
+def _lane_inputs(core: Core, o, dst: Lanes, srcs, fmts):
+    """The sources' lanes in the op's compute type (and the destination's, for an op that reads it)."""
+    ct = vecops.compute_type(dst.elem)
+    xs = [lanes.read(core, s).astype(ct) for s in srcs]
+    if o is not None and o.reads_dst:
+        xs.append(lanes.read(core, dst).astype(ct))
+    return xs
+
+
+def store_lanes(y, op: str, fmt: str, policy, hw, mode: str = "nearest_even"):
+    """A lane op's result as stored in ``fmt``: floats as :func:`store` rounds them; an integer
+    result wraps to the destination's width (an integer op's own arithmetic), except a ``VCast``
+    into an integer type, which rounds by its mode and saturates."""
+    if fmt in vecops.INTS and op != "VCast" and jnp.issubdtype(y.dtype, jnp.integer):
+        return y.astype(DTYPES[fmt])
+    return store(y, op, fmt, policy, hw, mode)
+
+
+def lanes_vector(
+    core: Core,
+    h,
+    when,
+    *,
+    op: str,
+    dst: Lanes,
+    srcs: tuple[Lanes, ...],
+    scalar=None,
+    mode: str = "nearest_even",
+    args: tuple = (),
+):
+    """One vector instruction in the lane form: the walk of each operand (``lanes.Pattern``: repeats,
+    blocks, strides, mask), the arithmetic of ``vecops.OPS[op]`` (or ``VCast`` / ``VDup``, or a shaped
+    op of ``vecops.SHAPED``: a reduction, Brcb, Compare, Select, Gather... with its static ``args``),
+    the result rounded to the destination's type and written to the lanes that run. Cost: the op's
+    rate (``costs.vector_op``) over its repeats."""
+    for r in (dst,) + srcs:
+        if r.buffer != "UB":
+            raise ValueError(f"vector ops work on UB, {r.alloc.name!r} is in {r.buffer}.")
+        if not isinstance(r, Lanes):
+            raise TypeError(f"{op}: a lane-form operand is a lanes.Lanes, got {type(r).__name__}.")
+    oob = sum((_lane_oob(core, r, op) for r in (dst,) + srcs), ())
+    o = vecops.OPS.get(op)
+    shaped = vecops.SHAPED.get(op)
+    repeats = dst.pattern.shape[0]
+    if shaped is not None:
+        if len(srcs) != shaped.n_src:
+            raise ValueError(f"{op} takes {shaped.n_src} source(s), got {len(srcs)}.")
+        xs = [lanes.read(core, s) for s in srcs]
+        y = shaped.fn(xs, [s.pattern.on for s in srcs], dst.elem, scalar=scalar, **dict(args))
+        if y.shape != dst.pattern.shape:
+            raise ValueError(f"{op}: the result's lanes {y.shape} != the destination's {dst.pattern.shape}.")
+        if shaped.repeats == "src" and srcs:
+            repeats = srcs[0].pattern.shape[0]
+        if shaped.raw:
+            out = y.astype(DTYPES[dst.elem])
+        elif dst.elem in vecops.INTS:
+            out = y.astype(jnp.int32).astype(DTYPES[dst.elem])
+        else:
+            out = store(y, op, dst.elem, core.ctx.policy, core.hw, mode)
+    elif op == "VDup":
+        y = jnp.full(dst.pattern.shape, jnp.asarray(scalar, vecops.compute_type(dst.elem)))
+    elif op == "VCast":
+        y = lanes.read(core, srcs[0])
+        y = y.astype(jnp.float32) if srcs[0].elem in vecops.FLOATS or dst.elem in vecops.FLOATS else y
+    elif o is not None:
+        if len(srcs) != o.n_src:
+            raise ValueError(f"{op} takes {o.n_src} source(s), got {len(srcs)}.")
+        xs = _lane_inputs(core, o, dst, srcs, None)
+        if o.scalar:
+            s = jnp.asarray(scalar, vecops.compute_type(dst.elem))
+            y = o.fn(xs, s)
+        else:
+            y = o.fn(xs)
+    else:
+        raise ValueError(f"{op} has no lane form; known: {sorted(LANE_OPS)}.")
+    if shaped is None:
+        for s in srcs:
+            if s.pattern.shape != dst.pattern.shape:
+                raise ValueError(
+                    f"{op}: source lanes {s.pattern.shape} != destination lanes {dst.pattern.shape}."
+                )
+        out = store_lanes(y, op, dst.elem, core.ctx.policy, core.hw, mode)
+    core = lanes.write(core, dst, out, when)
+    width = max(itemsize(r.elem) for r in (dst,) + srcs)
+    nbytes = jnp.asarray(dst.pattern.elements() * width, _i32)
+    conflict = False
+    if o is not None and o.n_src == 2 and core.hw.ub_bank_groups:
+        a0, a1 = (lane_address(s) for s in srcs)
+        conflict = costs.ub_read_conflict(h, a0, a1)
+    return Effect(
+        core,
+        cost=dict(repeats=repeats, cpr=vecops.cycles_per_repeat(op, width), conflict=conflict),
+        counts=(("vector_bytes", nbytes),),
+        reads=srcs + ((dst,) if o is not None and o.reads_dst else ()),
+        writes=(dst,),
+        oob=oob,
+    )
+
+
+def lane_address(r: Lanes):
+    """The UB byte address a lane operand starts at."""
+    return r.alloc.address(jnp.asarray(r.stage, _i32)) + jnp.asarray(r.start, _i32) * itemsize(r.elem)
+
+
+# ---- the Scalar pipe's access to UB (LocalTensor::GetValue / SetValue) ----------------------------
+def scalar_get(core: Core, h, when, *, src: Lanes):
+    """GetValue: one UB element read on the Scalar pipe; the value itself is read by the caller
+    (``lanes.read`` at the same point of the program), this charges and logs it."""
+    return Effect(core, cost={}, reads=(src,), oob=_lane_oob(core, src, "GetValue"))
+
+
+def scalar_set(core: Core, h, when, *, dst: Lanes, value):
+    """SetValue: one UB element written on the Scalar pipe, converted to its type."""
+    v = jnp.reshape(jnp.asarray(value), (1, 1))
+    if dst.elem in vecops.FLOATS:
+        v = round_to(v.astype(jnp.float32), dst.elem)
+    else:
+        v = v.astype(DTYPES[dst.elem])
+    core = lanes.write(core, dst, v, when)
+    return Effect(core, cost={}, writes=(dst,), oob=_lane_oob(core, dst, "SetValue"))

@@ -46,6 +46,12 @@ class BufferRequest:
     shape: tuple | None = None  # a Cube-side tensor's logical shape (first shaped use)
     fmt: str = "ND"
     addr: int | None = None  # a fixed byte address in the buffer (asc.local_tensor); None: the next free
+    dtypes: set = dataclasses.field(default_factory=set)  # every type it is used as (two or more: bytes)
+
+    @property
+    def raw(self) -> bool:
+        """Used as more than one type (``reinterpret_cast``): the core stores it as bytes."""
+        return len(self.dtypes) > 1
 
 
 @dataclasses.dataclass
@@ -81,6 +87,11 @@ class KernelRun:
         self.loop_depth = 0
         self.eager = False
         self.block = 0
+        self.pool = (
+            None if plan is None else plan.pool
+        )  # the high-level calls' temporaries (pipe.framework_buffer)
+        self.mask_mode = None  # asc.MaskMode of the vector mask (None: NORMAL), set_mask_count / _norm
+        self.vector_mask = None  # the mask of the calls with is_set_mask=False (None: every lane)
 
     @property
     def planning(self) -> bool:
@@ -106,6 +117,20 @@ class KernelRun:
         self.findings.append(
             Finding(check, kind, "", -1, -1, op, pipe, where, alloc, 0, "-", "-", "-", {}, detail, fix)
         )
+
+
+def use_dtype(req: BufferRequest, dtype):
+    """``req`` used as ``dtype``: recorded by the plan pass (a buffer used as two types is stored as
+    bytes), checked by the run pass; returns ``dtype``."""
+    if current().planning:
+        req.dtype = req.dtype or dtype
+        req.dtypes.add(dtype)
+    elif dtype not in req.dtypes:
+        raise AscError(
+            f"the buffer made at {req.where} is used as {dtype} in the run but not in the plan: the kernel's Python "
+            f"control flow must not depend on traced values."
+        )
+    return dtype
 
 
 _LOCAL = threading.local()
