@@ -311,3 +311,53 @@ def test_cube_calls_on_the_wrong_buffer_or_chip_name_the_call_and_line(rng, whic
     x = rng.standard_normal(256).astype(np.float16)
     with pytest.raises(asc.AscError, match=message):
         _misuse[1](x, np.zeros(256, np.float16), which, hw=getattr(npu_jax.presets, chip)())
+
+
+@asc.kernel(core="cube")
+def _matmul_2201(a, b, c, m: int, n: int, k: int):
+    """The vendor's matmul_basic_api as written for arch 2201: A split Nz -> Zz one 16-row strip at a
+    time (src_stride = the tile's row blocks), B Nz -> Zn one 16-row strip of K at a time (if_transpose)."""
+    ag, bg, cg = asc.GlobalTensor(), asc.GlobalTensor(), asc.GlobalTensor()
+    ag.set_global_buffer(a)
+    bg.set_global_buffer(b)
+    cg.set_global_buffer(c)
+    pipe = asc.TPipe()
+    qa1, qb1, qa2, qb2 = (asc.TQue(p, 1) for p in (asc.TPosition.A1, asc.TPosition.B1, asc.TPosition.A2, asc.TPosition.B2))
+    qc = asc.TQue(asc.TPosition.CO1, 1)
+    for q, nbytes in ((qa1, m * k * 2), (qb1, k * n * 2), (qa2, m * k * 2), (qb2, k * n * 2), (qc, m * n * 4)):
+        pipe.init_buffer(q, 1, nbytes)
+    a1, b1 = qa1.alloc_tensor(asc.half), qb1.alloc_tensor(asc.half)
+    asc.data_copy(a1, ag, asc.Nd2NzParams(1, m, k, 0, k, m, 1, 0))
+    asc.data_copy(b1, bg, asc.Nd2NzParams(1, k, n, 0, n, k, 1, 0))
+    qa1.enque(a1)
+    qb1.enque(b1)
+    a1, b1 = qa1.deque(asc.half), qb1.deque(asc.half)
+    a2, b2 = qa2.alloc_tensor(asc.half), qb2.alloc_tensor(asc.half)
+    for i in range(m // 16):
+        asc.load_data(a2[i * k * 16 :], a1[i * 256 :], asc.LoadData2DParams(0, k // 16, m // 16, 0, 0, False, 0))
+    for i in range(k // 16):
+        asc.load_data(b2[i * n * 16 :], b1[i * 256 :], asc.LoadData2DParams(0, n // 16, k // 16, 0, 0, True, 0))
+    qa1.free_tensor(a1)
+    qb1.free_tensor(b1)
+    qa2.enque(a2)
+    qb2.enque(b2)
+    a2, b2 = qa2.deque(asc.half), qb2.deque(asc.half)
+    c1 = qc.alloc_tensor(asc.float32)
+    asc.mmad(c1, a2, b2, asc.MmadParams(m, n, k, 0, False, True))
+    qc.enque(c1)
+    qa2.free_tensor(a2)
+    qb2.free_tensor(b2)
+    c1 = qc.deque(asc.float32)
+    asc.fixpipe(cg, c1, asc.FixpipeParamsV220(n, m, m, n, False, asc.QuantMode.F322F16))
+    qc.free_tensor(c1)
+
+
+def test_the_vendors_2201_load_data_walks(rng):
+    m, n, k = 64, 48, 32
+    a = rng.integers(-4, 5, (m, k)).astype(np.float16)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float16)
+    (_, _, c), rep = _matmul_2201[1](a, b, np.zeros((m, n), np.float16), m, n, k, hw=HW910B, checks="all")
+    np.testing.assert_array_equal(c, (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float16))
+    # one LoadData a strip: m / 16 for A and k / 16 for B, each whole fractals at L1 -> L0's rate
+    assert rep.bytes["L1->L0A"] == m * k * 2 and rep.bytes["L1->L0B"] == k * n * 2
+    assert not rep.findings()

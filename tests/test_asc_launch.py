@@ -118,14 +118,14 @@ def test_calls_outside_a_launch_and_bad_launches_say_how_to_launch(rng):
 
 
 @asc.kernel
-def _reinterpret(x):
+def _transpose_ext(x):
     pipe = asc.TPipe()
     buf = asc.TBuf(asc.TPosition.VECCALC)
-    pipe.init_buffer(buf, 256)
-    buf.get(asc.half)
-    buf.get(asc.float32)
+    pipe.init_buffer(buf, 1024)
+    t = buf.get(asc.half)
+    asc.transpose(t, t[256:], t, None)  # the enhanced form (TransposeParamsExt)
 
 
 def test_an_unsupported_use_names_the_guide(rng):
     with pytest.raises(NotImplementedError, match="docs/kernels.md"):
-        _reinterpret[1](rng.uniform(-1, 1, 16).astype(np.float16), hw=HW)
+        _transpose_ext[1](rng.uniform(-1, 1, 16).astype(np.float16), hw=HW)

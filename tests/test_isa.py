@@ -12,7 +12,7 @@ from conftest import busy, counter, gm_spec, make_core
 
 from npu_jax.core import isa
 from npu_jax.core.buffers import Plan
-from npu_jax.core.isa import table
+from npu_jax.core.isa import lanes, table, vecops
 from npu_jax.core.pipes import COUNTERS, PIPE_INDEX, PIPES
 from npu_jax.hw import costs, presets
 from npu_jax.hw.config import HardwareConfig
@@ -111,7 +111,54 @@ def _cases(rng, hw):
             srcs = (u[0], v[0]) if instr.semantics.keywords["op"] in table.vector.BINARY else (u[0],)
             call = lambda k, op=op, srcs=srcs: k.vector(op, v[0], *srcs, scalar=0.5, alpha=0.1)  # noqa: E731
             nbytes = 16 * 32 * 2
-        cases.append((instr, call, dict(nbytes=nbytes)))
+        width = 4 if op in ("VReduceSum", "VCast") else 2
+        cases.append((instr, call, dict(nbytes=nbytes, cpr=vecops.cycles_per_repeat(op, width))))
+    # the lane form: one op of each kind (element-wise, a reduction), and the Scalar pipe's UB access
+    flat = Plan(hw)
+    fa, fb = flat.alloc("UB", "fa", (512,), "fp16"), flat.alloc("UB", "fb", (512,), "fp16")
+    ia, ib = flat.alloc("UB", "ia", (512,), "int16"), flat.alloc("UB", "ib", (512,), "int16")
+    lcore = make_core(hw, flat, [gm_spec("x", (64, 64))], {"x": _f16(rng, (64, 64))})
+    lcore = lcore.data_copy(dst=fa[0], src=lcore.gm_window("x", (0, 0), (8, 64)))
+    lcore = lcore.data_copy(dst=fb[0], src=lcore.gm_window("x", (8, 0), (8, 64)))
+    walk = lanes.count_pattern(512, 128)
+    one = lanes.Pattern(np.zeros((1, 1), np.int64), np.ones((1, 1), bool))
+    sums = lanes.Pattern(np.arange(4)[:, None], np.ones((4, 1), bool))
+    lane_cases = {
+        "VWholeReduceSum": (lanes.Lanes(fb, 0, (0,), pattern=sums), (lanes.Lanes(fa, 0, (0,), pattern=walk),))
+    }
+    for op, instr in isa.VECTOR_LANES.items():
+        if op in lane_cases:
+            dst, srcs = lane_cases[op]
+        elif op in table.vector.vecops.SHAPED:
+            continue  # the shaped ops' arithmetic: tests/test_asc_lanes.py
+        else:
+            o = table.vector.vecops.OPS.get(op)
+            ints = o is not None and "fp16" not in o.types
+            fa_, fb_ = (ia, ib) if ints else (fa, fb)
+            dst = lanes.Lanes(fb_, 0, (0,), pattern=walk)
+            srcs = tuple(
+                lanes.Lanes(fa, 0, (0,), pattern=walk)
+                for _ in range(o.n_src if o else 1 if op == "VCast" else 0)
+            )
+        call = lambda k, op=op, dst=dst, srcs=srcs: k.vector_lanes(op, dst, *srcs, scalar=0.5)  # noqa: E731
+        cases.append(
+            (
+                instr,
+                call,
+                dict(
+                    repeats=dst.pattern.shape[0] if op != "VWholeReduceSum" else 4,
+                    cpr=vecops.cycles_per_repeat(op, 2),
+                ),
+                lcore,
+            )
+        )
+    src1 = lanes.Lanes(fa, 0, (3,), pattern=one)
+    cases.append(
+        (table.GET_VALUE, lambda k: k.get_value(src1)[0], dict(cycles=hw.assumed.scalar_ub_cycles), lcore)
+    )
+    cases.append(
+        (table.SET_VALUE, lambda k: k.set_value(src1, 2.0), dict(cycles=hw.assumed.scalar_ub_cycles), lcore)
+    )
     return core, cases
 
 
@@ -133,9 +180,15 @@ def test_issuing_each_declaration_charges_its_rule_to_its_pipe(rng):
     hw = presets.tiny()
     core, cases = _cases(rng, hw)
     done = set()
-    for instr, call, operands in cases:
-        _check_charge(core, instr, call, operands)
+    shaped = {
+        id(i)
+        for op, i in isa.VECTOR_LANES.items()
+        if op in table.vector.vecops.SHAPED and op != "VWholeReduceSum"
+    }
+    for instr, call, operands, *own in cases:
+        _check_charge(own[0] if own else core, instr, call, operands)
         done.add(id(instr))
+    done |= shaped
     # L0C -> UB exists on coupled chips only
     hwc = presets.tiny(coupled=True)
     plan = Plan(hwc)

@@ -24,21 +24,13 @@ from npu_jax.asc.debug import dump_tensor, printf
 from npu_jax.asc.highlevel import (
     LayerNormTiling,
     RmsNormTiling,
-    SoftMaxShapeInfo,
-    SoftMaxTiling,
     faster_gelu,
     gelu,
-    get_softmax_max_tmp_size,
-    get_softmax_min_tmp_size,
     layer_norm,
     log,
     rms_norm,
     sigmoid,
     silu,
-    simple_softmax,
-    softmax,
-    softmax_flash_v2,
-    softmax_tiling_func,
     swish,
     tanh,
 )
@@ -54,7 +46,30 @@ from npu_jax.asc.ops import (
     wait_flag,
 )
 from npu_jax.asc.pipe import LocalMemAllocator, TBuf, TPipe, TQue, local_tensor
+from npu_jax.asc.reduce import (
+    block_reduce_max,
+    block_reduce_min,
+    block_reduce_sum,
+    pair_reduce_sum,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+    repeat_reduce_sum,
+    whole_reduce_max,
+    whole_reduce_min,
+    whole_reduce_sum,
+)
 from npu_jax.asc.runtime import AscError
+from npu_jax.asc.softmax import (
+    SoftMaxShapeInfo,
+    SoftMaxTiling,
+    get_softmax_max_tmp_size,
+    get_softmax_min_tmp_size,
+    simple_softmax,
+    softmax,
+    softmax_flash_v2,
+    softmax_tiling_func,
+)
 from npu_jax.asc.tensors import GlobalAddress, GlobalTensor, LocalTensor
 from npu_jax.asc.types import (
     CMPMODE,
@@ -139,9 +154,6 @@ from npu_jax.asc.vec import (
     sub_relu,
 )
 from npu_jax.asc.vshape import (
-    block_reduce_max,
-    block_reduce_min,
-    block_reduce_sum,
     brcb,
     compare,
     compare_scalar,
@@ -149,16 +161,19 @@ from npu_jax.asc.vshape import (
     copy,
     create_vec_index,
     gather,
-    pair_reduce_sum,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
-    repeat_reduce_sum,
     select,
     transpose,
-    whole_reduce_max,
-    whole_reduce_min,
-    whole_reduce_sum,
+)
+from npu_jax.asc.xcore import (
+    cross_core_set_flag,
+    cross_core_wait_flag,
+    disable_dma_atomic,
+    get_system_cycle,
+    set_atomic_add,
+    set_atomic_max,
+    set_atomic_min,
+    set_atomic_none,
+    sync_all,
 )
 
 __all__ = [
@@ -231,8 +246,11 @@ __all__ = [
     "compares",
     "copy",
     "create_vec_index",
+    "cross_core_set_flag",
+    "cross_core_wait_flag",
     "data_copy",
     "data_copy_pad",
+    "disable_dma_atomic",
     "div",
     "dump_tensor",
     "duplicate",
@@ -249,6 +267,7 @@ __all__ = [
     "get_block_num",
     "get_softmax_max_tmp_size",
     "get_softmax_min_tmp_size",
+    "get_system_cycle",
     "half",
     "int16",
     "int32",
@@ -285,6 +304,10 @@ __all__ = [
     "rms_norm",
     "rsqrt",
     "select",
+    "set_atomic_add",
+    "set_atomic_max",
+    "set_atomic_min",
+    "set_atomic_none",
     "set_flag",
     "set_mask_count",
     "set_mask_norm",
@@ -301,6 +324,7 @@ __all__ = [
     "sub",
     "sub_relu",
     "swish",
+    "sync_all",
     "tanh",
     "transpose",
     "uint16",

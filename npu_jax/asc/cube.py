@@ -9,6 +9,8 @@ Cube's copies and hands every other to :func:`npu_jax.asc.ops.data_copy`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 
 from npu_jax.asc import ops, runtime
@@ -154,15 +156,14 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
         raise NotImplementedError(
             "asc.load_data with if_transpose=True fills L0B only (a B stored [N, K]); see docs/kernels.md."
         )
-    # the fractals move one after another (src_stride 1, or 0 for the default); sid (the stream id)
-    # changes no data; a gap between destination fractals or a decrementing address is not emulated
-    for field, allowed in (("src_stride", (0, 1)), ("dst_gap", (0,)), ("addr_mode", (0,))):
-        if getattr(params, field) not in allowed:
-            raise NotImplementedError(
-                f"asc.load_data at {runtime.where()}: LoadData2DParams.{field}={getattr(params, field)!r} is not "
-                f"supported yet (only {' or '.join(map(str, allowed))}: fractals moved one after another); see "
-                "docs/kernels.md."
-            )
+    if params.addr_mode:
+        raise NotImplementedError(
+            f"asc.load_data at {runtime.where()}: addr_mode=1 (a decrementing source) is the GM -> L1 path's; see "
+            "docs/kernels.md."
+        )
+    whole = params.src_stride in (0, 1) and params.dst_gap == 0 and _at(dst, 0) and _at(src, 0)
+    if not whole:
+        return _load_fractals(dst, src, params)
     run = runtime.current()
     if dst.request.shape is None or src.request.shape is None:
         if run.planning:  # shapes come from the copy that fills src and the mmad that reads dst
@@ -190,6 +191,71 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     tr = bool(params.if_transpose)  # the (N, K) window at (row, col) of an NZ B^T, turned into (K, N)
     if d is not None and s is not None:
         ops.issue(lambda core: core.load2d(dst=d, src=s, start=(row, col), transpose=tr))
+
+
+def _at(t: LocalTensor, off: int) -> bool:
+    return isinstance(t.offset, int) and t.offset == off
+
+
+def _load_fractals(dst: LocalTensor, src: LocalTensor, p: LoadData2DParams) -> None:
+    """LoadData2D as the vendor writes it on the 910B: ``repeat_times`` fractals, the r-th read from
+    source fractal ``start_index + r * src_stride`` (counted from the source view, down the NZ tile's
+    column blocks, then across) and written to destination fractal ``r * (dst_gap + 1)`` (from the
+    destination view: L0A's fractals M-block-major (ZZ), L0B's K-block-major). The vendor's Nz -> Zz
+    split (one call per 16 rows of A, ``src_stride`` = the tile's row blocks) and Nz -> Zn (B with
+    ``if_transpose``, one call per 16 rows of K) are such walks: the fractals of one call lie along one
+    row (or column) of fractals of both tiles, one window, one instruction."""
+    call = "LoadData"
+    run = runtime.current()
+    if dst.request.shape is None or src.request.shape is None:
+        if run.planning:
+            return
+        raise AscError(
+            f"{call} at {runtime.where()}: its tiles have no shape (no Nd2Nz copy or mmad uses them)."
+        )
+    c0 = _c0(dst)
+    rows_d, cols_d = dst.request.shape
+    _, rows_s, _ = src.request.shape
+    if dst.buffer == "L0B" and (not p.if_transpose or c0 != FRACTAL_ROWS):
+        raise NotImplementedError(
+            f"asc.load_data at {runtime.where()}: a fractal walk into L0B is the Nz -> Zn load of 2-byte data "
+            f"(if_transpose=True, the vendor's: 'only b16'); see docs/kernels.md."
+        )
+    frac = FRACTAL_ROWS * c0
+    for t, role in ((dst, "destination"), (src, "source")):
+        if not isinstance(t.offset, int) or t.offset % frac:
+            raise AscError(
+                f"{call} at {runtime.where()}: the {role} view starts {t.offset} elements in; a fractal walk starts "
+                f"on a whole fractal ({frac} elements of {t.dtype})."
+            )
+    n = _int(p.repeat_times, "repeat_times", call)
+    blocks_s = rows_s // FRACTAL_ROWS
+    per_row_d = cols_d // (c0 if dst.buffer == "L0A" else FRACTAL_ROWS)
+    src_at = [
+        (f % blocks_s * FRACTAL_ROWS, f // blocks_s * c0)
+        for f in (src.offset // frac + p.start_index + r * p.src_stride for r in range(n))
+    ]
+    dst_at = [
+        (f // per_row_d * FRACTAL_ROWS, f % per_row_d * (c0 if dst.buffer == "L0A" else FRACTAL_ROWS))
+        for f in (dst.offset // frac + r * (p.dst_gap + 1) for r in range(n))
+    ]
+    steps = {(b[0] - a[0], b[1] - a[1]) for seq in (src_at, dst_at) for a, b in zip(seq, seq[1:])}
+    if len(steps) > 1 or (steps and steps.pop() not in ((0, c0), (FRACTAL_ROWS, 0))):
+        raise NotImplementedError(
+            f"asc.load_data at {runtime.where()}: fractals {src_at} -> {dst_at} do not lie along one row or column of "
+            f"fractals of both tiles; such a walk is not supported (see docs/kernels.md)."
+        )
+    along_row = n == 1 or dst_at[1][1] != dst_at[0][1]
+    shape = (FRACTAL_ROWS, n * c0) if along_row else (n * FRACTAL_ROWS, c0)
+    if dst_at[0][0] + shape[0] > rows_d or dst_at[0][1] + shape[1] > cols_d:
+        raise AscError(
+            f"{call} at {runtime.where()}: {n} fractals from {dst_at[0]} leave the {dst.request.shape} tile."
+        )
+    d = _shaped(dataclasses.replace(dst, offset=0), dst.request.shape, dst.request.fmt, call, "destination")
+    s = _shaped(dataclasses.replace(src, offset=0), src.request.shape, "NZ", call, "source")
+    if d is not None and s is not None:
+        d = d.alloc.at(d.stage, dst_at[0])
+        ops.issue(lambda core: core.load2d(dst=d, src=s, start=src_at[0], shape=shape))
 
 
 def load_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParamsV2) -> None:

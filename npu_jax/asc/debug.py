@@ -8,6 +8,7 @@ import re
 import jax
 
 from npu_jax.asc import runtime
+from npu_jax.asc.blockidx import BlockValue
 from npu_jax.asc.ops import _count, _local, get_block_idx
 from npu_jax.asc.tensors import LocalTensor
 from npu_jax.core.isa.data import view_block
@@ -24,11 +25,17 @@ def printf(fmt: str, *args) -> None:
     if run.planning:
         return
     text = "[block {}] " + _printf_format(fmt)
-    blk = get_block_idx()
+    blk = _value(get_block_idx())
+    args = [_value(a) for a in args]
     if run.eager:
         print(text.format(blk, *[jax.device_get(a) for a in args]), end="" if fmt.endswith("\n") else "\n")
     else:
         jax.debug.print(text.rstrip("\n"), blk, *args, ordered=False)
+
+
+def _value(a):
+    """A block-index value as the array it is (printed as a number)."""
+    return a.__jax_array__() if isinstance(a, BlockValue) else a
 
 
 def dump_tensor(t: LocalTensor, desc: int = 0, count: int | None = None) -> None:
@@ -43,4 +50,4 @@ def dump_tensor(t: LocalTensor, desc: int = 0, count: int | None = None) -> None
     if run.eager:
         print(text.format(get_block_idx(), jax.device_get(vals)))
     else:
-        jax.debug.print(text, get_block_idx(), vals, ordered=False)
+        jax.debug.print(text, _value(get_block_idx()), vals, ordered=False)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.asc import runtime
+from npu_jax.asc import blockidx, runtime
 from npu_jax.asc.runtime import AscError, KernelRun
 from npu_jax.asc.tensors import GlobalAddress
 from npu_jax.asc.types import dtype_of
@@ -214,10 +214,19 @@ def launch(
             for p, s in zip(params, statics)
         ]
 
-    # ---- the plan pass
-    plan = KernelRun(runtime.PLAN, hw, n_blocks=num_blocks, gm_args=gm_args)
-    with runtime.active(plan):
-        fn(*call_args())
+    # ---- the plan pass: once, or once a block where the kernel branches on its block index
+    def plan_pass(block: int) -> KernelRun:
+        p = KernelRun(runtime.PLAN, hw, n_blocks=num_blocks, gm_args=gm_args)
+        p.block = block
+        with runtime.active(p):
+            fn(*call_args())
+        return p
+
+    plan = plan_pass(0)
+    paths = [plan]  # one plan per path through the kernel
+    group_of = None
+    if plan.decisions:
+        plan, paths, group_of = blockidx.paths(plan, plan_pass, num_blocks, fn.__name__)
     core_kind = kern.core or ("cube" if any(r.buffer != "UB" for r in plan.requests) else "vector")
     physical = hw.num_vector_cores if core_kind == "vector" else hw.num_cores
     if (
@@ -236,6 +245,7 @@ def launch(
             dt.fmt,
             output=p in plan.gm_use and plan.gm_use[p].written,
             l2_bypass=p in plan.gm_use and plan.gm_use[p].l2_bypass,
+            atomic=plan.gm_use[p].atomic if p in plan.gm_use else None,
         )
         for p, (size, dt, _) in gm_args.items()
     )
@@ -251,18 +261,35 @@ def launch(
     )
     # timing-only: no GM data at all (sizes whose data would not fit); the core starts from nothing
     gm = {} if timing_only else {s.name: jnp.reshape(jnp.asarray(gm_vals[s.name]), s.shape) for s in specs}
+    # an output added into atomically: each core adds into a copy of zeros, the merge adds them to the input
+    atomic_in = {s.name: gm[s.name] for s in specs if s.atomic == "add" and not timing_only}
+    gm.update({k: jnp.zeros_like(v) for k, v in atomic_in.items()})
     holder = {}
 
+    holder["runs"] = []
+
     def kernel_fn(core, b):
-        run = KernelRun(runtime.RUN, hw, n_blocks=num_blocks, gm_args=gm_args, plan=plan, allocs=allocs)
         if num_blocks > physical:  # blocks run in waves: only `physical` share the GM bandwidth at once
             core = core.replace(active=jnp.asarray(physical, jnp.int32))
+        if group_of is None or not jit:
+            return path_fn(core, b, paths[0] if group_of is None else paths[group_of[int(b)]])
+        # every path runs on every core, its instructions predicated on the core's own path (one program:
+        # the cores stay one vmap, the L2 shared between them)
+        mine = jnp.asarray(group_of)[b]
+        for g, p in enumerate(paths):
+            core = path_fn(core.replace(pred=mine == g), b, p)
+        return core.replace(pred=None)
+
+    def path_fn(core, b, path):
+        run = KernelRun(runtime.RUN, hw, n_blocks=num_blocks, gm_args=gm_args, plan=plan, allocs=allocs)
+        run.decisions = path.decisions
         run.core, run.eager = core, not jit
         run.block = b
         holder["run"] = run
+        holder["runs"].append(run)
         _LAST[0] = run
         with runtime.active(run):
-            fn(*call_args())
+            blockidx.traced_call(fn, call_args())
             for q in run.queues:
                 if q.busy():
                     tok = q.first_live()  # the finding is at the AllocTensor of the first one never freed
@@ -282,12 +309,17 @@ def launch(
         return run.core
 
     def finish(report):
-        run = holder["run"]
+        seen, found = set(), []
+        for run in holder["runs"] or [holder["run"]]:  # every path's trace-time findings, once each
+            for f in run.findings:
+                if (f.where, f.kind) not in seen:
+                    seen.add((f.where, f.kind))
+                    found.append(f)
         fs = tuple(
             dataclasses.astuple(dataclasses.replace(f, kernel=report.name, core=-1))[:13]
             + (tuple(f.tile.items()),)
             + (f.detail, f.fix)
-            for f in run.findings
+            for f in found
         )
         return dataclasses.replace(report, static_findings=fs, pipe_free=_waves(report.pipe_free, physical))
 
@@ -324,7 +356,12 @@ def launch(
     for p, a in zip(params, args):
         if p in gm_args:
             if p in outs:
-                out_list.append(np.asarray(outs[p]).reshape(gm_args[p][2]) if not timing_only else None)
+                o = None if timing_only else np.asarray(outs[p])
+                if p in atomic_in:  # the cores' additions (merged from zeros) onto the argument's content
+                    base = np.asarray(atomic_in[p])
+                    acc = np.float32 if np.issubdtype(base.dtype, np.floating) else base.dtype
+                    o = (base.astype(acc) + o.astype(acc)).astype(base.dtype)
+                out_list.append(o.reshape(gm_args[p][2]) if o is not None else None)
             else:
                 out_list.append(a if not timing_only else None)
     return out_list, report

@@ -17,8 +17,10 @@ import warnings
 import jax.numpy as jnp
 
 from npu_jax.asc import runtime
+from npu_jax.asc.blockidx import BlockValue
+from npu_jax.asc.operands import Form, issue_lanes, scalar_of
 from npu_jax.asc.runtime import AscError
-from npu_jax.asc.tensors import GlobalTensor, LocalTensor
+from npu_jax.asc.tensors import GlobalTensor, LocalTensor, check_live
 from npu_jax.asc.types import (
     DataCopyExtParams,
     DataCopyPadExtParams,
@@ -42,11 +44,12 @@ def not_supported(name: str):
 
 # ---- blocks ---------------------------------------------------------------------------------------
 def get_block_idx():
-    """``GetBlockIdx()``: this core's index in [0, num_blocks) (traced in a jitted launch)."""
+    """``GetBlockIdx()``: this core's index in [0, num_blocks): a value offsets are computed from, and one a
+    kernel may branch on (``if asc.get_block_idx() >= n: return``): see ``blockidx.py``."""
     run = runtime.current()
     if run.planning:
-        return 0
-    return run.block if run.eager else run.core.block
+        return BlockValue(None, run.block)
+    return run.block if run.eager else BlockValue(run.core.block, None)
 
 
 def get_block_num() -> int:
@@ -66,15 +69,6 @@ def _count(count, call: str) -> int:
             f"count is not supported; predicate the call or size the tile statically)."
         )
     return count
-
-
-def check_live(t: LocalTensor, call: str, role: str) -> None:
-    """A tensor freed by FreeTensor is not used again (its buffer may already hold the next tile)."""
-    if t.token is not None and t.token.state == "FREE":
-        raise AscError(
-            f"{call} at {runtime.where()}: the {role} (allocated at {t.token.where}) was freed by FreeTensor; "
-            f"a freed buffer may already hold the next tile. Use it before free_tensor, or allocate anew."
-        )
 
 
 def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
@@ -206,10 +200,7 @@ def _block(run) -> int:
     return run.hw.alignment("UB")
 
 
-def issue(fn):
-    run = runtime.current()
-    if not run.planning:
-        run.core = fn(run.core)
+issue = runtime.issue
 
 
 # ---- DataCopy -------------------------------------------------------------------------------------
@@ -248,20 +239,36 @@ def data_copy(dst, src, params) -> None:
         view = _local(src, count * rows, "DataCopy", "source", "MTE3")
         count = count if view is None or rows > 1 else view.shape[0]
         win = gm_window(dst, count, "DataCopy", "MTE3", write=True, rows=rows, pitch=pitch)
+        atomic = _atomic_use(dst)
         if view is not None and win is not None:
             ref = _tile(view, win)
-            issue(lambda c: c.data_copy(dst=win, src=ref))
+            issue(lambda c: c.data_copy(dst=win, src=ref, atomic=atomic))
     elif isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
         if len(src.request.shape or (0,)) > 1 or len(dst.request.shape or (0,)) > 1:
             return _vec("VCopy", dst, (src,), count, "data_copy")
-        from npu_jax.asc import vec  # the vector calls build on this module
-
-        vec.issue_lanes("VCopy", "data_copy", dst, (src,), vec.Form(count=count), [(1, 8), (1, 8)])
+        issue_lanes("VCopy", "data_copy", dst, (src,), Form(count=count), [(1, 8), (1, 8)])
     else:
         raise TypeError(
             f"data_copy(dst, src, count): GM <-> local or local -> local; got {type(src).__name__} -> "
             f"{type(dst).__name__}."
         )
+
+
+def _atomic_use(g: GlobalTensor):
+    """The atomic mode in force (SetAtomicAdd ...) for a copy into ``g``, recorded on its GM argument (one
+    mode an argument: the launch merges its cores' copies by it)."""
+    run = runtime.current()
+    mode = run.atomic
+    if mode is None or g.addr is None:
+        return None
+    use = run.gm_use.setdefault(g.addr.name, runtime.GmUse())
+    if use.atomic not in (None, mode):
+        raise AscError(
+            f"data_copy at {runtime.where()}: GM argument {g.addr.name!r} is written with atomic {use.atomic} and "
+            f"with atomic {mode}; one atomic mode an argument."
+        )
+    use.atomic = mode
+    return mode
 
 
 def _lead1(shape) -> tuple:
@@ -327,9 +334,8 @@ def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams
             issue(lambda c: c.data_copy(dst=ref, src=win))
             padded = round_up(count * isz, _block(run)) // isz
             if pad is not None and pad.is_pad and padded > count:
-                from npu_jax.asc.vec import duplicate  # the vector calls build on this module
-
-                duplicate(dst[count:], pad.padding_value, padded - count)
+                s = scalar_of(pad.padding_value, dst.dtype.fmt)
+                issue_lanes("VDup", "data_copy_pad", dst[count:], (), Form(count=padded - count), [(1, 8)], scalar=s)
     else:
         view = _local(src, count, "DataCopyPad", "source", "MTE3")
         win = gm_window(dst, count, "DataCopyPad", "MTE3", write=True)

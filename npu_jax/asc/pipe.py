@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError, BufferRequest
 from npu_jax.asc.tensors import LocalTensor, Token
-from npu_jax.asc.types import DType, Hardware, TPosition, buffer_of, dtype_of, half
+from npu_jax.asc.types import DType, Hardware, TPosition, buffer_of, dtype_of, half, uint8
 from npu_jax.hw.costs import round_up
 
 _i32 = jnp.int32
@@ -362,7 +362,5 @@ def framework_buffer(nbytes: int) -> LocalTensor:
         if run.pool is None:
             run.pool = BufferRequest(-1, "pool", "UB", TPosition.VECCALC, 1, nbytes, runtime.where())
         run.pool.nbytes = max(run.pool.nbytes, nbytes)
-    from npu_jax.asc.types import uint8
-
     runtime.use_dtype(run.pool, uint8)
     return LocalTensor(run.pool, 0, 0, run.pool.nbytes, uint8)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.types import CacheMode, DType, dtype_of
+from npu_jax.core.isa import lanes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,10 +196,6 @@ class LocalTensor(metaclass=_LocalTensorType):
 
     def _element(self, index, call: str):
         """Element ``index`` as a one-lane operand of the core (None in the plan pass)."""
-        import numpy as np
-
-        from npu_jax.core.isa import lanes
-
         run = runtime.current()
         if self.buffer != "UB":
             raise AscError(
@@ -262,4 +261,13 @@ class LocalTensor(metaclass=_LocalTensorType):
         return (
             f"LocalTensor({self.position.name}, {self.dtype}, {self.length} elements at +{self.offset}, "
             f"buffer {self.slot})"
+        )
+
+
+def check_live(t: LocalTensor, call: str, role: str) -> None:
+    """A tensor freed by FreeTensor is not used again (its buffer may already hold the next tile)."""
+    if t.token is not None and t.token.state == "FREE":
+        raise AscError(
+            f"{call} at {runtime.where()}: the {role} (allocated at {t.token.where}) was freed by FreeTensor; "
+            f"a freed buffer may already hold the next tile. Use it before free_tensor, or allocate anew."
         )

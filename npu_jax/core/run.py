@@ -29,6 +29,8 @@ from npu_jax.core.checks.sites import TRACE
 from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
+CORE_AXIS = "cores"  # the vmap axis of the cores: a kernel's all-core barrier (asc.sync_all) gathers on it
+
 
 def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: dict | None = None):
     """(outputs by name at logical shape, overlapping-write count, unwritten count) and, with
@@ -58,12 +60,15 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
             val = jnp.take_along_axis(vals, first[None], axis=0)[0]
             old = jnp.zeros((), val.dtype) if initial is None else initial[spec.name][sl]
             outs[spec.name] = jnp.where(writers > 0, val, old)
+            if spec.atomic:  # atomic copies: every core's additions (its copy started at 0), or its max / min
+                outs[spec.name] = _atomic_merge(spec.atomic, vals, written, old)
         else:
             outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
         inside = jnp.ones(spec.shape, jnp.bool_)
         for d in range(len(spec.shape)):
             inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < extent[d])
-        overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
+        if not spec.atomic:  # atomic copies from several cores are what they are for
+            overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
         unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
         if with_site:
             multi = (writers > 1).reshape(-1)
@@ -77,6 +82,22 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
     if with_site:
         return outs, overlap, unwritten, at
     return outs, overlap, unwritten
+
+
+def _atomic_merge(kind: str, vals, written, old):
+    """An output written by atomic copies: ``add``: GM's content plus what every core added (each core's
+    copy started from 0), in core order; ``max`` / ``min``: the largest / smallest of GM's content and
+    every core's copy (each started from GM's content)."""
+    if kind == "add":
+        acc = old.astype(jnp.float32) if jnp.issubdtype(old.dtype, jnp.floating) else old
+        for c in range(vals.shape[0]):
+            acc = acc + jnp.where(written[c], vals[c], jnp.zeros((), vals.dtype)).astype(acc.dtype)
+        return acc.astype(vals.dtype)
+    pick = jnp.maximum if kind == "max" else jnp.minimum
+    out = old
+    for c in range(vals.shape[0]):
+        out = jnp.where(written[c], pick(out, vals[c]), out)
+    return out
 
 
 def _mapping_count() -> tuple[int, int]:
@@ -261,7 +282,7 @@ def _launch(
             cores = jax.tree.map(lambda *xs: jnp.stack(xs), *each)
         else:
             # cores always under vmap (one core too): the L2's record is shared along this axis (l2.py)
-            cores = jax.vmap(lambda b: kernel(core0.replace(block=b), b))(
+            cores = jax.vmap(lambda b: kernel(core0.replace(block=b), b), axis_name=CORE_AXIS)(
                 jnp.arange(ctx.n_cores, dtype=jnp.int32)
             )
     race = bool(cores.san) and ctx.checks.race

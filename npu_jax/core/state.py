@@ -41,6 +41,9 @@ class GmSpec:
     dtype: str
     output: bool = False
     l2_bypass: bool = False  # reads skip L2 (the vendor's CACHE_MODE_DISABLE): never hit, never kept
+    atomic: str | None = (
+        None  # written by atomic copies ("add", "max", "min"): run.merge_outputs combines cores
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +110,7 @@ _DATA_FIELDS = (
     "l2",
     "block",
     "active",
+    "pred",
 )
 
 
@@ -138,6 +142,9 @@ class Core:
     # () int32 or None: cores moving data at once, when fewer than launched (a kernel under a tiling
     # bound, its core count traced); None = ctx.n_cores. GM rates are each core's share of these.
     active: jax.Array | None = None
+    # () bool or None: a predicate on every instruction and flag (None: none), while the core runs one of a
+    # kernel's paths that is not its own (asc's branches on the block index, asc/blockidx.py)
+    pred: jax.Array | None = None
 
     def replace(self, **kw) -> Core:
         return dataclasses.replace(self, **kw)
@@ -179,14 +186,24 @@ class Core:
 
     # ---- the instruction set, as methods returning a new Core (see isa/, sync.py) ----
     def data_copy(
-        self, *, dst, src, layout=None, kernel=None, block_n=None, outside="zero", when=True
+        self, *, dst, src, layout=None, kernel=None, block_n=None, outside="zero", atomic=None, when=True
     ) -> Core:
         return _op("data_copy")(
-            self, dst=dst, src=src, layout=layout, kernel=kernel, block_n=block_n, outside=outside, when=when
+            self,
+            dst=dst,
+            src=src,
+            layout=layout,
+            kernel=kernel,
+            block_n=block_n,
+            outside=outside,
+            atomic=atomic,
+            when=when,
         )
 
-    def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True, transpose=False) -> Core:
-        return _op("load2d")(self, dst=dst, src=src, start=start, valid=valid, when=when, transpose=transpose)
+    def load2d(self, *, dst, src, start=(0, 0), valid=None, when=True, transpose=False, shape=None) -> Core:
+        return _op("load2d")(
+            self, dst=dst, src=src, start=start, valid=valid, when=when, transpose=transpose, shape=shape
+        )
 
     def load3d(self, **kw) -> Core:
         return _op("load3d")(self, **kw)

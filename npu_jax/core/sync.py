@@ -74,6 +74,7 @@ def _flag_mask(core: Core, s: int, d: int, e):
 
 
 def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
+    when = when if core.pred is None else jnp.logical_and(when, core.pred)
     s, d = parse_event(event)
     e = _event_id(core, event_id)
     core, op = sanitize.on_flag(core, FlagOp("SetFlag", s, d, event_id, jnp.asarray(when, jnp.bool_)))
@@ -88,6 +89,7 @@ def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
 
 
 def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
+    when = when if core.pred is None else jnp.logical_and(when, core.pred)
     s, d = parse_event(event)
     e = _event_id(core, event_id)
     core, op = sanitize.on_flag(core, FlagOp("WaitFlag", s, d, event_id, jnp.asarray(when, jnp.bool_)))
@@ -109,6 +111,7 @@ def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
     if not isinstance(pipe, str) or (pipe.upper() != "ALL" and pipe.upper() not in PIPE_INDEX):
         hint = _lane_hint([pipe.upper()]) if isinstance(pipe, str) else ""
         raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}{hint}.")
+    when = when if core.pred is None else jnp.logical_and(when, core.pred)
     core, op = sanitize.on_flag(
         core, FlagOp("PipeBarrier", when=jnp.asarray(when, jnp.bool_), pipe=pipe.upper())
     )

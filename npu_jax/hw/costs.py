@@ -76,7 +76,6 @@ class HwNumbers(NamedTuple):
     ub_groups: int  # UB bank groups a beat's rows interleave over (0: bank conflicts not modelled)
     ub_row: int  # bytes of one UB row (one bank-group slot)
     recency: int  # 1: the L2 keeps what was used recently (``l2_policy="recency"``, core/l2.py), else 0
-    scalar_ub: int  # cycles of one GetValue / SetValue of a UB element on the Scalar pipe (Assumed)
 
     @classmethod
     def of(cls, hw: HardwareConfig) -> HwNumbers:
@@ -116,7 +115,6 @@ class HwNumbers(NamedTuple):
             ub_groups=int(hw.ub_bank_groups or 0),
             ub_row=int(hw.ub_align),
             recency=int(hw.l2_policy == "recency" and hw.l2_bytes > 0),
-            scalar_ub=int(a.scalar_ub_cycles),
         )
 
     @classmethod
@@ -178,11 +176,9 @@ def _num_den(rate):
 
 def ceil_rate(nbytes, rate):
     """Cycles to move ``nbytes`` at ``rate`` (B/cycle, or a :class:`Rate` ``num / den``): the fewest
-    ``c`` with ``float32(c * num) >= float32(nbytes * den)``, as int32 / int. The quotient's ceiling
-    is only the first guess: a float32 division rounds differently in numpy and XLA (which multiplies
-    by a reciprocal), so the guess is corrected by one either way with products, which round alike
-    everywhere. Float jax ``nbytes`` gets a straight-through ceiling (the relaxation); the result
-    stays float then."""
+    ``c`` with ``float32(c * num) >= float32(nbytes * den)``, as int32 / int. The quotient's ceiling is
+    a guess corrected by one either way with products (a float32 division rounds differently in numpy
+    and XLA, products alike). Float jax ``nbytes``: a straight-through ceiling, the result a float."""
     num, den = _num_den(rate)
     if _is_jax(nbytes, num, den):
         xp, f32 = jnp, jnp.float32
@@ -383,31 +379,20 @@ def l0c_to_ub(h: HwNumbers, m, n, *, arith: Arith = EXACT):
 
 
 def vector(h: HwNumbers, nbytes, conflict=False, cpr=(1, 1), *, arith: Arith = EXACT):
-    """One vector instruction (V): one repeat (beat) of ``vec_rate`` bytes over its widest operand
-    every ``cpr`` = (num, den) cycles (the op's rate, ``core/isa/vecops.py``; one for the linear ops),
-    two cycles a beat when its two sources collide in a UB bank group (``conflict``, from
-    :func:`ub_read_conflict`)."""
-    num, den = cpr
-    beats = (
-        arith.ceil_rate(nbytes * num, h.vec_rate * den)
-        if (num, den) != (1, 1)
-        else arith.ceil_rate(nbytes, h.vec_rate)
-    )
+    """One vector instruction (V): a repeat (beat) of ``vec_rate`` bytes over its widest operand every
+    ``cpr`` = (num, den) cycles (its op's rate: ``vecops.RATES``), twice that where its two sources
+    collide in a UB bank group (``conflict``: :func:`ub_read_conflict`)."""
+    beats = arith.ceil_rate(nbytes, h.vec_rate)  # whole repeats, each at the op's rate
+    if tuple(cpr) != (1, 1):
+        beats = arith.cdiv(beats * cpr[0], cpr[1])
     if conflict is not False:
         beats = beats + _xp(beats, conflict).where(conflict, beats, 0 * beats)
     return arith.when_nonzero(nbytes, h.vec_su + beats)
 
 
 def vector_op(h: HwNumbers, repeats, cpr=(1, 1), conflict=False, *, arith: Arith = EXACT):
-    """One vector instruction in the lane form (V): ``repeats`` repeats (static: ``repeatTimes``) at
-    ``cpr`` = (num, den) cycles a repeat, the op's (``core/isa/vecops.py``: the vendor's published
-    elements per cycle, one repeat a cycle for the linear ops), doubled where its two sources collide
-    in a UB bank group, after its start-up."""
-    num, den = cpr
-    beats = -(-repeats * num // den)
-    if conflict is not False:
-        beats = beats + _xp(beats, conflict).where(conflict, beats, 0 * beats)
-    return arith.when_nonzero(repeats, h.vec_su + beats)
+    """A vector instruction in the lane form (``repeats`` whole repeats): :func:`vector`'s rule."""
+    return vector(h, repeats * h.vec_rate, conflict, cpr, arith=arith)
 
 
 def ub_read_conflict(h: HwNumbers, a0, a1):
@@ -415,24 +400,16 @@ def ub_read_conflict(h: HwNumbers, a0, a1):
     collide in a bank group on every beat: the read-read conflict of the vendor's add_high_performance
     case 5, which its case 6 removes by moving y 256 B (aiv_vec_time 12.85 -> 6.95 us).
 
-    UB is ``ub_groups`` bank groups (the 910B family: 192 KB = 16 groups x 3 banks x 4 KB of 32-B
-    rows); consecutive rows lie in consecutive groups, and a beat reads ``vec_rate / ub_row`` rows
-    (8: 256 B) of each source. The two sources' rows move in step, so their groups stay the same
-    distance apart: a beat is clean when that distance keeps the two windows of rows apart, and
-    takes a second cycle otherwise. Read-write and write-write conflicts are not modelled (no
-    measurement isolates them). False where ``ub_groups`` is 0 (banks not published)."""
+    UB is ``ub_groups`` bank groups (the 910B family: 16 x 3 banks x 4 KB of 32-B rows), consecutive
+    rows in consecutive groups; a beat reads ``vec_rate / ub_row`` rows (8) of each source, in step, so
+    a beat is clean when their groups' distance keeps the two windows apart, and takes a second cycle
+    otherwise. Read-write and write-write conflicts are not modelled (no measurement isolates them).
+    False where ``ub_groups`` is 0 (banks not published)."""
     xp = _xp(a0, a1, h.ub_groups, h.vec_rate)
     groups = xp.maximum(xp.asarray(h.ub_groups), 1)
     rows = xp.asarray(h.vec_rate).astype(np.int32) // h.ub_row  # rows one beat reads of each source
     d = ((xp.asarray(a1) - xp.asarray(a0)) // h.ub_row) % groups
     return (xp.asarray(h.ub_groups) > 0) & ((d < rows) | (d > groups - rows))
-
-
-def scalar_ub(h: HwNumbers):
-    """A GetValue / SetValue of one UB element on the Scalar pipe (S): ``Assumed.scalar_ub_cycles``.
-    What the vendor does publish is the order it needs (V -> S flags before a read, S -> V before the
-    vector unit reads a value set), which the flags charge."""
-    return h.scalar_ub
 
 
 def scalar(h: HwNumbers, cycles):
@@ -455,19 +432,17 @@ def l2_keeps(h: HwNumbers, sizes, xp=np):
 
 
 def recency_priced(h: HwNumbers, span, emax, rest, xp=np):
-    """Whether a closed form that counts every re-read as a hit is exact under the L2's recency policy
-    (``core/l2.py``: a re-read hits while fewer than the L2's bytes entered since the element's last
-    read), for a kernel that re-reads only within ``span`` consecutive items: ``span`` times the most
-    one item brings in over all cores (``emax``: misses, as if every re-read hit, and writes), and
-    ``rest`` (what no window holds more of: the prologue, every weight miss), stay under the
-    capacity (:func:`l2_recent`). A bound (False where a re-read could age out), not the distance;
-    True without recency. (``cost.many.recency_guard``, the chooser's, bounds each window itself.)"""
+    """Whether a closed form counting every re-read as a hit is exact under the recency policy
+    (``core/l2.py``) for a kernel re-reading only within ``span`` consecutive items: ``span`` x the most
+    one item brings in over all cores (``emax``: misses as if every re-read hit, and writes) plus
+    ``rest`` (the prologue, every weight miss) stays under the capacity (:func:`l2_recent`). A bound,
+    True without recency (``cost.many.recency_guard``, the chooser's, bounds each window itself)."""
     return (h.recency == 0) | l2_recent(h, span * emax + rest)
 
 
 def l2_recent(h: HwNumbers, entered):
-    """Whether a re-read surely hits under the recency policy after at most ``entered`` bytes entered the
-    L2 since the element's last read: under the capacity, less two 32-B units (the clock's rounding)."""
+    """Whether a re-read surely hits under recency after at most ``entered`` bytes entered the L2 since
+    the element's last read: under the capacity, less two 32-B units (the clock's rounding)."""
     return entered < h.l2 - 64
 
 
@@ -481,9 +456,8 @@ def hbm_cycles(h: HwNumbers, hbm_bytes, *, arith: Arith = EXACT):
 
 
 def traffic_floors(h: HwNumbers, nbytes, cores: int):
-    """The fewest cycles ``nbytes`` of GM traffic take through ``cores`` cores' ports together (each
-    at ``h.gm``) and through the chip's HBM (:func:`hbm_cycles`; 0 where unbounded): a floor under any
-    schedule that moves them."""
+    """The fewest cycles ``nbytes`` of GM traffic take through ``cores`` ports (each ``h.gm``) and through
+    the chip's HBM (:func:`hbm_cycles`): a floor under any schedule that moves them."""
     return ceil_rate(nbytes, h.gm * cores), hbm_cycles(h, nbytes)
 
 
@@ -495,11 +469,9 @@ def kernel_cycles(h: HwNumbers, core_end, hbm_bytes, *, arith: Arith = EXACT):
 
 
 def vector_pass(h: HwNumbers, in_bytes, out_bytes, work_bytes, vector_ops: int, rate):
-    """An element-wise pass over a tensor on one vector core, double-buffered (the closed form the
-    precision lab prices a normalisation pass with): GM -> UB (MTE2), ``vector_ops`` instructions over
-    ``work_bytes`` each, UB -> GM (MTE3, none when ``out_bytes`` is 0); the three pipes overlap, so
-    the slowest sets the time, after every start-up and the kernel's launch (a pass is a kernel of
-    its own; its input is read from HBM: the model gives it no L2 credit here)."""
+    """An element-wise pass on one vector core, double-buffered (the precision lab's normalisation
+    pass): GM -> UB, ``vector_ops`` instructions over ``work_bytes`` each, UB -> GM (none for 0
+    ``out_bytes``); the slowest pipe sets the time, after the start-ups and a launch (no L2 credit)."""
     mte2 = ceil_rate(in_bytes, rate)
     vec = vector_ops * ceil_rate(work_bytes, h.vec_rate)
     mte3 = ceil_rate(out_bytes, rate) if out_bytes else 0
@@ -512,14 +484,11 @@ UNIT_FLAG_BYTES = 512  # the unit the flag tracks (vendor: "512B size fine-grain
 
 
 def unit_flag_fixpipe_wait(h: HwNumbers, m, n, mm, nn, kk, itemsize):
-    """Cycles a unit-flag Fixpipe of an (m, n) L0C block waits beyond its own L0C read, when it starts
-    with the block's last Mmad (``mm`` x ``nn`` x ``kk``) instead of after it: with the unit flag
-    (``MmadParams.unitFlag`` 3 on the last Mmad, ``FixpipeParamsV220.unitFlag`` 3), "whenever a 512B
-    data result calculation is completed, FIXPIPE immediately moves out the 512B data"
-    (asc-devkit, ``05_best_practices/01_matrix_compute/matmul_high_performance/README.md``, case 8),
-    so the Fixpipe ends no earlier than the Mmad plus the drain of its last unit. Its pipe counts the
-    wait as busy, as msprof's aic_fixpipe_time does ("includes the waiting time of the FIXPIPE
-    instruction", the same README)."""
+    """Cycles a unit-flag Fixpipe of an (m, n) L0C block waits beyond its own L0C read, started with the
+    block's last Mmad (``mm`` x ``nn`` x ``kk``; unitFlag 3 on both): "whenever a 512B data result
+    calculation is completed, FIXPIPE immediately moves out the 512B data" (asc-devkit
+    ``.../matmul_high_performance/README.md``, case 8), so it ends no earlier than the Mmad plus its last
+    unit's drain; the wait counts as busy, as aic_fixpipe_time does ("includes the waiting time")."""
     drain = ceil_rate(UNIT_FLAG_BYTES, h.fix_rate)
     read = ceil_rate(l0c_bytes(m, n), h.fix_rate)
     return max(0, mmad(h, mm, nn, kk, itemsize) + drain - read)

@@ -62,6 +62,7 @@ class GmUse:
     where: str = ""
     written: bool = False
     l2_bypass: bool = False  # SetL2CacheHint(CACHE_MODE_DISABLE) on a GlobalTensor of it
+    atomic: str | None = None  # written by atomic copies (SetAtomicAdd / Max / Min): "add", "max", "min"
 
 
 class KernelRun:
@@ -90,6 +91,12 @@ class KernelRun:
         self.pool = (
             None if plan is None else plan.pool
         )  # the high-level calls' temporaries (pipe.framework_buffer)
+        self.xflags: dict = (
+            {} if plan is None else plan.xflags
+        )  # cross-core flag id -> its set and wait pipes
+        self.atomic = None  # SetAtomicAdd / Max / Min on copies to GM (xcore.py): "add", "max", "min" or None
+        self.decisions: list = []  # what Python asked of the block index (blockidx.py): recorded, replayed
+        self.decision_i = 0
         self.mask_mode = None  # asc.MaskMode of the vector mask (None: NORMAL), set_mask_count / _norm
         self.vector_mask = None  # the mask of the calls with is_set_mask=False (None: every lane)
 
@@ -162,6 +169,13 @@ class active:
     def __exit__(self, *exc):
         _LOCAL.run = None
         return False
+
+
+def issue(fn) -> None:
+    """Run ``fn`` (an instruction, core -> core) on the kernel's core; nothing in the plan pass."""
+    run = current()
+    if not run.planning:
+        run.core = fn(run.core)
 
 
 def where() -> str:

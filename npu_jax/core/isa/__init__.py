@@ -14,7 +14,7 @@ from npu_jax.core.isa.data import View
 from npu_jax.core.isa.decl import Effect, Instr, hw_numbers
 from npu_jax.core.isa.execute import charge, count, issue
 from npu_jax.core.isa.move import Load3DGeometry, img2col_tile
-from npu_jax.core.isa.table import DECLARATIONS, OP_INDEX, OPS, VECTOR
+from npu_jax.core.isa.table import DECLARATIONS, OP_INDEX, OPS, VECTOR, VECTOR_LANES
 
 __all__ = [
     "DECLARATIONS",
@@ -24,6 +24,7 @@ __all__ = [
     "OPS",
     "OP_INDEX",
     "VECTOR",
+    "VECTOR_LANES",
     "View",
     "charge",
     "count",

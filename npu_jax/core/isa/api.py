@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from npu_jax.core import state, sync
 from npu_jax.core.buffers import Ref
-from npu_jax.core.isa import table
+from npu_jax.core.isa import lanes, table
 from npu_jax.core.isa.execute import issue
 from npu_jax.core.isa.move import Load3DGeometry
 from npu_jax.core.isa.vector import VECTOR_OPS
@@ -25,6 +25,7 @@ def data_copy(
     kernel=None,
     block_n=None,
     outside: str = "zero",
+    atomic: str | None = None,
     when=True,
 ) -> Core:
     """DataCopy between GM and L1/UB: GM->L1, GM->UB on MTE2; UB->GM on MTE3.
@@ -57,13 +58,15 @@ def data_copy(
     if isinstance(src, Ref) and isinstance(dst, GmWindow):
         if outside != "zero":
             raise ValueError("DataCopy UB -> GM takes no outside=; it writes only the window's valid part.")
-        return issue(core, table.DATA_COPY_OUT, when, dst=dst, src=src)
+        return issue(core, table.DATA_COPY_OUT, when, dst=dst, src=src, atomic=atomic)
     raise ValueError(
         f"DataCopy supports GM->L1, GM->UB and UB->GM; got {type(src).__name__} -> {type(dst).__name__}."
     )
 
 
-def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=True, transpose=False) -> Core:
+def load2d(
+    core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=True, transpose=False, shape=None
+) -> Core:
     """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN).
 
     (L0 tiles are stored logically; see ``buffers.py`` for why.)
@@ -74,7 +77,9 @@ def load2d(core: Core, *, dst: Ref, src: Ref, start=(0, 0), valid=None, when=Tru
     transposed on the way (ifTranspose).
     """
     instr = table.LOAD2D_L0B if dst.buffer == "L0B" else table.LOAD2D_L0A
-    return issue(core, instr, when, dst=dst, src=src, start=start, valid=valid, transpose=transpose)
+    return issue(
+        core, instr, when, dst=dst, src=src, start=start, valid=valid, transpose=transpose, shape=shape
+    )
 
 
 def load3d(
@@ -263,8 +268,6 @@ def vector_lanes(
 
 def get_value(core: Core, src, when=True):
     """GetValue: (core, the value) of one UB element (a one-lane ``Lanes``), read on the Scalar pipe."""
-    from npu_jax.core.isa import lanes
-
     value = lanes.read(core, src)[0, 0]
     return issue(core, table.GET_VALUE, when, src=src), value
 

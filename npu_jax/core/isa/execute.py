@@ -41,6 +41,8 @@ def _onehot(n: int, i, extra_dims: int = 1):
 def issue(core: Core, instr: Instr, when=True, **args) -> Core:
     """Run the declared instruction ``instr`` with operands ``args`` (its semantics' keywords)."""
     h = hw_numbers(core.hw)
+    if core.pred is not None:
+        when = jnp.logical_and(when, core.pred)
     effect = instr.semantics(core, h, when, **args)
     _check_declared(instr, effect)
     core = effect.core

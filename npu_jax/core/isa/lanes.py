@@ -103,6 +103,11 @@ class Pattern:
         return int(self.on.sum())
 
 
+def per_block(fmt: str) -> int:
+    """Elements of ``fmt`` in one 32-B block (16 half, 8 float)."""
+    return BLOCK_BYTES // itemsize(fmt)
+
+
 def lanes_per_repeat(*fmts: str) -> int:
     """Lanes of one repeat: 256 B of the widest operand (128 for half, 64 for float; a Cast from half
     to float runs 64 lanes, reading 128 B of half)."""
@@ -114,7 +119,7 @@ def repeat_pattern(
 ) -> Pattern:
     """The walk of an operand of ``fmt``: ``repeats`` repeats of ``lanes`` lanes, blocks ``blk_stride``
     and repeats ``rep_stride`` 32-B blocks apart; ``on`` (R, L) the lanes that run."""
-    per = BLOCK_BYTES // itemsize(fmt)
+    per = per_block(fmt)
     lane = np.arange(lanes)
     within = (lane // per) * blk_stride * per + lane % per
     idx = np.arange(repeats)[:, None] * rep_stride * per + within[None, :]

@@ -100,8 +100,9 @@ def data_copy_in(
     )
 
 
-def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
-    """DataCopy UB -> GM (MTE3): a UB tile into a GM output window."""
+def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref, atomic: str | None = None):
+    """DataCopy UB -> GM (MTE3): a UB tile into a GM output window; ``atomic`` ("add", "max", "min":
+    SetAtomicAdd ...) combines it with GM's content instead of overwriting it."""
     if src.buffer != "UB":
         raise ValueError(
             f"DataCopy to GM comes from UB (MTE3), not {src.buffer}; L0C leaves "
@@ -122,6 +123,8 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     valid = valid_extents(core, dst)
     nbytes, bursts = gm_bursts(core, dst, valid)
     oob = sanitize.gm_oob(core, dst)
+    if atomic is not None and core.ctx.move_data:
+        block = atomic_combine(core, dst, block, atomic)
     core, written = write_gm(core, dst, block, valid, when)
     core = l2.enter(core, nbytes, when)  # write-allocate: the bytes enter L2 (its clock, recency)
     return Effect(
@@ -137,6 +140,19 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref):
     )
 
 
+def atomic_combine(core: Core, dst: GmWindow, block, atomic: str):
+    """An atomic copy's values: GM's content combined with the block (add in fp32, rounded once to the
+    output's type; max; min)."""
+    starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
+    old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
+    block = block.astype(old.dtype)
+    if atomic == "add":
+        if jnp.issubdtype(old.dtype, jnp.floating):
+            return (old.astype(jnp.float32) + block.astype(jnp.float32)).astype(old.dtype)
+        return old + block
+    return jnp.maximum(old, block) if atomic == "max" else jnp.minimum(old, block)
+
+
 # ---- LoadData 2D (MTE1) ------------------------------------------------------------------------
 def _l0_window_shape(dst: Ref):
     """The logical (rows, cols) an L0 tile holds: (M, K) for L0A, (K, N) for L0B."""
@@ -145,10 +161,11 @@ def _l0_window_shape(dst: Ref):
     return dst.alloc.shape
 
 
-def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None, transpose=False):
+def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None, transpose=False, shape=None):
     """LoadData 2D: an (R, C) window of a 2-D L1 matrix (ND or NZ) into L0A (ZZ) or L0B (ZN);
     ``transpose``: the (C, R) window at ``start``, transposed (each square fractal turned on the way,
-    LoadData2DParams.ifTranspose: a B stored [N, K] loaded as (K, N))."""
+    LoadData2DParams.ifTranspose: a B stored [N, K] loaded as (K, N)). ``shape``: a window of the
+    destination tile (whole fractals) at ``dst.offset``, not all of it (the vendor's per-strip loads)."""
     a = src.alloc
     if a.buffer != "L1":
         raise ValueError(f"LoadData 2D reads L1, not {a.buffer}.")
@@ -156,7 +173,7 @@ def load2d(core: Core, h, when, *, dst: Ref, src: Ref, start=(0, 0), valid=None,
         raise TypeError(
             f"LoadData does not convert: {a.name!r} is {a.dtype}, {dst.alloc.name!r} is {dst.alloc.dtype}."
         )
-    rows, cols = _l0_window_shape(dst)
+    rows, cols = _l0_window_shape(dst) if shape is None else shape
     if transpose:
         rows, cols = cols, rows
     r0, c0 = (jnp.asarray(s, _i32) for s in start)

@@ -130,10 +130,10 @@ VECTOR_LANES = {
 }
 
 GET_VALUE = Instr(
-    "GetValue", "S", reads=("UB",), writes=(), counts=(), cost=costs.scalar_ub, semantics=vector.scalar_get
+    "GetValue", "S", reads=("UB",), writes=(), counts=(), cost=costs.scalar, semantics=vector.scalar_get
 )
 SET_VALUE = Instr(
-    "SetValue", "S", reads=(), writes=("UB",), counts=(), cost=costs.scalar_ub, semantics=vector.scalar_set
+    "SetValue", "S", reads=(), writes=("UB",), counts=(), cost=costs.scalar, semantics=vector.scalar_set
 )
 
 SCALAR = Instr("Scalar", "S", reads=(), writes=(), counts=(), cost=costs.scalar, semantics=vector.scalar)

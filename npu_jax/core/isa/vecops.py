@@ -23,6 +23,12 @@ import dataclasses
 from collections.abc import Callable
 
 import jax.numpy as jnp
+from jax import lax
+
+from npu_jax.core.buffers import DTYPES
+from npu_jax.core.isa.mac import split_fp32
+from npu_jax.core.rounding import round_to
+from npu_jax.hw.formats import itemsize
 
 FLOATS = ("fp16", "bf16", "fp32")
 INTS = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
@@ -62,8 +68,6 @@ def _mul(a, b):
     rounds a fused op once is not published."""
     if not jnp.issubdtype(jnp.result_type(a), jnp.floating):
         return a * b
-    from npu_jax.core.isa.mac import split_fp32
-
     a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
     ah, al = split_fp32(a)
     bh, bl = split_fp32(b)
@@ -187,8 +191,6 @@ def tree_sum(x, fmt: str):
     """Sums along the last axis as the vendor's reductions add: a binary tree, (0, 1), (2, 3), ...,
     then pairs of those, every partial sum rounded to ``fmt`` (half saturating at 65504: "60000 +
     60000 ... 65504", the vendor's WholeReduceSum page)."""
-    from npu_jax.core.rounding import round_to  # rounding imports nothing of the isa
-
     n = 1 << max(0, (x.shape[-1] - 1).bit_length())
     x = jnp.pad(x.astype(jnp.float32), [(0, 0)] * (x.ndim - 1) + [(0, n - x.shape[-1])])
     while x.shape[-1] > 1:
@@ -200,8 +202,6 @@ def tree_sum(x, fmt: str):
 
 def seq_sum(x, fmt: str):
     """Sums along the last axis in order, each partial sum rounded to ``fmt`` (half saturating)."""
-    from npu_jax.core.rounding import round_to
-
     acc = x[..., 0].astype(jnp.float32)
     for i in range(1, x.shape[-1]):
         acc = acc + x[..., i].astype(jnp.float32)
@@ -213,17 +213,11 @@ def seq_sum(x, fmt: str):
 def index_bits(i, fmt: str):
     """An integer index stored in a ``fmt`` slot as its bits (the vendor's reductions write the index
     "按照dst的数据类型进行存储": read back with ReinterpretCast)."""
-    from jax import lax
-
     ut = {2: jnp.uint16, 4: jnp.uint32}[_width(fmt)]
-    from npu_jax.core.buffers import DTYPES
-
     return lax.bitcast_convert_type(i.astype(ut), DTYPES[fmt])
 
 
 def _width(fmt: str) -> int:
-    from npu_jax.hw.formats import itemsize
-
     return itemsize(fmt)
 
 
@@ -240,8 +234,6 @@ def _whole_reduce(kind: str):
             return tree_sum(v, dst_fmt)[:, None]
         val = jnp.max(v, axis=-1) if kind == "max" else jnp.min(v, axis=-1)
         idx = jnp.argmax(v, axis=-1) if kind == "max" else jnp.argmin(v, axis=-1)  # the first on ties
-        from npu_jax.core.buffers import DTYPES
-
         val_t = val.astype(DTYPES[dst_fmt])
         if order == 3:  # ORDER_ONLY_INDEX: a uint32 index, as the A2 writes it
             return idx.astype(jnp.uint32)[:, None]
@@ -271,8 +263,6 @@ def _block_reduce(kind: str):
 
 def _pair_sum(xs, on, dst_fmt, **_):
     v = _masked(xs[0], on[0], 0.0)
-    from npu_jax.core.rounding import round_to
-
     y = v[:, 0::2] + v[:, 1::2]
     return y if dst_fmt == "fp32" else round_to(y, dst_fmt, overflow="saturate").astype(jnp.float32)
 
@@ -288,10 +278,6 @@ def _across(kind: str):
             v = x[:n].astype(jnp.float32)[None, :]
             s = seq_sum(v, dst_fmt) if seq else tree_sum(v, dst_fmt)
             return s[:, None]
-        from jax import lax
-
-        from npu_jax.core.buffers import DTYPES
-
         pairs = x[: 2 * n].reshape(n, 2)
         vals = pairs[:, 0].astype(jnp.float32)
         ut = {2: jnp.uint16, 4: jnp.uint32}[_width(dst_fmt)]

@@ -382,7 +382,8 @@ def lane_address(r: Lanes):
 def scalar_get(core: Core, h, when, *, src: Lanes):
     """GetValue: one UB element read on the Scalar pipe; the value itself is read by the caller
     (``lanes.read`` at the same point of the program), this charges and logs it."""
-    return Effect(core, cost={}, reads=(src,), oob=_lane_oob(core, src, "GetValue"))
+    cycles = core.hw.assumed.scalar_ub_cycles  # unpublished (Assumed)
+    return Effect(core, cost=dict(cycles=cycles), reads=(src,), oob=_lane_oob(core, src, "GetValue"))
 
 
 def scalar_set(core: Core, h, when, *, dst: Lanes, value):
@@ -393,4 +394,5 @@ def scalar_set(core: Core, h, when, *, dst: Lanes, value):
     else:
         v = v.astype(DTYPES[dst.elem])
     core = lanes.write(core, dst, v, when)
-    return Effect(core, cost={}, writes=(dst,), oob=_lane_oob(core, dst, "SetValue"))
+    cycles = core.hw.assumed.scalar_ub_cycles
+    return Effect(core, cost=dict(cycles=cycles), writes=(dst,), oob=_lane_oob(core, dst, "SetValue"))
