@@ -19,6 +19,7 @@ flags, queues and sanitizers as the built-in kernels). docs/kernels.md is the gu
 of every supported call beside its Ascend C name.
 """
 
+from npu_jax.asc import coverage as _coverage
 from npu_jax.asc.cube import data_copy, fixpipe, load_3d, load_data, mmad
 from npu_jax.asc.debug import dump_tensor, printf
 from npu_jax.asc.highlevel import (
@@ -46,6 +47,35 @@ from npu_jax.asc.ops import (
     wait_flag,
 )
 from npu_jax.asc.pipe import LocalMemAllocator, TBuf, TPipe, TQue, local_tensor
+from npu_jax.asc.pyasc import (  # pyasc names: npu_jax/asc/pyasc/__init__.py
+    DEFAULT_C0_SIZE,
+    ONE_BLK_SIZE,
+    TOTAL_L0C_SIZE,
+    TOTAL_L1_SIZE,
+    Array,
+    CodegenOptions,
+    CompileOptions,
+    ConstExpr,
+    CubeFormat,
+    DataFormat,
+    JitFunction,
+    LaunchOptions,
+    LayoutMode,
+    LocalTensorAuto,
+    PipeID,
+    Property,
+    ShapeInfo,
+    adv,
+    array,
+    ascend_is_aic,
+    ascend_is_aiv,
+    ceildiv,
+    get_shape_size,
+    jit,
+    property,
+    range,
+    static_range,
+)
 from npu_jax.asc.reduce import (
     block_reduce_max,
     block_reduce_min,
@@ -100,6 +130,7 @@ from npu_jax.asc.types import (
     MmadParams,
     Nd2NzParams,
     QuantMode,
+    QuePosition,
     ReduceOrder,
     RoundMode,
     SelMode,
@@ -177,34 +208,46 @@ from npu_jax.asc.xcore import (
 )
 
 __all__ = [
+    "Array",
     "AscError",
     "AscWarning",
     "BinaryRepeatParams",
     "BrcbRepeatParams",
     "CMPMODE",
     "CacheMode",
+    "CodegenOptions",
+    "CompileOptions",
+    "ConstExpr",
     "CopyRepeatParams",
+    "CubeFormat",
+    "DEFAULT_C0_SIZE",
     "DType",
     "DataCopyExtParams",
     "DataCopyPadExtParams",
     "DataCopyParams",
+    "DataFormat",
     "FixpipeParamsV220",
     "GatherRepeatParams",
     "GlobalAddress",
     "GlobalTensor",
     "HardEvent",
     "Hardware",
+    "JitFunction",
     "Kernel",
+    "LaunchOptions",
     "LayerNormTiling",
+    "LayoutMode",
     "LoadData2DParams",
     "LoadData3DParamsV2",
     "LocalMemAllocator",
     "LocalTensor",
+    "LocalTensorAuto",
     "MaskMode",
     "Matmul",
     "MatmulConfig",
     "MmadParams",
     "Nd2NzParams",
+    "ONE_BLK_SIZE",
     "PIPE_ALL",
     "PIPE_FIX",
     "PIPE_M",
@@ -213,16 +256,22 @@ __all__ = [
     "PIPE_MTE3",
     "PIPE_S",
     "PIPE_V",
+    "PipeID",
+    "Property",
     "QuantMode",
+    "QuePosition",
     "ReduceOrder",
     "RmsNormTiling",
     "RoundMode",
     "SELMODE",
     "SelMode",
+    "ShapeInfo",
     "SoftMaxShapeInfo",
     "SoftMaxTiling",
     "TBuf",
     "TCubeTiling",
+    "TOTAL_L0C_SIZE",
+    "TOTAL_L1_SIZE",
     "TPipe",
     "TPosition",
     "TQue",
@@ -231,6 +280,10 @@ __all__ = [
     "add",
     "add_relu",
     "adds",
+    "adv",
+    "array",
+    "ascend_is_aic",
+    "ascend_is_aiv",
     "axpy",
     "bfloat16",
     "bitwise_and",
@@ -241,6 +294,7 @@ __all__ = [
     "block_reduce_sum",
     "brcb",
     "cast",
+    "ceildiv",
     "compare",
     "compare_scalar",
     "compares",
@@ -265,6 +319,7 @@ __all__ = [
     "gelu",
     "get_block_idx",
     "get_block_num",
+    "get_shape_size",
     "get_softmax_max_tmp_size",
     "get_softmax_min_tmp_size",
     "get_system_cycle",
@@ -272,6 +327,7 @@ __all__ = [
     "int16",
     "int32",
     "int8",
+    "jit",
     "kernel",
     "last_run",
     "launch",
@@ -294,6 +350,8 @@ __all__ = [
     "pair_reduce_sum",
     "pipe_barrier",
     "printf",
+    "property",
+    "range",
     "reciprocal",
     "reduce_max",
     "reduce_min",
@@ -321,6 +379,7 @@ __all__ = [
     "softmax_flash_v2",
     "softmax_tiling_func",
     "sqrt",
+    "static_range",
     "sub",
     "sub_relu",
     "swish",
@@ -335,3 +394,14 @@ __all__ = [
     "whole_reduce_min",
     "whole_reduce_sum",
 ]
+
+
+def __getattr__(name: str):
+    """A call of the vendor's API list that asc does not run: a function that raises naming it and why
+    (``coverage.REFUSED``); any other name: an AttributeError that says where the list is."""
+    if name in _coverage.REFUSED:
+        return _coverage.refused(name)
+    raise AttributeError(
+        f"module 'npu_jax.asc' has no attribute {name!r}; docs/kernels.md lists every call of the vendor's API "
+        f"and what asc does with it."
+    )

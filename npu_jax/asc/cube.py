@@ -86,9 +86,14 @@ def _int(v, name: str, call: str) -> int:
 
 
 # ---- DataCopy -------------------------------------------------------------------------------------
-def data_copy(dst, src, params) -> None:
+def data_copy(dst, src, params=None, *, count=None, repeat_params=None, intri_params=None) -> None:
     """``DataCopy(dst, src, count | DataCopyParams | Nd2NzParams)``: GM -> UB / L1, UB -> GM, UB -> UB,
-    GM (ND) -> L1 (NZ) with ``Nd2NzParams``, and on coupled chips L0C (CO1) -> UB (CO2)."""
+    GM (ND) -> L1 (NZ) with ``Nd2NzParams``, and on coupled chips L0C (CO1) -> UB (CO2). pyasc's
+    keywords: ``count=``, ``repeat_params=``, ``intri_params=``."""
+    given = [v for v in (params, count, repeat_params, intri_params) if v is not None]
+    if len(given) != 1:
+        raise TypeError("data_copy(dst, src, count | DataCopyParams | Nd2NzParams): give one of them.")
+    params = given[0]
     if isinstance(params, Nd2NzParams):
         return _nd2nz(dst, src, params)
     if isinstance(src, LocalTensor) and src.buffer == "L0C":

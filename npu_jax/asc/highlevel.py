@@ -88,7 +88,7 @@ def layer_norm(output, output_mean, output_variance, input_x, gamma, beta, *args
     tiling = kwargs.get("tiling", rest[1] if len(rest) > 1 else None)
     m, k = _norm_shape("layer_norm", tiling)
     check_rows("layer_norm", m, k, input_x, output)
-    tmp = Tmp(tmp_buf, rows_tmp_bytes(m, k, input_x.dtype.itemsize) + 3 * m * k * 4 + 4 * k * 4, "layer_norm")
+    tmp = Tmp(tmp_buf, rows_tmp_bytes(m, k, input_x.dtype.itemsize) + 2 * m * k * 4 + 2 * k * 4, "layer_norm")
     x = floats_of(input_x, m * k, tmp)
     gf, bf = floats_of(gamma, k, tmp), floats_of(beta, k, tmp)
     rows8 = math.ceil(m / 8) * 8
@@ -123,7 +123,7 @@ def rms_norm(dst, src, gamma, *args, **kwargs) -> None:
     tiling = kwargs.get("tiling", rest[1] if len(rest) > 1 else None)
     m, k = _norm_shape("rms_norm", tiling)
     check_rows("rms_norm", m, k, src, dst)
-    tmp = Tmp(tmp_buf, rows_tmp_bytes(m, k, src.dtype.itemsize) + 2 * m * k * 4 + k * 4, "rms_norm")
+    tmp = Tmp(tmp_buf, rows_tmp_bytes(m, k, src.dtype.itemsize) + m * k * 4 + k * 4, "rms_norm")
     x = floats_of(src, m * k, tmp)
     gf = floats_of(gamma, k, tmp)
     rows8 = math.ceil(m / 8) * 8

@@ -155,10 +155,14 @@ def scalar_of(scalar, fmt: str):
 
 
 # ---- operands -----------------------------------------------------------------------------------------
-def check_ub(t, call: str, role: str) -> None:
+def check_ub(t, call: str, role: str, pipe: str = "V") -> None:
+    """A vector operand: a live UB LocalTensor (and the operand hook told: pyasc's insert_sync)."""
     if not isinstance(t, LocalTensor):
         raise TypeError(f"asc.{call}: the {role} must be an asc LocalTensor, got {type(t).__name__}.")
     check_live(t, call, role)
+    hook = runtime.current().on_operand
+    if hook is not None:
+        hook(t, pipe)
     if t.buffer != "UB":
         raise AscError(
             f"asc.{call} at {runtime.where()}: vector instructions work on UB; the {role} is in {t.buffer}."
@@ -169,7 +173,7 @@ def operand(t: LocalTensor, pattern: L.Pattern, call: str, role: str, pipe: str 
     """``t`` walked by ``pattern``, as a lane operand of the core (None in the plan pass): the
     vendor's checks first (a start off 32 B, lanes past the tensor: findings at the call; such lanes
     do not run)."""
-    check_ub(t, call, role)
+    check_ub(t, call, role, pipe)
     run = runtime.current()
     isz = t.dtype.itemsize
     blk = run.hw.alignment("UB")

@@ -77,6 +77,9 @@ def _local(t: LocalTensor, count: int, call: str, role: str, pipe: str = "V"):
     if not isinstance(t, LocalTensor):
         raise TypeError(f"{call}: the {role} must be an asc LocalTensor, got {type(t).__name__}.")
     check_live(t, call, role)
+    hook = runtime.current().on_operand
+    if hook is not None:
+        hook(t, pipe)
     isz = t.dtype.itemsize
     blk = _block(run)
     if t.buffer == "UB" and _static(t.offset) and (t.offset * isz) % blk:
@@ -335,7 +338,9 @@ def data_copy_pad(dst, src, params: DataCopyExtParams, pad: DataCopyPadExtParams
             padded = round_up(count * isz, _block(run)) // isz
             if pad is not None and pad.is_pad and padded > count:
                 s = scalar_of(pad.padding_value, dst.dtype.fmt)
-                issue_lanes("VDup", "data_copy_pad", dst[count:], (), Form(count=padded - count), [(1, 8)], scalar=s)
+                issue_lanes(
+                    "VDup", "data_copy_pad", dst[count:], (), Form(count=padded - count), [(1, 8)], scalar=s
+                )
     else:
         view = _local(src, count, "DataCopyPad", "source", "MTE3")
         win = gm_window(dst, count, "DataCopyPad", "MTE3", write=True)

@@ -70,9 +70,15 @@ def _request(kind: str, position: TPosition, num: int, nbytes: int) -> BufferReq
 class TPipe:
     """``TPipe``: hands out buffers to queues and TBufs (``init_buffer``)."""
 
-    def init_buffer(self, obj, num_or_len, length=None):
+    def init_buffer(self, obj=None, num_or_len=None, length=None, *, que=None, num=None, len=None, buf=None):  # noqa: A002
         """``InitBuffer(que, num, len)`` (``num`` buffers of ``len`` bytes, rounded up to 32 B) or
-        ``InitBuffer(tbuf, len)``."""
+        ``InitBuffer(tbuf, len)``; pyasc's keywords too (``que=, num=, len=``; ``buf=, num=`` with
+        ``num`` a TBuf's bytes)."""
+        obj = next((o for o in (obj, que, buf) if o is not None), None)
+        num_or_len = next((v for v in (num_or_len, num) if v is not None), None)
+        length = length if length is not None else len
+        if isinstance(obj, TBuf) and num_or_len is None:
+            num_or_len, length = length, None
         if isinstance(obj, TQue):
             if length is None:
                 raise TypeError(

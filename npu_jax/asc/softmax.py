@@ -73,7 +73,9 @@ def softmax_tiling_func(src_shape, data_type_size: int, local_work_space_size: i
     columns (the rest of the vendor's fields stay 0: the emulator does not read them)."""
     *lead, k = tuple(src_shape)
     m = math.prod(lead)
-    return SoftMaxTiling(src_m=m, src_k=k, src_size=m * k, out_max_m=m, out_max_k=L.BLOCK_BYTES // data_type_size)
+    return SoftMaxTiling(
+        src_m=m, src_k=k, src_size=m * k, out_max_m=m, out_max_k=L.BLOCK_BYTES // data_type_size
+    )
 
 
 def get_softmax_min_tmp_size(src_shape, data_type_size: int, is_reuse_source: bool = False) -> int:

@@ -197,6 +197,8 @@ class LocalTensor(metaclass=_LocalTensorType):
     def _element(self, index, call: str):
         """Element ``index`` as a one-lane operand of the core (None in the plan pass)."""
         run = runtime.current()
+        if run.on_operand is not None:
+            run.on_operand(self, "S")
         if self.buffer != "UB":
             raise AscError(
                 f"{call} at {runtime.where()}: reads and writes UB tensors (VECIN / VECCALC / VECOUT); this one is in {self.buffer}."

@@ -103,6 +103,9 @@ class TPosition(enum.Enum):
     CO2 = "CO2"
 
 
+QuePosition = TPosition  # the vendor's older name for the positions (QuePosition::VECIN)
+
+
 class Hardware(enum.Enum):
     """The physical buffers (``LocalMemAllocator<Hardware::UB>``)."""
 

@@ -114,6 +114,7 @@ def sync_all(gm_workspace=None, ub_workspace=None, used_cores: int = 0, is_aiv_o
             f"asc.sync_all at {runtime.where()}: {run.n_blocks} blocks run in waves on {run.hw.name}; a barrier across them "
             f"would wait forever (the vendor: numBlocks must not exceed the physical cores)."
         )
+
     def barrier(core):
         every = jax.lax.all_gather(core.pipe_free, CORE_AXIS)  # (cores, P, 2)
         latest = wide.max_over(wide.max_over(every, 0), 0)

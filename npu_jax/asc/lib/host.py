@@ -49,17 +49,9 @@ class TPosition(enum.IntEnum):
     MAX = 16
 
 
-class CubeFormat(enum.IntEnum):
-    ND = 0
-    NZ = 1
-    ZN = 2
-    ZZ = 3
-    NN = 4
-    ND_ALIGN = 5
-    SCALAR = 6
-    VECTOR = 7
-    ROW_MAJOR = 8
-    COLUMN_MAJOR = 9
+CubeFormat = enum.IntEnum(  # the host's formats of a Matmul operand, 0 (ND) up
+    "CubeFormat", "ND NZ ZN ZZ NN ND_ALIGN SCALAR VECTOR ROW_MAJOR COLUMN_MAJOR".split(), start=0
+)
 
 
 class DataType(enum.IntEnum):
@@ -149,7 +141,12 @@ class MultiCoreMatmulTiling:
         self.dim = int(dim)
 
     def set_org_shape(self, org_m_in, org_n_in, org_ka_in, org_kb_in=None) -> None:
-        self.org_shape = (int(org_m_in), int(org_n_in), int(org_ka_in), int(org_ka_in if org_kb_in is None else org_kb_in))
+        self.org_shape = (
+            int(org_m_in),
+            int(org_n_in),
+            int(org_ka_in),
+            int(org_ka_in if org_kb_in is None else org_kb_in),
+        )
 
     def set_shape(self, m, n, k) -> None:
         self.shape = (int(m), int(n), int(k))
@@ -186,7 +183,9 @@ class MultiCoreMatmulTiling:
                 "not supported."
             )
         hw = self.platform.hw
-        l1, l0c, ub = (s if s and s > 0 else d for s, d in zip(self.space, (hw.l1_bytes, hw.l0c_bytes, hw.ub_bytes)))
+        l1, l0c, ub = (
+            s if s and s > 0 else d for s, d in zip(self.space, (hw.l1_bytes, hw.l0c_bytes, hw.ub_bytes))
+        )
         a_sz = _DTYPE[self.types["a"][1]].itemsize
         c_sz = _DTYPE[self.types["c"][1]].itemsize
         c_in_ub = self.types["c"][0] != TPosition.GM
@@ -216,7 +215,9 @@ class MultiCoreMatmulTiling:
             None,
         )  # fmt: skip
         if bk is None or k % bk:
-            raise ValueError(f"MultiCoreMatmulTiling: no base_k dividing k = {k} fits L0A / L0B (base {bm} x {bn}).")
+            raise ValueError(
+                f"MultiCoreMatmulTiling: no base_k dividing k = {k} fits L0A / L0B (base {bm} x {bn})."
+            )
         return dict(
             used_core_num=cm * cn, m=m, n=n, k_a=k, k_b=k, single_core_m=m // cm, single_core_n=n // cn,
             single_core_k=k, base_m=bm, base_n=bn, base_k=bk, depth_a1=1, depth_b1=1, step_m=1, step_n=1,

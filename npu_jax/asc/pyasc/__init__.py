@@ -37,7 +37,7 @@ from npu_jax.asc.pyasc.lang import (
     static_range,
 )
 
-EXPORTS = (
+__all__ = [
     "Array",
     "CodegenOptions",
     "CompileOptions",
@@ -65,5 +65,5 @@ EXPORTS = (
     "property",
     "range",
     "static_range",
-)
-__all__ = list(EXPORTS)
+]
+EXPORTS = tuple(__all__)  # what npu_jax.asc takes from here

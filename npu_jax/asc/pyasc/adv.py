@@ -157,7 +157,9 @@ class Matmul:
     def init(self, tiling: TCubeTiling) -> None:
         """``Init(&tiling)``: the emulator's Matmul of this tiling, its buffers from the registered pipe."""
         if self.pipe is None:
-            raise AscError(f"asc.adv.Matmul.init at {runtime.where()}: register_matmul(pipe, workspace, mm) first.")
+            raise AscError(
+                f"asc.adv.Matmul.init at {runtime.where()}: register_matmul(pipe, workspace, mm) first."
+            )
         if not isinstance(tiling, TCubeTiling):
             raise TypeError(f"Matmul.init takes an asc.adv.TCubeTiling, got {type(tiling).__name__}.")
         cfg = self.config.emulated()
@@ -173,7 +175,9 @@ class Matmul:
 
     def _ready(self, call: str) -> matmul.Matmul:
         if self.mm is None:
-            raise AscError(f"asc.adv.Matmul.{call} at {runtime.where()}: init(tiling) (or register_matmul with one) first.")
+            raise AscError(
+                f"asc.adv.Matmul.{call} at {runtime.where()}: init(tiling) (or register_matmul with one) first."
+            )
         return self.mm
 
     # ---- inputs ---------------------------------------------------------------------------------
@@ -206,12 +210,16 @@ class Matmul:
     def set_org_shape(self, org_m, org_n, org_ka, org_kb=None, org_kc=None) -> None:
         t = self._ready("set_org_shape").t
         if (org_m, org_n, org_ka) != (t.m, t.n, t.k):
-            raise NotImplementedError("asc.adv.Matmul.set_org_shape other than the tiling's is not supported.")
+            raise NotImplementedError(
+                "asc.adv.Matmul.set_org_shape other than the tiling's is not supported."
+            )
 
     def set_single_shape(self, single_m, single_n, single_k) -> None:
         t = self._ready("set_single_shape").t
         if (single_m, single_n, single_k) != (t.single_core_m, t.single_core_n, t.single_core_k):
-            raise NotImplementedError("asc.adv.Matmul.set_single_shape other than the tiling's is not supported.")
+            raise NotImplementedError(
+                "asc.adv.Matmul.set_single_shape other than the tiling's is not supported."
+            )
 
     # ---- computing ------------------------------------------------------------------------------
     def iterate_all(self, tensor, en_atomic=0, sync=True, en_sequential_write=None, wait_iterate_all=None,
@@ -224,7 +232,9 @@ class Matmul:
     def iterate(self, en_partial_sum=False, sync=True, local_c_matrix=None) -> MatmulIterator:
         """``with mm.iterate() as count:`` (a loop over the base blocks; ``count`` 0, 1, ...)."""
         if en_partial_sum or local_c_matrix is not None:
-            raise NotImplementedError("asc.adv.Matmul.iterate(en_partial_sum / local_c_matrix) is not supported.")
+            raise NotImplementedError(
+                "asc.adv.Matmul.iterate(en_partial_sum / local_c_matrix) is not supported."
+            )
         self._ready("iterate")
         return MatmulIterator(self)
 
@@ -257,7 +267,9 @@ class Matmul:
         vals = {**dict(zip(names, args)), **kwargs}
         tensor = vals.get("tensor")
         if not isinstance(tensor, (GlobalTensor, LocalTensor)):
-            raise NotImplementedError("asc.adv.Matmul.get_tensor_c() returning a GlobalTensor is not supported.")
+            raise NotImplementedError(
+                "asc.adv.Matmul.get_tensor_c() returning a GlobalTensor is not supported."
+            )
         if vals.get("en_atomic"):
             raise NotImplementedError("asc.adv.Matmul.get_tensor_c(en_atomic=...) is not supported.")
         if isinstance(tensor, GlobalTensor):
@@ -333,7 +345,9 @@ def softmax(dst, sum, max, src, tiling, temp_buffer=None, reuse_source=False, ba
     """``SoftMax``: the rows of ``src`` (its ShapeInfo's last axis), by ``npu_jax.asc.softmax``."""
     fn = getattr(sys.modules.get("npu_jax.asc"), "softmax", None)
     if fn is None:
-        raise NotImplementedError("asc.adv.softmax calls npu_jax.asc.softmax, which this version does not have.")
+        raise NotImplementedError(
+            "asc.adv.softmax calls npu_jax.asc.softmax, which this version does not have."
+        )
     extra = {
         k: v
         for k, v, d in (("temp_buffer", temp_buffer, None), ("reuse_source", reuse_source, False),

@@ -126,7 +126,9 @@ class JitFunction(Kernel):
         self.signature = inspect.signature(fn)
         clash = sorted(set(self.signature.parameters) & OPTIONS)
         if clash:
-            raise TypeError(f"asc.jit: parameter(s) {clash} of {fn.__name__} clash with pyasc's option names.")
+            raise TypeError(
+                f"asc.jit: parameter(s) {clash} of {fn.__name__} clash with pyasc's option names."
+            )
         self._entries: dict = {}
         self._needs: dict = {}
 
@@ -142,7 +144,11 @@ class JitFunction(Kernel):
         )
 
     def __getitem__(self, launch_options):
-        opts = LaunchOptions(*launch_options) if isinstance(launch_options, tuple) else LaunchOptions(launch_options)
+        opts = (
+            LaunchOptions(*launch_options)
+            if isinstance(launch_options, tuple)
+            else LaunchOptions(launch_options)
+        )
         n = opts.core_num
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise AscError(f"{self.fn.__name__}[core_num, stream]: core_num is an int > 0, got {n!r}.")
@@ -200,7 +206,7 @@ class JitFunction(Kernel):
         if ws:
             extra = (np.zeros(blocks * ws, np.dtype(DTYPES[dtype_of(needs.ws_dtype).fmt])),)
         kern = self._entry(tuple(names), side, core, sync, ws)
-        outs, report = launcher.launch(kern, blocks, *values, *extra, **emu)
+        outs, report = launcher.launch(kern, blocks, *values, *extra, hw=hw, **emu)
         for (orig, arr), out in zip(gm, outs):
             if out is not None:
                 _write_back(orig, arr, out)
@@ -217,12 +223,15 @@ class JitFunction(Kernel):
         if hit is not None:
             return hit
         gm_args = {
-            p: (int(v.size), dtype_of(v.dtype), tuple(v.shape)) for p, v in zip(names, values) if isinstance(v, np.ndarray)
+            p: (int(v.size), dtype_of(v.dtype), tuple(v.shape))
+            for p, v in zip(names, values)
+            if isinstance(v, np.ndarray)
         }
         plan = runtime.KernelRun(runtime.PLAN, hw, n_blocks=n, gm_args=gm_args)
         st = pstate.attach(plan, pstate.PassState(side=side, insert_sync=sync))
         call = [
-            GlobalAddress(p, 0, gm_args[p][1], gm_args[p][0]) if p in gm_args else _thaw(v) for p, v in zip(names, values)
+            GlobalAddress(p, 0, gm_args[p][1], gm_args[p][0]) if p in gm_args else _thaw(v)
+            for p, v in zip(names, values)
         ]
         with runtime.active(plan):
             self.fn(*call)

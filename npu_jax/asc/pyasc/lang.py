@@ -199,6 +199,12 @@ class ShapeInfo:
     def shape(self, dim: int) -> int:
         return self.dims[dim]
 
+    def __getitem__(self, dim: int) -> int:  # the shape's dims, as a tuple's
+        return self.dims[dim]
+
+    def __len__(self) -> int:
+        return len(self.dims)
+
     def original_shape(self, dim: int) -> int:
         return self.original_dims[dim]
 

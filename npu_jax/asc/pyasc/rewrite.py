@@ -28,7 +28,11 @@ class _IterateToFor(ast.NodeTransformer):
             return node
         item = node.items[0]
         call = item.context_expr
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "iterate"):
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "iterate"
+        ):
             return node
         self.changed = True
         target = item.optional_vars or ast.Name("_", ast.Store())
@@ -60,7 +64,9 @@ def rewrite_iterate(fn):
     free = fn.__code__.co_freevars
     body: ast.stmt = fdef
     if free:  # compiled inside a function of the free names, so that they stay free (closure cells)
-        args = ast.arguments(posonlyargs=[], args=[ast.arg(v) for v in free], kwonlyargs=[], kw_defaults=[], defaults=[])
+        args = ast.arguments(
+            posonlyargs=[], args=[ast.arg(v) for v in free], kwonlyargs=[], kw_defaults=[], defaults=[]
+        )
         body = ast.FunctionDef(_MAKER, args, [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))], [], None)
     module = ast.Module([body], [])
     ast.fix_missing_locations(module)

@@ -68,6 +68,10 @@ class GmUse:
 class KernelRun:
     """The state of one launch's pass: the mode, the machine (run pass), the plan, the findings."""
 
+    # called as on_operand(tensor, pipe) where a LocalTensor becomes an instruction's operand, in both
+    # passes (pyasc's insert_sync: npu_jax/asc/pyasc/auto.py); None: nothing to do
+    on_operand = None
+
     def __init__(
         self, mode: str, hw, *, n_blocks: int, gm_args: dict, plan=None, allocs=None, core_kind="vector"
     ):

@@ -82,9 +82,7 @@ def _platform(soc) -> Platform:
     except ValueError:
         if isinstance(soc, str) and soc in Platform.__members__:
             return Platform[soc]
-        raise ValueError(
-            f"unsupported platform {soc!r}; supported: {[p.value for p in Platform]}."
-        ) from None
+        raise ValueError(f"unsupported platform {soc!r}; supported: {[p.value for p in Platform]}.") from None
 
 
 def set_platform(backend, soc_version=None, device_id=None, check=True) -> None:
