@@ -18,7 +18,9 @@ DOC = (Path(__file__).parent.parent / "docs" / "kernels.md").read_text()
 @pytest.mark.parametrize("name", sorted(coverage.REFUSED))
 def test_a_refused_call_names_itself_and_why(name):
     vendor, _, why = coverage.REFUSED[name]
-    with pytest.raises(NotImplementedError, match=rf"asc\.{name} \(the vendor's {vendor}.*{re.escape(why[:20])}"):
+    with pytest.raises(
+        NotImplementedError, match=rf"asc\.{name} \(the vendor's {vendor}.*{re.escape(why[:20])}"
+    ):
         getattr(asc, name)()
 
 

@@ -35,7 +35,14 @@ def test_softmax_rows_with_sum_and_max_blocks(rng, dtype, k, hw):
 
     def body(xl, yl, ol):
         info = asc.SoftMaxShapeInfo(m, k, m, k)
-        asc.softmax(ol, ol[m * k :], ol[m * k + m * per :], xl, asc.softmax_tiling_func((m, k), xl.dtype.sizeof()), info)
+        asc.softmax(
+            ol,
+            ol[m * k :],
+            ol[m * k + m * per :],
+            xl,
+            asc.softmax_tiling_func((m, k), xl.dtype.sizeof()),
+            info,
+        )
 
     got, rep = run(body, x.reshape(-1), x.reshape(-1), out, hw)
     want = _softmax64(x)
@@ -59,7 +66,9 @@ def test_softmax_flash_v2_updates_online(rng):
         info = asc.SoftMaxShapeInfo(m, k, m, k)
         s1, m1, s2, m2, em, _ = (ol[2 * m * k + i * m * 8 :] for i in range(6))
         asc.softmax_flash_v2(ol, s1, m1, xl, em, s1, m1, asc.SoftMaxTiling(), info)  # the first block
-        asc.softmax_flash_v2(ol[m * k :], s2, m2, xl[m * k :], em, s1, m1, asc.SoftMaxTiling(), info, is_update=True)
+        asc.softmax_flash_v2(
+            ol[m * k :], s2, m2, xl[m * k :], em, s1, m1, asc.SoftMaxTiling(), info, is_update=True
+        )
 
     got, _ = run(body, x, x, out)
     full = np.concatenate([a, b], 1).astype(np.float64)

@@ -40,7 +40,9 @@ def _harness(x, y, out, body, nx: int, ny: int, no: int):
 
 
 def run(body, x, y, out, **kw):
-    outs, report = _harness[1](x, y, out, body, x.size, y.size, out.size, hw=kw.pop("hw", HW), checks="all", **kw)
+    outs, report = _harness[1](
+        x, y, out, body, x.size, y.size, out.size, hw=kw.pop("hw", HW), checks="all", **kw
+    )
     return outs[2], report
 
 
@@ -79,7 +81,11 @@ def test_binary_repeat_form_walks_strides_and_a_bit_mask(rng, dtype):
     got, rep = run(body, x, y, out)
     want = out.copy()
     on = bits(words, lanes)
-    d, a, b = walk(0, repeats, 1, 8, per, lanes), walk(0, repeats, 2, 16, per, lanes), walk(0, repeats, 1, 4, per, lanes)
+    d, a, b = (
+        walk(0, repeats, 1, 8, per, lanes),
+        walk(0, repeats, 2, 16, per, lanes),
+        walk(0, repeats, 1, 4, per, lanes),
+    )
     for r in range(repeats):
         for lane in np.nonzero(on)[0]:
             want[d[r, lane]] = x[a[r, lane]] + y[b[r, lane]]
@@ -145,7 +151,10 @@ def test_transcendental_and_division_are_charged_the_vendors_rates(rng):
 def _tree(v, f32=True):
     v = list(v)
     while len(v) > 1:
-        v = [np.float32(a) + np.float32(b) if f32 else np.float16(np.float32(a) + np.float32(b)) for a, b in zip(v[0::2], v[1::2])]
+        v = [
+            np.float32(a) + np.float32(b) if f32 else np.float16(np.float32(a) + np.float32(b))
+            for a, b in zip(v[0::2], v[1::2])
+        ]
     return v[0]
 
 
@@ -180,7 +189,9 @@ def test_whole_block_pair_and_tensor_reductions(rng):
 
 def test_half_reduction_saturates(rng):
     x = np.full(128, 60000, np.float16)
-    got, _ = run(lambda xl, yl, ol: asc.whole_reduce_sum(ol, xl, 128, 1, 1, 1, 8), x, x, np.zeros(16, np.float16))
+    got, _ = run(
+        lambda xl, yl, ol: asc.whole_reduce_sum(ol, xl, 128, 1, 1, 1, 8), x, x, np.zeros(16, np.float16)
+    )
     assert got[0] == np.float16(65504)
 
 
@@ -239,8 +250,15 @@ def test_a_lane_past_the_tensor_is_a_finding_at_the_call(rng):
     x = rng.uniform(-2, 2, 64).astype(np.float32)
     with pytest.warns(npu_jax.errors.SanitizerWarning, match="illegal (read|write)"):
         _harness[1](
-            x, x, np.zeros(64, np.float32), lambda xl, yl, ol: asc.abs(ol, xl, 64, 2, asc.UnaryRepeatParams()), 64, 64, 64,
-            hw=HW, checks=npu_jax.Checks.parse("all", action="warn"),
+            x,
+            x,
+            np.zeros(64, np.float32),
+            lambda xl, yl, ol: asc.abs(ol, xl, 64, 2, asc.UnaryRepeatParams()),
+            64,
+            64,
+            64,
+            hw=HW,
+            checks=npu_jax.Checks.parse("all", action="warn"),
         )
 
 
@@ -273,6 +291,13 @@ def test_a_scalar_read_without_the_vendors_flags_is_a_race(rng):
     x = rng.uniform(-5, 5, 256).astype(np.float32)
     with pytest.warns(npu_jax.errors.SanitizerWarning, match=r"racecheck \[RAW\].*GetValue on pipe S"):
         _harness[1](
-            x, np.zeros(128, np.float32), np.zeros(320, np.float32), _scalar_body(False), 256, 128, 320,
-            hw=HW, checks=npu_jax.Checks.parse("all", action="warn"),
+            x,
+            np.zeros(128, np.float32),
+            np.zeros(320, np.float32),
+            _scalar_body(False),
+            256,
+            128,
+            320,
+            hw=HW,
+            checks=npu_jax.Checks.parse("all", action="warn"),
         )

@@ -42,7 +42,9 @@ def test_layer_norm_and_rms_norm(rng, rms, dtype, hw, tol):
 def test_attention_on_the_910b(rng):
     seq, d, br, bc = 256, 64, 64, 128
     q, k, v = (rng.normal(0, 1, (seq, d)).astype(np.float16) for _ in range(3))
-    outs, rep = att.attention[seq // br](q, k, v, *att.workspaces(seq, d, br, bc), seq, d, br, bc, hw=B910, checks="all")
+    outs, rep = att.attention[seq // br](
+        q, k, v, *att.workspaces(seq, d, br, bc), seq, d, br, bc, hw=B910, checks="all"
+    )
     np.testing.assert_allclose(outs[3], att.reference(q, k, v), atol=2e-3)
     # every hand-over goes through GM: the copies in (S_j, O_j to UB; K_j, V_j, P_j to L1) bound it
     assert rep.bottleneck == "MTE2"

@@ -123,7 +123,7 @@ REFUSED: dict[str, tuple[str, str, str]] = {
     "quant": (
         "AscendQuant",
         "high level",
-        "write it: muls, adds, cast (RoundMode.CAST_RINT), as examples/asc/matmul_int8.py",
+        "as pyasc spells it, asc.adv.quant (Muls, Adds, then Cast with RoundMode.CAST_RINT)",
     ),
     "dequant": ("AscendDequant", "high level", "not written yet: cast, muls"),
 }
