@@ -109,9 +109,8 @@ def test_an_unsupported_parameter_names_it_and_the_guide(rng):
     with pytest.raises(NotImplementedError, match=r"if_transpose=True.*docs/kernels.md"):
         _transposed_load[1](x, hw=HW910B)
     # a LoadData2DParams field the emulator would otherwise ignore is refused by name, never dropped
-    for field, value in (("src_stride", 2), ("dst_gap", 1), ("addr_mode", 1)):
-        with pytest.raises(NotImplementedError, match=rf"LoadData2DParams\.{field}={value}.*docs/kernels.md"):
-            _load_with[1](x, field, value, hw=HW910B)
+    with pytest.raises(NotImplementedError, match=r"addr_mode=1.*docs/kernels.md"):
+        _load_with[1](x, "addr_mode", 1, hw=HW910B)
 
 
 import matmul_leakyrelu as mlr  # noqa: E402
@@ -322,9 +321,17 @@ def _matmul_2201(a, b, c, m: int, n: int, k: int):
     bg.set_global_buffer(b)
     cg.set_global_buffer(c)
     pipe = asc.TPipe()
-    qa1, qb1, qa2, qb2 = (asc.TQue(p, 1) for p in (asc.TPosition.A1, asc.TPosition.B1, asc.TPosition.A2, asc.TPosition.B2))
+    qa1, qb1, qa2, qb2 = (
+        asc.TQue(p, 1) for p in (asc.TPosition.A1, asc.TPosition.B1, asc.TPosition.A2, asc.TPosition.B2)
+    )
     qc = asc.TQue(asc.TPosition.CO1, 1)
-    for q, nbytes in ((qa1, m * k * 2), (qb1, k * n * 2), (qa2, m * k * 2), (qb2, k * n * 2), (qc, m * n * 4)):
+    for q, nbytes in (
+        (qa1, m * k * 2),
+        (qb1, k * n * 2),
+        (qa2, m * k * 2),
+        (qb2, k * n * 2),
+        (qc, m * n * 4),
+    ):
         pipe.init_buffer(q, 1, nbytes)
     a1, b1 = qa1.alloc_tensor(asc.half), qb1.alloc_tensor(asc.half)
     asc.data_copy(a1, ag, asc.Nd2NzParams(1, m, k, 0, k, m, 1, 0))
@@ -334,9 +341,13 @@ def _matmul_2201(a, b, c, m: int, n: int, k: int):
     a1, b1 = qa1.deque(asc.half), qb1.deque(asc.half)
     a2, b2 = qa2.alloc_tensor(asc.half), qb2.alloc_tensor(asc.half)
     for i in range(m // 16):
-        asc.load_data(a2[i * k * 16 :], a1[i * 256 :], asc.LoadData2DParams(0, k // 16, m // 16, 0, 0, False, 0))
+        asc.load_data(
+            a2[i * k * 16 :], a1[i * 256 :], asc.LoadData2DParams(0, k // 16, m // 16, 0, 0, False, 0)
+        )
     for i in range(k // 16):
-        asc.load_data(b2[i * n * 16 :], b1[i * 256 :], asc.LoadData2DParams(0, n // 16, k // 16, 0, 0, True, 0))
+        asc.load_data(
+            b2[i * n * 16 :], b1[i * 256 :], asc.LoadData2DParams(0, n // 16, k // 16, 0, 0, True, 0)
+        )
     qa1.free_tensor(a1)
     qb1.free_tensor(b1)
     qa2.enque(a2)

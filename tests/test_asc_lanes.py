@@ -214,7 +214,6 @@ def test_softmax_building_blocks(rng):
 
 def test_compare_select_index_gather_transpose(rng):
     n = 128
-    x = rng.uniform(-2, 2, n).astype(np.float16)
     y = rng.uniform(-2, 2, n).astype(np.float16)
     out = np.zeros(5 * n, np.float16)
 

@@ -404,7 +404,9 @@ def test_cast_odd_rounds_to_odd(rng):
     outs, _ = _cast_to[1](x, np.zeros(N, np.float16), "fp16", asc.RoundMode.CAST_ODD, hw=HW)
     # independently: toward zero in float64, then the last bit set where that was inexact
     t = np.float16(np.sign(x) * np.abs(x)).astype(np.float64)  # nearest, then step toward zero if past
-    t = np.where(np.abs(t) > np.abs(x), np.nextafter(t.astype(np.float16), np.float16(0)).astype(np.float64), t)
+    t = np.where(
+        np.abs(t) > np.abs(x), np.nextafter(t.astype(np.float16), np.float16(0)).astype(np.float64), t
+    )
     bits = t.astype(np.float16).view(np.uint16) | (t != x).astype(np.uint16)
     np.testing.assert_array_equal(np.asarray(outs[1]).view(np.uint16), bits)
 

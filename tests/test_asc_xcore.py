@@ -39,7 +39,7 @@ def test_atomic_copies_from_every_block_combine(rng, mode):
     z0 = rng.uniform(-4, 4, N).astype(np.float32)
     (_, z), rep = accumulate[6](x, z0, mode, False, hw=HW, checks="all")
     want = z0 + x.astype(np.float64).sum(0) if mode == "add" else np.maximum(z0, x.max(0))
-    np.testing.assert_allclose(z, want, rtol=1e-6)
+    np.testing.assert_allclose(z, want, rtol=1e-5, atol=1e-6)  # six fp32 adds in another order
     assert not rep.findings()  # six blocks writing one element atomically is no race
 
 

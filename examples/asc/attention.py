@@ -104,7 +104,9 @@ def attention(q, k, v, o, s_ws, p_ws, o_ws, seq: int, d: int, br: int, bc: int):
         if j:
             asc.adds(mx_in, mx, 0.0, rows8)  # the running max and sum become the update's inputs
             asc.adds(sm_in, sm, 0.0, rows8)
-        asc.softmax_flash_v2(s_ub, sm, mx, s_ub, ex, sm_in, mx_in, asc.SoftMaxTiling(), shape, is_update=j > 0)
+        asc.softmax_flash_v2(
+            s_ub, sm, mx, s_ub, ex, sm_in, mx_in, asc.SoftMaxTiling(), shape, is_update=j > 0
+        )
         asc.cast(p_ub, s_ub, asc.RoundMode.CAST_RINT, br * bc)
         asc.set_flag(asc.HardEvent.V_MTE3, 0)
         asc.wait_flag(asc.HardEvent.V_MTE3, 0)
@@ -155,7 +157,9 @@ def attention(q, k, v, o, s_ws, p_ws, o_ws, seq: int, d: int, br: int, bc: int):
         asc.wait_flag(asc.HardEvent.MTE2_V, 1)
         if j:
             for c0 in range(0, d, 64):
-                asc.mul(o_acc[c0:], o_acc[c0:], ex, 64, br, asc.BinaryRepeatParams(1, 1, 0, d // 8, d // 8, 1))
+                asc.mul(
+                    o_acc[c0:], o_acc[c0:], ex, 64, br, asc.BinaryRepeatParams(1, 1, 0, d // 8, d // 8, 1)
+                )
             asc.add(o_acc, o_acc, o_j, br * d)
         asc.set_flag(asc.HardEvent.V_MTE2, 0)  # the S_j / O_j buffers are read: the next copies may land
         asc.wait_flag(asc.HardEvent.V_MTE2, 0)
@@ -196,7 +200,9 @@ def main():
     rng = np.random.default_rng(0)
     seq, d, br, bc = 512, 64, 64, 128
     q, k, v = (rng.normal(0, 1, (seq, d)).astype(np.float16) for _ in range(3))
-    outs, report = attention[seq // br](q, k, v, *workspaces(seq, d, br, bc), seq, d, br, bc, hw=npu_jax.presets.ascend910b())
+    outs, report = attention[seq // br](
+        q, k, v, *workspaces(seq, d, br, bc), seq, d, br, bc, hw=npu_jax.presets.ascend910b()
+    )
     print("max |error|:", np.abs(outs[3] - reference(q, k, v)).max())
     print(report.summary())
 

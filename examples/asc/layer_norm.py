@@ -72,7 +72,9 @@ def main():
     x = rng.normal(0, 2, (40 * 32, 512)).astype(np.float16)
     g, b = (rng.uniform(0.5, 1.5, 512).astype(np.float16) for _ in range(2))
     for rms in (False, True):
-        (*_, y), report = norm_rows[40](x, g, b, np.zeros_like(x), *x.shape, 8, rms, hw=npu_jax.presets.ascend910b())
+        (*_, y), report = norm_rows[40](
+            x, g, b, np.zeros_like(x), *x.shape, 8, rms, hw=npu_jax.presets.ascend910b()
+        )
         print("RMSNorm" if rms else "LayerNorm", "max |error|:", np.abs(y - reference(x, g, b, rms)).max())
         print(report.summary())
 

@@ -1,7 +1,8 @@
 """What the sanitizers found, as messages: a finding record decoded into a :class:`Finding` that
 names the instruction, its source line, the pipe, the allocation, the tile and the fix;
-:func:`findings_of` (a Report's findings, running the replay first when it did not run inline) and
-:func:`raise_or_warn`, which ``launch`` and ``Report.check`` call.
+:func:`findings_of` (a Report's findings, running the replay first when it did not run inline),
+:func:`summary_lines` (per check: how many, where the first is) and :func:`raise_or_warn`, which
+``launch`` and ``Report.check`` call.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import warnings
 
 import numpy as np
 
-from npu_jax.core.checks.columns import CHECK_NAMES, KINDS, N_COORDS, Code, F
+from npu_jax.core.checks.columns import CHECK_NAMES, KEEP, KINDS, N_COORDS, Code, F
+from npu_jax.core.checks.ranges import granule_shift
 from npu_jax.core.checks.replay import run_analysis
 from npu_jax.core.checks.sites import SiteTable
 from npu_jax.core.checks.synccheck import flag_name
@@ -21,7 +23,10 @@ from npu_jax.errors import SanitizerError, SanitizerWarning
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One decoded finding: which check, on which core, at which instruction, and what to fix."""
+    """One decoded finding: which check, on which core, at which instruction, and what to fix.
+
+    ``count``: the instruction calls that found it (over the cores); ``more``: occurrences of the
+    same check at findings past the first ``KEEP`` kept (the same on every finding of the check)."""
 
     check: str
     kind: str
@@ -39,6 +44,8 @@ class Finding:
     tile: dict
     detail: str
     fix: str
+    count: int = 1
+    more: int = 0
 
     def message(self) -> str:
         tile = ", ".join(f"{k}={v}" for k, v in self.tile.items())
@@ -136,8 +143,13 @@ def decode(row, table: SiteTable, core: int) -> Finding:
         detail = f"extent #{x0} = {x1} is outside its tile in {alloc}."
         fix = "clip m, n, k (or the element count) to the tile's shape."
     elif code == Code.UNINIT:
-        detail = f"reads {st}, which no instruction has written (its contents are the NaN poison)."
-        fix = "fill the stage first (DataCopy/LoadData/Mmad), or read the stage that was filled."
+        detail = (
+            f"reads {st}, and the first byte it reads that no instruction wrote is {_unwritten(obj, x0, x1)}."
+        )
+        fix = (
+            "fill what is read first (DataCopy/LoadData/Mmad/a vector op; a DataCopy moves whole 32-B blocks, "
+            "so a count that is not a multiple of 32 B is rounded down), or read only what was filled."
+        )
     else:
         ev, e = _event(row)
         if code == Code.HANG:
@@ -183,12 +195,26 @@ def decode(row, table: SiteTable, core: int) -> Finding:
         tile,
         detail,
         fix,
+        max(row[F.COUNT], 1),
     )
 
 
+def _unwritten(alloc, byte: int, elem: int) -> str:
+    """The first byte an uninitialised read found unwritten, its element, and the granule tracked."""
+    if alloc is None or not hasattr(alloc, "stage_bytes"):
+        return f"byte {byte} (element {elem})"
+    at = f"element {elem}"
+    if alloc.dtype != "uint8" and len(alloc.shape) > 1 and 0 <= elem < int(np.prod(alloc.shape)):
+        at += f" {tuple(int(i) for i in np.unravel_index(elem, alloc.shape))}"
+    g = 1 << granule_shift(alloc)
+    return f"byte {byte} ({at}; what is written is tracked in {g}-B blocks): its contents are the NaN poison"
+
+
 def findings_of(report) -> list[Finding]:
-    """Decode a Report's findings: per check, the first core that found something. Runs the
-    analysis on the logged events first, unless it ran inside the kernel's program (``inline``)."""
+    """Decode a Report's findings: per check, the distinct findings (code and instruction) of every
+    core, the first ``KEEP`` in core order (a finding on several cores is named at the first, its
+    ``count`` summed). Runs the analysis on the logged events first, unless it ran inside the kernel's
+    program (``inline``)."""
     table = report.sanitizer
     if report.san_findings is not None:
         f = np.asarray(report.san_findings)
@@ -198,9 +224,40 @@ def findings_of(report) -> list[Finding]:
         return []
     out = []
     for c in range(4):
-        cores = np.nonzero(f[:, c, F.CODE])[0]
-        if cores.size:
-            out.append(decode(f[cores[0], c], table, int(cores[0])))
+        kept: dict[tuple, Finding] = {}
+        more = int(f[:, c, KEEP, F.COUNT].sum())
+        for core in range(f.shape[0]):
+            for row in f[core, c, :KEEP]:
+                if not row[F.CODE]:
+                    continue
+                key = (int(row[F.CODE]), int(row[F.SITE])) + (
+                    (int(row[F.X0]), int(row[F.X1])) if row[F.CODE] == Code.LEFT else ()
+                )
+                if key in kept:
+                    old = kept[key]
+                    kept[key] = dataclasses.replace(old, count=old.count + max(int(row[F.COUNT]), 1))
+                elif len(kept) < KEEP:
+                    kept[key] = decode(row, table, core)
+                else:
+                    more += max(int(row[F.COUNT]), 1)
+        out += [dataclasses.replace(x, more=more) for x in kept.values()]
+    return out
+
+
+def summary_lines(found: list[Finding]) -> list[str]:
+    """Per check, in the order of ``found``: how many findings, where the first is, and how many more
+    than were kept; e.g. ``memcheck: 2 findings (first at k.py:12 (kernel))``."""
+    groups: dict[str, list[Finding]] = {}
+    for f in found:
+        groups.setdefault(f.check, []).append(f)
+    out = []
+    for check, fs in groups.items():
+        occ = sum(f.count for f in fs) + fs[0].more
+        distinct = f", {len(fs)} distinct" if occ > len(fs) else ""
+        line = f"{check}: {occ} finding{'s' * (occ != 1)}{distinct} (first at {fs[0].where})"
+        if fs[0].more:
+            line += f" ... and {fs[0].more} more (kept the first {KEEP})"
+        out.append(line)
     return out
 
 
@@ -255,12 +312,19 @@ def raise_or_warn(report) -> None:
             stacklevel=3,
         )
     ov = report.overlapping_writes
-    msgs = [f.message() for f in found]
+    msgs = []
+    heads = dict(zip(dict.fromkeys(f.check for f in found), summary_lines(found)))
+    for f in found:
+        if f.check in heads:  # each check's summary, before its findings
+            msgs.append(heads.pop(f.check))
+        msgs.append("  " + f.message() + (f" [{f.count} times]" if f.count > 1 else ""))
+    n = len(found)
     if ov is not None and int(np.asarray(ov)):
         msgs.insert(0, overlap_message(report.overlap_at, report.sanitizer, report.name, int(np.asarray(ov))))
+        n += 1
     if not msgs:
         return
-    text = f"{len(msgs)} sanitizer finding(s) in {report.name}:\n  " + "\n  ".join(msgs)
+    text = f"{n} sanitizer finding(s) in {report.name}:\n  " + "\n  ".join(msgs)
     action = ctx.checks.action if ctx is not None else "raise"
     if action == "warn":
         warnings.warn(text, SanitizerWarning, stacklevel=3)

@@ -12,11 +12,14 @@ hooks, this module's:
   mutation test's, ``checks/mutation.py``) may rewrite it there; with checks on, it is logged.
 
 Each hook appends one row to an event log in the core's state (site id + the traced stages, event
-id, memcheck result, ``when``); the static facts of each site (op, pipe, source line, allocations)
+id, memcheck result, ``when``, where each access starts); the static facts of each site (op, pipe,
+source line, allocations, the blocks each access touches)
 sit in a :class:`SiteTable` built at trace time. :func:`analyze` -- one kernel-independent
 ``while_loop`` -- replays the log through the four checkers (``checks/racecheck.py``,
-``memcheck.py``, ``initcheck.py``, ``synccheck.py``) and keeps the first finding of each
-(instruction index, pipe, allocation, stage, tile coordinates, the conflicting access). It runs as
+``memcheck.py``, ``initcheck.py``, ``synccheck.py``) and keeps up to ``KEEP`` distinct findings of
+each (instruction index, pipe, allocation, stage, tile coordinates, the conflicting access; how many
+times), counting the rest. initcheck tracks writes per 32-B block of each stage (``checks/ranges.py``);
+racecheck works per stage. It runs as
 its own jitted program when the Report is checked (compiled once per process and shape), or inside
 the kernel's program with ``Checks(inline=True)``. :func:`~npu_jax.core.run.launch` raises
 :class:`~npu_jax.errors.SanitizerError` (or warns) after a concrete run; under ``jax.jit`` call
@@ -44,9 +47,10 @@ from npu_jax.core.checks.config import Checks, default_checks, get_default_check
 from npu_jax.core.checks.log import append, flush, init_state, mark_gm_writes
 from npu_jax.core.checks.memcheck import check_ref_static, extent_oob, gm_oob, window_oob
 from npu_jax.core.checks.mutation import MutationResult, mutate, sweep_waits
+from npu_jax.core.checks.ranges import describe
 from npu_jax.core.checks.replay import analyze, run_analysis
 from npu_jax.core.checks.sites import TRACE, FlagOp, SiteTable, alloc_id, current_table, stage_base, tracing
-from npu_jax.core.findings import Finding, all_findings, findings_of, raise_or_warn
+from npu_jax.core.findings import Finding, all_findings, findings_of, raise_or_warn, summary_lines
 from npu_jax.core.pipes import PIPE_INDEX, PIPES
 
 # memcheck codes that instructions build conditions with (``(bad, code, alloc, dim, value)``)
@@ -67,20 +71,25 @@ def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=(), gm_wri
     ctx = core.ctx
     table = current_table()
     base, _ = stage_base(ctx.allocs)
-    refs, vals = [], []
+    refs, vals, los = [], [], []
+    track = ctx.checks.init  # the bytes of each access: initcheck's (checks/ranges.py)
     for r in reads:
         ref, cond = r if isinstance(r, tuple) else (r, None)
-        refs.append((alloc_id(ctx, ref.alloc.name), base[ref.alloc.name], ref.alloc.stages, READ))
+        lo, rng = describe(ref, write=False, track=track)
+        refs.append((alloc_id(ctx, ref.alloc.name), base[ref.alloc.name], ref.alloc.stages, READ) + rng)
         vals.append(ref.stage if cond is None else jnp.where(jnp.asarray(cond, jnp.bool_), ref.stage, SKIP))
+        los.append(lo)
     for ref in writes:
-        refs.append((alloc_id(ctx, ref.alloc.name), base[ref.alloc.name], ref.alloc.stages, WRITE))
+        lo, rng = describe(ref, write=True, track=track)
+        refs.append((alloc_id(ctx, ref.alloc.name), base[ref.alloc.name], ref.alloc.stages, WRITE) + rng)
         vals.append(ref.stage)
+        los.append(lo)
     if len(refs) > MAX_REFS:
         raise ValueError(
             f"sanitize: {op} touches {len(refs)} allocation slots; at most {MAX_REFS} are logged."
         )
     if not (ctx.checks.race or ctx.checks.init or ctx.checks.mem):
-        refs, vals = [], []
+        refs, vals, los = [], [], []
     mem = None
     if ctx.checks.mem and oob:
         mc, md, mv = jnp.int32(-1), jnp.int32(0), jnp.int32(0)
@@ -96,7 +105,7 @@ def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=(), gm_wri
     site = table.add(op, pipe, Kind.INSTR, refs=refs)
     if gm_writes and ctx.checks.race:
         core = core.replace(san=mark_gm_writes(core.san, gm_writes, site))
-    return append(core, site, when, vals, mem=mem)
+    return append(core, site, when, vals, mem=mem, los=los)
 
 
 # ---- the flag hook -------------------------------------------------------------------------------
@@ -159,6 +168,7 @@ __all__ = [
     "raise_or_warn",
     "run_analysis",
     "set_default_checks",
+    "summary_lines",
     "sweep_waits",
     "tracing",
     "window_oob",

@@ -50,7 +50,7 @@ class Report:
     l2_kept: tuple = ()  # GM tensors the L2 keeps after this kernel (resident for the next one)
     extras: dict = dataclasses.field(default_factory=dict)  # related runs reported on their own
     useful_flops: jax.Array | None = None  # (2,) wide: the workload's FLOPs, when the kernel pads
-    san_findings: jax.Array | None = None  # (n, 4, NF) int32: first finding per sanitizer (sanitize.py)
+    san_findings: jax.Array | None = None  # (n, 4, KEEP + 1, NF) int32: findings per sanitizer (sanitize.py)
     overlap_at: jax.Array | None = None  # (6,) int32: first element two cores wrote, and by what
     san_logged: jax.Array | None = None  # (n,) int32: instructions the sanitizers' log saw per core
     san_log: jax.Array | None = None  # (n, capacity, LW) int32: the sanitizers' event log, unanalysed
@@ -210,17 +210,26 @@ class Report:
         return self
 
     def findings(self) -> list:
-        """The sanitizers' findings (first per check), decoded: ``sanitize.Finding`` objects whose
-        ``message()`` names the instruction, its source line, pipe, allocation and tile."""
+        """The sanitizers' findings, decoded: ``sanitize.Finding`` objects whose ``message()`` names
+        the instruction, its source line, pipe, allocation and tile. Per check, up to ``KEEP`` distinct
+        findings of the replay (each with its ``count``), or, for a check the kernel's trace found
+        something for (an ``asc`` kernel), the trace's: one per line (the first rule broken there).
+        The replay's findings of that check are then left out: they are most often the same bug seen
+        again, later (a buffer never filled because its copy was refused, read by the next call)."""
+        cached = self.__dict__.get("_found")
+        if cached is not None:
+            return list(cached)
         found = sanitize.findings_of(self)
-        if not self.static_findings:
-            return found
-        # one finding per check, as the replay gives: a check the trace found something for reports its
-        # first (a trace-time finding is at an instruction the run reached first or at the same one)
-        static = {}
-        for f in self.static_findings:
-            static.setdefault(f[0], sanitize.Finding(*f[:13], dict(f[13]), *f[14:]))
-        return list(static.values()) + [f for f in found if f.check not in static]
+        if self.static_findings:
+            static, lines = [], set()
+            for f in self.static_findings:
+                if (f[0], f[7]) not in lines:
+                    lines.add((f[0], f[7]))
+                    static.append(sanitize.Finding(*f[:13], dict(f[13]), *f[14:]))
+            checks = {f.check for f in static}
+            found = static + [f for f in found if f.check not in checks]
+        object.__setattr__(self, "_found", tuple(found))  # decoded once (the replay may run for it)
+        return found
 
     # ---- presentation --------------------------------------------------------------------------
     def as_dict(self) -> dict:
@@ -269,6 +278,9 @@ class Report:
         for p, b in self.bytes.items():
             if b:
                 lines.append(f"  {p:<9}{b:>14,}")
+        if self.san_log is not None or self.san_findings is not None or self.static_findings:
+            found = sanitize.summary_lines(self.findings())
+            lines += ["  sanitizers"] * bool(found) + [f"    {line}" for line in found]
         return "\n".join(lines)
 
     def __str__(self) -> str:

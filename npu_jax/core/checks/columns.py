@@ -12,7 +12,7 @@ import enum
 
 
 class Check(enum.IntEnum):
-    """The four checks, in the order of their rows in a core's findings ((4, NF) records)."""
+    """The four checks, in the order of their rows in a core's findings ((4, KEEP + 1, NF) records)."""
 
     RACE = 0
     MEM = 1
@@ -72,6 +72,15 @@ class Kind(enum.IntEnum):
 
 N_COORDS = 4  # tile coordinates a tile mark carries
 MAX_REFS = 4  # allocation slots one instruction's row can carry
+KEEP = 8  # distinct findings (code, site) kept per check and core; later ones are only counted
+
+# initcheck's granule: what was written is tracked per granule of each stage, a power of two of at least
+# GRANULE bytes (one 32-B block), so that a stage has at most GRANULES granules (coarser for stages over
+# GRANULES * GRANULE = 16 KiB). The replay keeps them as WORDS bitmask words per stage.
+GRANULE = 32
+GRANULES = 512
+WORD_BITS = 32  # the bits of one uint32 word of a stage's written mask
+WORDS = GRANULES // WORD_BITS
 
 
 class Log(enum.IntEnum):
@@ -84,10 +93,11 @@ class Log(enum.IntEnum):
     MDIM = 7
     MVAL = 8
     WHEN = 9  # the call's predicate
+    LO = 10  # MAX_REFS columns: the byte offset in its stage at which each slot's access starts [initcheck]
 
 
-LW = 10  # log row width
-assert Log.ST + MAX_REFS == Log.AUX and Log.WHEN + 1 == LW
+LW = 14  # log row width
+assert Log.ST + MAX_REFS == Log.AUX and Log.LO + MAX_REFS == LW
 
 
 class Site(enum.IntEnum):
@@ -102,21 +112,30 @@ class Site(enum.IntEnum):
 
 class Ref(enum.IntEnum):
     """Columns of one allocation slot of a site: which allocation, where its stages start in the
-    flat stage table, how many, and the access mode."""
+    flat stage table, how many, and the access mode; then initcheck's static part of the access: the
+    allocation's granule (log2 bytes), its granules per stage, the element size, and the granules
+    the access touches relative to the granule of its start (``Log.LO``), WORDS bitmask words
+    (``checks/ranges.py``)."""
 
     ALLOC = 0
     BASE = 1
     STAGES = 2
     MODE = 3  # 0 unused, READ or WRITE
+    GSH = 4  # log2 of the granule in bytes
+    NG = 5  # granules in one stage
+    ESZ = 6  # bytes of the access's element (findings name elements)
+    MASK = 7  # WORDS words: bit j of word w = granule 32 w + j past the start's granule
 
 
-REF_W = 4
+REF_W = Ref.MASK + WORDS
 READ, WRITE = 1, 2  # Ref.MODE values
 SITE_W = Site.REFS + REF_W * MAX_REFS
 
 
 class F(enum.IntEnum):
-    """Columns of one finding record (int32): the first finding of a check on a core."""
+    """Columns of one finding record (int32): one distinct finding of a check on a core. A core's
+    findings are (4, KEEP + 1, NF): per check, KEEP records in the order found, then one record whose
+    COUNT counts the occurrences past them (CODE 0)."""
 
     CODE = 0
     INSTR = 1  # instruction index on the core (flag ops included, tile marks not)
@@ -128,12 +147,13 @@ class F(enum.IntEnum):
     OSITE = 7
     TAG = 8  # the tile mark's site + 1 (0: none), then its N_COORDS values
     T0 = 9
-    X0 = 13  # two code-specific values (dim and start, event id and flag, ...)
+    X0 = 13  # two code-specific values (dim and start, event id and flag, byte and element, ...)
     X1 = 14
+    COUNT = 15  # occurrences: the instruction calls that found it (this record's code and site)
 
 
-NF = 15  # finding record width
-assert F.T0 + N_COORDS == F.X0 and F.X1 + 1 == NF
+NF = 16  # finding record width
+assert F.T0 + N_COORDS == F.X0 and F.COUNT + 1 == NF
 
 SLACK = 128  # log rows past the capacity, where blocks that overflow land
 SKIP = -(1 << 30)  # a stage value meaning "this slot is not accessed" (a read predicated off)

@@ -25,7 +25,7 @@ def init_state(ctx) -> dict:
 
     log (capacity + SLACK, LW) int32: one row per instruction call (flag ops, barriers and tile
         marks included, predicated-off calls too): (site, four stage values or tile coordinates,
-        event id, memcheck cand, dim, value, when)
+        event id, memcheck cand, dim, value, when, four start offsets in bytes [initcheck])
     n (): rows written
     gm_site {output: padded int32}: site + 1 of the last write per element      [racecheck]
     """
@@ -38,7 +38,7 @@ def init_state(ctx) -> dict:
     return st
 
 
-def append(core, site: int, when, vals=(), aux=0, mem=None):
+def append(core, site: int, when, vals=(), aux=0, mem=None, los=()):
     """Append one row, predicated-off calls included (``when`` is a column); returns the core.
 
     The row waits in ``core.pending`` until the core is flattened (a loop body returning, a
@@ -47,11 +47,12 @@ def append(core, site: int, when, vals=(), aux=0, mem=None):
     same on every core, and under ``vmap`` the write remains an in-place dynamic-update-slice.
     """
     vals = list(vals) + [SKIP] * (MAX_REFS - len(vals))
+    los = list(los) + [0] * (MAX_REFS - len(los))
     mc, md, mv = mem if mem is not None else (-1, 0, 0)
     if not isinstance(when, bool):
         when = jnp.asarray(when, jnp.bool_).astype(_i32)
     pieces, run = [], []
-    for v in [site, *vals, aux, mc, md, mv, when]:
+    for v in [site, *vals, aux, mc, md, mv, when, *los]:
         if isinstance(v, bool) or static_int(v):
             run.append(int(v))
             continue

@@ -15,7 +15,7 @@ import numpy as np
 
 from npu_jax.core.checks.columns import Check, Code, Log
 from npu_jax.core.checks.log import static_int
-from npu_jax.core.checks.record import Step, cols, first_at
+from npu_jax.core.checks.record import Step, cols, note_at
 from npu_jax.errors import WindowError
 
 _i32 = jnp.int32
@@ -99,7 +99,7 @@ def extent_oob(core, alloc, values: dict, limits: dict, op: str):
     return tuple(out)
 
 
-def step(find, at: Step, cands):
+def step(pend, at: Step, cands):
     """The row's logged condition (its cand id, dim and value) and its stages out of range."""
     row = at.row
     mc = row[Log.MCID]
@@ -111,4 +111,4 @@ def step(find, at: Step, cands):
             cols(Code.STAGE_OOB, at.q, at.aid, at.st, -1, -1, at.st, at.nst),
         ]
     )
-    return first_at(find, Check.MEM, bads, fields, at)
+    return note_at(pend, Check.MEM, bads, fields, at)

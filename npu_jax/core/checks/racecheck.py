@@ -14,13 +14,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from npu_jax.core.checks.columns import Check, Code, Kind
-from npu_jax.core.checks.record import Step, cols, first_at
+from npu_jax.core.checks.record import Step, cols, note_at
 
 _i32 = jnp.int32
 
 
-def access(find, vc, w, r, at: Step, pipes, stages):
-    """Tick the pipe's clock, check the row's accesses, record them; (find, vc, w, r).
+def access(cand, vc, w, r, at: Step, pipes, stages):
+    """Tick the pipe's clock, check the row's accesses, record them; (cand, vc, w, r): ``cand`` the row's candidate findings (``record.note``).
 
     ``w`` (S, 3): last writer's pipe, epoch, site per stage; ``r`` (S, P, 2): per stage and pipe,
     the epoch and site of its last read since that write."""
@@ -41,7 +41,7 @@ def access(find, vc, w, r, at: Step, pipes, stages):
             cols(Code.WAR, q, at.aid, at.st, other, osite, 0, 0),
         ]
     )
-    find = first_at(find, Check.RACE, bads, fields, at)
+    cand = note_at(cand, Check.RACE, bads, fields, at)
     read_hit = jnp.any((stages[:, None] == idx[None, :]) & rd[None, :], axis=1)  # (S,)
     write_hit = jnp.any((stages[:, None] == idx[None, :]) & wr[None, :], axis=1)
     r = jnp.where(
@@ -49,7 +49,7 @@ def access(find, vc, w, r, at: Step, pipes, stages):
     )
     w = jnp.where(write_hit[:, None], jnp.stack([q, ep, at.site])[None, :], w)
     r = jnp.where(write_hit[:, None, None], 0, r)
-    return find, vc, w, r
+    return cand, vc, w, r
 
 
 def flags(vc, fvc, at: Step, e, hitf, pipes):

@@ -1,6 +1,6 @@
-"""The analysis: one kernel-independent ``while_loop`` that replays a core's event log and runs the
+"""The analysis: one kernel-independent ``while_loop`` that replays the cores' event logs and runs the
 enabled checkers' steps on each row (``memcheck``, ``initcheck``, ``racecheck``, ``synccheck``),
-keeping the first finding of each check.
+keeping up to ``KEEP`` distinct findings of each check (``record.merge``) and counting the rest.
 
 It runs as its own jitted program when the Report is checked (compiled once per process and shape:
 the site and cand tables are arguments), or inside the kernel's program with ``Checks(inline=True)``.
@@ -18,6 +18,8 @@ from jax import lax
 
 from npu_jax.core.checks import initcheck, memcheck, racecheck, synccheck
 from npu_jax.core.checks.columns import (
+    KEEP,
+    LW,
     MAX_REFS,
     N_COORDS,
     NF,
@@ -25,13 +27,15 @@ from npu_jax.core.checks.columns import (
     REF_W,
     SKIP,
     SLACK,
+    WORDS,
     WRITE,
+    F,
     Kind,
     Log,
     Ref,
     Site,
 )
-from npu_jax.core.checks.record import Step
+from npu_jax.core.checks.record import Step, merge
 from npu_jax.core.checks.sites import SiteTable, stage_base
 from npu_jax.core.pipes import PIPES
 
@@ -69,34 +73,51 @@ def _decode(row, sites, instr, tile) -> Step:
         wr=acc & (mode == WRITE),
         instr=instr,
         tile=tile,
+        refs=refs,
+        lo=row[Log.LO : Log.LO + MAX_REFS],
     )
 
 
 def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int, checks: tuple):
     """Replay one core's log: vector clocks through flags and barriers, per-stage access epochs,
-    written flags, flag states. Returns (4, NF) int32: the first finding of each check.
+    written granules, flag states. Returns (4, KEEP + 1, NF) int32: per check, up to KEEP distinct
+    findings and a record counting the rest (``record.merge``). :func:`replay` of one core.
 
     Kernel-independent (the site and cand tables are arguments), and vectorised over the (up to 4)
     allocation slots of an instruction. ``checks`` is (race, mem, init, sync) as bools.
     """
+    return replay(
+        log[None], jnp.asarray(count)[None], flag_set[None], sites, cands,
+        n_stages=n_stages, n_events=n_events, checks=checks,
+    )[0]  # fmt: skip
+
+
+def replay(logs, counts, flags, sites, cands, *, n_stages: int, n_events: int, checks: tuple):
+    """:func:`analyze` of cores at once (a leading core axis on ``logs``, ``counts``, ``flags``):
+    one ``while_loop`` over rows, each row's checker steps mapped over the cores. What is rare is
+    decided over all cores, so it is a real branch: initcheck runs on rows that read or write an
+    allocation on some core, and the kept findings change only on rows where some core found
+    something. A core past its own rows replays them predicated off (no-ops)."""
     checks = _On(*checks)
+    C = logs.shape[0]
     P, E, S = len(PIPES), n_events, max(n_stages, 1)
     pipes = jnp.arange(P, dtype=_i32)
     stages = jnp.arange(S, dtype=_i32)
-    n = jnp.minimum(count, log.shape[0] - SLACK)
+    counts = jnp.minimum(counts, logs.shape[1] - SLACK)
+    when = jnp.arange(LW) == Log.WHEN
+    add = functools.partial(merge, on=tuple(c for c, on in enumerate(checks) if on))  # by columns.Check
 
-    def body(carry):
-        i, instr, vc, fvc, w, r, init, fset, tile, find = carry
-        at = _decode(log[i], sites, instr, tile)
+    def core_step(row, instr, vc, fvc, w, r, fset, tile):
+        """One core's row, all but initcheck: (its Step, candidates, the new state)."""
+        at = _decode(row, sites, instr, tile)
+        pend = jnp.zeros((4, NF), _i32)  # each check's candidate finding at this row (record.note)
         if checks.mem:
-            find = memcheck.step(find, at, cands)
-        if checks.init:
-            find, init = initcheck.step(find, init, at, stages)
+            pend = memcheck.step(pend, at, cands)
         if checks.race:
-            find, vc, w, r = racecheck.access(find, vc, w, r, at, pipes, stages)
+            pend, vc, w, r = racecheck.access(pend, vc, w, r, at, pipes, stages)
         e = jnp.clip(at.row[Log.AUX], 0, E - 1)
         if checks.sync:
-            find = synccheck.step(find, fset, at, e, E)
+            pend = synccheck.step(pend, fset, at, e, E)
         is_set, is_wait = at.kind == Kind.SET, at.kind == Kind.WAIT
         hitf = (
             (pipes == at.s)[:, None, None]
@@ -108,39 +129,44 @@ def analyze(log, count, flag_set, sites, cands, *, n_stages: int, n_events: int,
             vc, fvc = racecheck.flags(vc, fvc, at, e, hitf, pipes)
         tile = jnp.where(at.kind == Kind.TILE, jnp.concatenate([at.site[None] + 1, at.st]), tile)
         counted = (at.kind != Kind.TILE) & (at.kind != Kind.NOP)
-        return (i + 1, instr + counted.astype(_i32), vc, fvc, w, r, init, fset, tile, find)
+        return at, pend, (instr + counted.astype(_i32), vc, fvc, w, r, fset, tile)
 
-    carry = (
-        jnp.int32(0),
-        jnp.int32(0),
-        jnp.zeros((P, P), _i32),
-        jnp.zeros((P, P, E, P), _i32),
-        jnp.zeros((S, 3), _i32),
-        jnp.zeros((S, P, 2), _i32),
-        jnp.zeros((S,), jnp.bool_),
-        jnp.zeros((P, P, E), jnp.bool_),
-        jnp.zeros((1 + N_COORDS,), _i32),
-        jnp.zeros((4, NF), _i32),
+    def body(carry):
+        i, state, init, find = carry
+        rows = jnp.where((i >= counts)[:, None] & when[None, :], 0, logs[:, i])  # past a core's rows: off
+        at, pend, state = jax.vmap(core_step)(rows, *state)
+        if checks.init:
+            pend, init = lax.cond(
+                jnp.any(at.rd | at.wr), jax.vmap(initcheck.step), lambda p, s, a: (p, s), pend, init, at
+            )
+        find = lax.cond(jnp.any(pend[..., F.COUNT] > 0), jax.vmap(add), lambda f, p: f, find, pend)
+        return i + 1, state, init, find
+
+    state = (
+        jnp.zeros((C,), _i32),
+        jnp.zeros((C, P, P), _i32),
+        jnp.zeros((C, P, P, E, P), _i32),
+        jnp.zeros((C, S, 3), _i32),
+        jnp.zeros((C, S, P, 2), _i32),
+        jnp.zeros((C, P, P, E), jnp.bool_),
+        jnp.zeros((C, 1 + N_COORDS), _i32),
     )
-    out = lax.while_loop(lambda c: c[0] < n, body, carry)
-    instr, tile, find = out[1], out[8], out[9]
+    init = jnp.zeros((C, S, WORDS) if checks.init else (C, 1, 1), jnp.uint32)
+    carry = (jnp.int32(0), state, init, jnp.zeros((C, 4, KEEP + 1, NF), _i32))
+    _, state, _, find = lax.while_loop(lambda c: c[0] < jnp.max(counts), body, carry)
     if checks.sync:
-        find = synccheck.left_set(find, flag_set, instr, tile)
+        find = jax.vmap(synccheck.left_set)(find, flags, state[0], state[6])
     return find
 
 
 @functools.partial(jax.jit, static_argnames=("n_stages", "n_events", "checks"))
 def analyze_cores(logs, counts, flags, sites, cands, *, n_stages: int, n_events: int, checks: tuple):
-    """:func:`analyze` over a leading core axis, compiled once per shape (the tables are arguments)."""
-    return jax.vmap(
-        lambda lg, n, fs: analyze(
-            lg, n, fs, sites, cands, n_stages=n_stages, n_events=n_events, checks=checks
-        )
-    )(logs, counts, flags)
+    """:func:`replay`, compiled once per shape (the tables are arguments)."""
+    return replay(logs, counts, flags, sites, cands, n_stages=n_stages, n_events=n_events, checks=checks)
 
 
 def run_analysis(ctx, logs, counts, flags, table: SiteTable):
-    """(n_cores, 4, NF) findings from the cores' logs (leading core axis on every argument).
+    """(n_cores, 4, KEEP + 1, NF) findings from the cores' logs (leading core axis on every argument).
 
     The cores and stages are padded to powers of two (32 cores, 16 stages at least), as the site
     and cand tables are, so that one compiled analysis serves every kernel of a process that has
