@@ -35,6 +35,11 @@ def test_every_supported_call_exists_and_every_row_is_in_the_guide():
         assert f"`{vendor}`" in DOC, f"docs/kernels.md lacks the refused call {vendor}"
 
 
+def test_no_call_is_both_run_and_refused():
+    both = sorted(n for n in coverage.REFUSED if n in vars(asc))
+    assert not both, f"asc runs these, yet coverage.REFUSED still refuses them: {both}"
+
+
 def test_a_name_of_no_call_is_an_attribute_error_that_says_where_to_look():
     with pytest.raises(AttributeError, match="docs/kernels.md"):
         asc.not_a_call  # noqa: B018

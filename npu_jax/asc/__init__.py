@@ -185,6 +185,7 @@ from npu_jax.asc.vec import (
     sub_relu,
 )
 from npu_jax.asc.vshape import (
+    bilinear_interpolation,
     brcb,
     compare,
     compare_scalar,
@@ -208,6 +209,7 @@ from npu_jax.asc.xcore import (
 )
 
 __all__ = [
+    "bilinear_interpolation",
     "Array",
     "AscError",
     "AscWarning",

@@ -65,11 +65,6 @@ REFUSED: dict[str, tuple[str, str, str]] = {
     "gatherb": ("Gatherb", "gather / scatter", "not emulated yet: Gather with byte offsets of whole blocks"),
     "scatter": ("Scatter", "gather / scatter", "not emulated yet (the 310P's; the 910B has none)"),
     "vector_padding": ("VectorPadding", "fill", "not emulated (the 310P's ISASI call)"),
-    "bilinear_interpolation": (
-        "BilinearInterpolation",
-        "arithmetic",
-        "not emulated yet: Gather, Muls and Add",
-    ),
     "proposal_concat": ("ProposalConcat", "sort", "the proposal (region) instructions are not emulated"),
     "proposal_extract": ("ProposalExtract", "sort", "the proposal (region) instructions are not emulated"),
     "rp_sort16": ("RpSort16", "sort", "the sort instructions are not emulated"),
@@ -134,6 +129,7 @@ SUPPORTED: dict[str, dict[str, str]] = {
         "Add / Sub / Mul / Div / Max / Min": "add, sub, mul, div, max, min",
         "Adds / Muls / Maxs / Mins / LeakyRelu": "adds, muls, maxs, mins, leaky_relu",
         "Exp / Ln / Abs / Reciprocal / Sqrt / Rsqrt / Relu": "exp, ln, abs, reciprocal, sqrt, rsqrt, relu",
+        "BilinearInterpolation (ISASI)": "bilinear_interpolation",
     },
     "logic": {
         "And / Or / Not / ShiftLeft / ShiftRight": "bitwise_and, bitwise_or, bitwise_not, shift_left, shift_right"

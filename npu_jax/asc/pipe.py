@@ -316,6 +316,14 @@ class TBuf:
             raise AscError(f"TBuf.get: length must be in 1..{full} elements of {dtype}, got {length!r}.")
         return LocalTensor(self.req, 0, 0, full if length is None else length, dtype)
 
+    def alloc_tensor(self, dtype=None) -> LocalTensor:
+        """pyasc's ``TBuf.alloc_tensor(dtype)`` (a TBuf inherits TQueBind's calls there): the buffer as
+        ``dtype`` (``get``)."""
+        return self.get(dtype)
+
+    def free_tensor(self, t: LocalTensor) -> None:
+        """pyasc's ``TBuf.free_tensor``: a TBuf has nothing to give back."""
+
 
 class LocalMemAllocator:
     """``LocalMemAllocator<Hardware::X>``: a bump allocator of static tensors in one buffer."""

@@ -345,3 +345,54 @@ def copy(
         form,
         [(p.dst_stride, p.dst_repeat_size), (p.src_stride, p.src_repeat_size)],
     )
+
+
+def bilinear_interpolation(
+    dst: LocalTensor,
+    src0: LocalTensor,
+    src0_offset: LocalTensor,
+    src1: LocalTensor,
+    mask,
+    h_repeat: int,
+    repeat_mode: bool,
+    dst_blk_stride: int,
+    v_r_offset: int,
+    v_repeat: int,
+    shared_tmp_buffer: LocalTensor | None = None,
+) -> None:
+    """``BilinearInterpolation(dst, src0, src0Offset, src1, mask, hRepeat, repeatMode, dstBlkStride,
+    vROffset, vRepeat, sharedTmpBuffer)`` (half): for each of ``v_repeat`` vertical repeats, the sum over
+    ``h_repeat`` horizontal repeats of the 8 32-B blocks of src0 at that repeat's 8 uint32 *byte*
+    offsets, times src1[repeat] (or, with ``repeat_mode``, src1[repeat * 8 + block]); products and
+    partial sums rounded to half; written ``v_r_offset`` elements apart, blocks ``dst_blk_stride``
+    apart. The mask is the lanes of the output that are written (128 = all). Charged one repeat per
+    horizontal repeat (v_repeat x h_repeat); the vendor publishes no rate. An offset past src0 reads
+    its last elements (the chip's is undefined)."""
+    call = "bilinear_interpolation"
+    for t, role in ((dst, "destination"), (src0, "src0"), (src1, "src1")):
+        check_ub(t, call, role)
+        if t.dtype.fmt != "fp16":
+            raise AscError(
+                f"asc.{call} at {runtime.where()}: the {role} is half (the vendor's), got {t.dtype}."
+            )
+    check_ub(src0_offset, call, "src0_offset")
+    if shared_tmp_buffer is not None:
+        check_ub(shared_tmp_buffer, call, "shared_tmp_buffer")
+    if src0_offset.dtype.fmt != "uint32":
+        raise AscError(
+            f"asc.{call} at {runtime.where()}: src0_offset holds uint32 byte offsets, got {src0_offset.dtype}."
+        )
+    h = static_int(h_repeat, call, "h_repeat", 1, 255)
+    v = static_int(v_repeat, call, "v_repeat", 1, 255)
+    blk = static_int(dst_blk_stride, call, "dst_blk_stride", 1)
+    vro = static_int(v_r_offset, call, "v_r_offset", 0)
+    lanes = L.lanes_per_repeat("fp16")
+    per = L.per_block("fp16")
+    on = L.mask_lanes(mask_arg(call, mask), lanes, v)
+    j, e = np.divmod(np.arange(lanes), per)
+    dp = pattern_of(np.arange(v)[:, None] * vro + j[None, :] * blk * per + e[None, :], on)
+    op = pattern_of(np.arange(v * h * 8).reshape(v * h, 8))
+    s1 = pattern_of(np.arange(src1.length))
+    s0 = pattern_of(np.arange(src0.length))
+    args = dict(h_repeat=h, repeat_mode=bool(repeat_mode), isz=src0.dtype.itemsize, per=per)
+    issue_shaped("VBilinear", call, dst, dp, [src0_offset, src0, src1], [op, s0, s1], **args)

@@ -352,6 +352,29 @@ def _gather(xs, on, dst_fmt, *, base: int = 0, isz: int = 2, **_):
     return src[i].astype(jnp.float32)
 
 
+def _bilinear(xs, on, dst_fmt, *, h_repeat: int, repeat_mode: bool, isz: int, per: int, **_):
+    """BilinearInterpolation: vertical repeat v sums over its ``h_repeat`` horizontal repeats the 8
+    blocks of src0 at the repeat's 8 byte offsets, each times src1's scalar for the repeat (or, with
+    ``repeat_mode``, for the block), every product and partial sum rounded to the destination's type
+    (the first product is the start). Sources: the offsets first (their (v * h, 8) rows are the repeats
+    charged), then src0, src1. An offset past src0 reads its last elements (the chip's is undefined)."""
+    offs, src0, src1 = xs[0].astype(jnp.int32), xs[1].reshape(-1), xs[2].reshape(-1).astype(jnp.float32)
+    v_rep = offs.shape[0] // h_repeat
+    e = jnp.arange(per)
+    out = []
+    for v in range(v_rep):
+        acc = None
+        for h in range(h_repeat):
+            r = v * h_repeat + h
+            start = offs[r] // isz  # (8,) element offsets of the 8 blocks
+            blocks = src0[jnp.clip(start[:, None] + e[None, :], 0, src0.shape[0] - 1)]  # (8, 16)
+            s = src1[r * 8 + jnp.arange(8)][:, None] if repeat_mode else src1[r]
+            p = round_to(blocks.astype(jnp.float32) * s, dst_fmt).astype(jnp.float32)
+            acc = p if acc is None else round_to(acc + p, dst_fmt).astype(jnp.float32)
+        out.append(acc.reshape(-1))
+    return jnp.stack(out)
+
+
 def _identity(xs, on, dst_fmt, **_):
     return xs[0].astype(jnp.float32)
 
@@ -382,5 +405,6 @@ SHAPED: dict[str, ShapedOp] = {
         ShapedOp("VCreateVecIndex", 0, _vec_index, repeats="dst"),
         ShapedOp("VGather", 2, _gather, repeats="dst"),
         ShapedOp("VTranspose", 1, _raw_identity, raw=True),
+        ShapedOp("VBilinear", 3, _bilinear),
     )
 }
