@@ -72,11 +72,29 @@ def _bounded_compile_cache():
     run.release_compiled_if_near_limit(fraction=0.3)
 
 
+# The slow set's longest tests (a minute to four each on 2 cores, 2026-12-06): started first, so that no
+# worker is left with one of them after the others have run out of tests (the run's tail).
+LONGEST_FIRST = (
+    "tests/test_vendor_kernels.py::test_the_matmul_ladder_at_the_published_size",
+    "tests/test_notebooks.py::test_notebook_executes[04_tile_search.ipynb]",
+    "tests/test_model.py::test_small_cnn_matches_onnxruntime_and_its_estimate",
+    "tests/test_notebooks.py::test_notebook_executes[05_onnx_model.ipynb]",
+    "tests/test_model_vs_emulator.py::test_model_equals_emulator_on_random_hardware",
+    "tests/test_vendor_kernels.py::test_the_basic_api_matmul_port_computes_the_product",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     seed = os.environ.get("NPU_JAX_TEST_SHUFFLE")
     if seed:
         random.Random(int(seed)).shuffle(items)
         print(f"test order shuffled with NPU_JAX_TEST_SHUFFLE={seed}")
+        return
+
+    def rank(item):
+        return next((i for i, p in enumerate(LONGEST_FIRST) if item.nodeid.startswith(p)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 @pytest.fixture

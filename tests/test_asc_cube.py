@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 
-import jax
 import numpy as np
 import pytest
 
@@ -116,17 +115,13 @@ def test_an_unsupported_parameter_names_it_and_the_guide(rng):
 import matmul_leakyrelu as mlr  # noqa: E402
 
 
-def _leaky_relu_case(rng, tiling, blocks, timing_only=False):
+def _leaky_relu_case(rng, tiling, blocks):
     M, N, K = tiling.m, tiling.n, tiling.k
     a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
     b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
     ws = np.zeros((blocks, tiling.base_m * tiling.base_n), np.float32)
     c = np.zeros((M, N), np.float32)
-    if timing_only:
-        a, b, c, ws = (jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (a, b, c, ws))
-    (_, _, out, _), report = mlr.matmul_leakyrelu[blocks](
-        a, b, c, ws, tiling, mlr.ALPHA, hw=HW910B, timing_only=timing_only
-    )
+    (_, _, out, _), report = mlr.matmul_leakyrelu[blocks](a, b, c, ws, tiling, mlr.ALPHA, hw=HW910B)
     return a, b, out, report
 
 
@@ -138,16 +133,10 @@ def test_matmul_leakyrelu_through_the_high_level_matmul(rng):
     assert report.pipe_busy["CUBE"] > 0 and report.pipe_busy["VECTOR"] > 0 and report.pipe_busy["FIXP"] > 0
 
 
-@pytest.mark.slow  # 30 s of compile on 2 cores; the same kernel runs with data at a small size by default
-def test_matmul_leakyrelu_at_the_vendors_size_timing_only(rng):
-    _, _, c, report = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS, timing_only=True)
-    assert c is None
-    assert report.flops == 2 * mlr.M * mlr.N * mlr.K
-
-
 @pytest.mark.slow
 def test_matmul_leakyrelu_at_the_vendors_size(rng):
-    a, b, c, _ = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS)
+    a, b, c, report = _leaky_relu_case(rng, mlr.TILING, mlr.BLOCKS)
+    assert report.flops == 2 * mlr.M * mlr.N * mlr.K
     ref = mlr.reference(a, b)
     np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(mlr.K))
 

@@ -308,12 +308,12 @@ def test_the_unit_flag_starts_the_fixpipe_with_the_last_mmad():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", [1, 2])
-def test_the_basic_api_matmul_port_computes_the_product(scenario):
+@pytest.mark.parametrize("scenario, k", [(1, 1024), (2, 2048)])  # one period of the K walk; two, two rounds
+def test_the_basic_api_matmul_port_computes_the_product(scenario, k):
     (a, bt, c), _ = vendor_matmul_basic.run_case(
         scenario,
         m=256 * scenario,
-        k=2048,
+        k=k,
         single_m=128,
         single_n=256,
         cores=2,
