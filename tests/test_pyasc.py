@@ -698,13 +698,11 @@ def test_insert_sync_softmax(rng):
 
 
 @pytest.mark.slow
-def test_insert_sync_softmax_sample_width(rng):
-    # the sample's rows (1024 wide), a quarter of its 1024: the emulator unrolls the tiles into one
-    # program whose compile grows faster than the tiles (1, 2, 4, 8 tiles of 8 x 1024: 0.9, 1.5, 5.0,
-    # 23.6 GB and 9 s to 6 min), so the sample's own 8 tiles are left to a machine with the memory
-    src = rng.random((256, 1024), dtype=np.float32) * 5.0
+def test_insert_sync_softmax_sample_size(rng):
+    # the sample's own 1024 x 1024 on 16 blocks: 8 tiles unrolled a block (45 s, 2.4 GB on 2 cores)
+    src = rng.random((1024, 1024), dtype=np.float32) * 5.0
     dst = np.zeros_like(src)
-    softmax_kernel[16, rt.current_stream()](src, dst, 256, 1024, tile_num=2, block_num=16)
+    softmax_kernel[16, rt.current_stream()](src, dst, 1024, 1024, tile_num=8, block_num=16)
     np.testing.assert_allclose(dst, _softmax_numpy(src), atol=1 / src.size)
 
 
