@@ -3,14 +3,17 @@ equal to the built-in ``npu_jax.matmul`` in bits and in every figure of its repo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import npu_jax
 from npu_jax import asc
+from npu_jax.asc.runtime import AscError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "asc"))
 import gemm  # noqa: E402
@@ -181,6 +184,53 @@ def test_matmul_leakyrelu_on_a_coupled_chip_goes_through_ub(rng):
     ref = mlr.reference(a, b)
     np.testing.assert_allclose(c, ref, rtol=0, atol=1e-6 * np.abs(ref).max() * np.sqrt(t.k))
     assert report.pipe_busy["FIXP"] == 0 and report.pipe_busy["VECTOR"] > 0
+
+
+@asc.kernel(core="cube")
+def _matmul_typed(a, b, c, tiling: asc.TCubeTiling, ab: object, b_trans: bool):
+    t = tiling
+    blk = asc.get_block_idx()
+    a_gm, b_gm, c_gm = asc.GlobalTensor(), asc.GlobalTensor(), asc.GlobalTensor()
+    a_gm.set_global_buffer(a + blk * t.single_core_m * t.k)
+    b_gm.set_global_buffer(b)
+    c_gm.set_global_buffer(c + blk * t.single_core_m * t.n)
+    mm = asc.Matmul(asc.TPipe(), t, c_dtype=asc.float32, a_dtype=ab)
+    mm.set_tensor_a(a_gm)
+    mm.set_tensor_b(b_gm, is_transpose=b_trans)
+    mm.iterate_all(c_gm)
+    mm.end()
+
+
+@pytest.mark.parametrize(
+    "ab, b_trans", [(asc.float32, False), (asc.float32, True), (asc.bfloat16, False)], ids=str
+)
+def test_matmul_takes_the_cubes_other_operand_types_on_the_910b(rng, ab, b_trans):
+    # fp32 tiles: C0 = 8 (a fractal 16 x 8 in A, 8 x 16 in B); small integers: every sum exact
+    t = asc.TCubeTiling(64, 64, 64, 32, 64, 64, 32, 32, 32)
+    np_ab = {"float32": np.float32, "bfloat16": jnp.bfloat16}[ab.name]
+    a = rng.integers(-8, 9, (t.m, t.k)).astype(np_ab)
+    b = rng.integers(-8, 9, (t.k, t.n)).astype(np_ab)
+    bt = np.ascontiguousarray(b.T) if b_trans else b
+    (_, _, c), report = _matmul_typed[2](
+        a, bt, np.zeros((t.m, t.n), np.float32), t, ab, b_trans, hw=HW910B, checks="all"
+    )
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(c, ref.astype(np.float32))
+    assert report.flops == 2 * t.m * t.n * t.k and not report.findings()
+
+
+def test_matmul_refuses_an_operand_type_the_chips_cube_lacks():
+    # the 310P's Cube takes fp16 and int8 (the vendor's Mmad page), not fp32
+    t = asc.TCubeTiling(32, 32, 32, 32, 32, 32, 32, 32, 32)
+    z = np.zeros((32, 32), np.float32)
+    with pytest.raises(AscError, match=r"ascend310p.s Cube takes fp16 / int8 operands.*not asc.float32"):
+        _matmul_typed[1](z, z, z, t, asc.float32, False, hw=npu_jax.presets.ascend310p())
+
+
+def test_hardware_config_checks_its_cube_operand_formats():
+    with pytest.raises(ValueError, match="cube_operands"):
+        dataclasses.replace(HW910B, cube_operands=("fp64",))
+    assert npu_jax.presets.ascend910().cube_operands == ("fp16", "int8")
 
 
 import conv_img2col as cim  # noqa: E402

@@ -156,6 +156,11 @@ def _x(rows=48, cols=16):
     return (GmSpec("x", (rows, cols), (rows, cols), "fp16"),), {"x": np.ones((rows, cols), np.float16)}
 
 
+def _x_distinct(rows=48, cols=16):
+    """x's values all different, so that two cores copying different rows write different bits."""
+    return {"x": np.arange(rows * cols, dtype=np.float16).reshape(rows, cols)}
+
+
 def _one(rep, check):
     found = [f for f in rep.findings() if f.check == check]
     assert len(found) == 1, f"expected a {check} finding, got {[f.message() for f in rep.findings()]}"
@@ -382,8 +387,9 @@ def test_overlapping_multicore_writes_name_both_cores_and_the_instruction():
         return kernel
 
     specs = _x()[0] + (GmSpec("y", (32, 16), (32, 16), "fp16", output=True),)
+    gm = _x_distinct()  # the two cores' rows differ
     for move_data in (True, False):  # timing-only runs still see the overlap
-        rep, msgs = _launch(build, gm_specs=specs, gm=_x()[1], n_cores=2, move_data=move_data)
+        rep, msgs = _launch(build, gm_specs=specs, gm=gm, n_cores=2, move_data=move_data)
         assert int(rep.overlapping_writes) == 8 * 16 and len(msgs) == 1, msgs
         m = msgs[0]
         assert "y[8, 0]" in m and "core 0 (DataCopy on MTE3" in m and "core 1 (DataCopy on MTE3" in m, m
@@ -397,7 +403,7 @@ def test_overlapping_multicore_writes_name_both_cores_and_the_instruction():
         kern = build(plan)
         ctx = Context(hw=hw, allocs=tuple(plan.allocs), gm=specs, policy=Policy(), n_cores=2, checks=checks)
         with pytest.raises(SanitizerError, match=match):
-            launch(kern, ctx, _x()[1], name="seeded")
+            launch(kern, ctx, gm, name="seeded")
 
 
 def test_gm_write_marks_name_the_issuing_instruction():
@@ -416,7 +422,7 @@ def test_gm_write_marks_name_the_issuing_instruction():
         return kernel
 
     specs = _x()[0] + (GmSpec("y", (32, 16), (32, 16), "fp16", output=True),)
-    rep, _ = _launch(build, gm_specs=specs, gm=_x()[1], n_cores=2)
+    rep, _ = _launch(build, gm_specs=specs, gm=_x_distinct(), n_cores=2)
     gid, flat, ca, sa, cb, sb = (int(v) for v in np.asarray(rep.overlap_at))
     assert (gid, flat, ca, cb) == (0, 8 * 16, 0, 1)
     table = rep.sanitizer

@@ -27,6 +27,7 @@ from npu_jax.asc.types import (
     Nd2NzParams,
     QuantMode,
     TPosition,
+    bfloat16,
     float32,
     half,
 )
@@ -111,8 +112,9 @@ class MatmulConfig:
 
 
 class Matmul:
-    """``Matmul<A, B, C, Bias, CFG>``: C = A @ B over one core's block, fp16 A and B (ND in GM; B
-    possibly stored transposed, [N, K]), C in GM.
+    """``Matmul<A, B, C, Bias, CFG>``: C = A @ B over one core's block, A and B of ``a_dtype`` (half,
+    bfloat16 or float32, as the chip's Cube takes them; ND in GM, B possibly stored transposed, [N, K]),
+    C in GM.
 
     Example:
         >>> mm = asc.Matmul(pipe, tiling, c_dtype=asc.float32)      # doctest: +SKIP
@@ -120,7 +122,14 @@ class Matmul:
         >>> mm.iterate_all(c_gm); mm.end()                           # doctest: +SKIP
     """
 
-    def __init__(self, pipe: TPipe, tiling: TCubeTiling, c_dtype=half, config: MatmulConfig | None = None):
+    def __init__(
+        self,
+        pipe: TPipe,
+        tiling: TCubeTiling,
+        c_dtype=half,
+        config: MatmulConfig | None = None,
+        a_dtype=half,
+    ):
         if not isinstance(tiling, TCubeTiling):
             raise TypeError(f"asc.Matmul takes an asc.TCubeTiling, got {type(tiling).__name__}.")
         cfg = MatmulConfig() if config is None else config
@@ -133,15 +142,26 @@ class Matmul:
                 "that is the MDL template's (MatmulConfig(mdl=True)); the NORM template copies one."
             )
         run = runtime.current()
-        self.t, self.c_dtype, self.cfg = t, c_dtype, cfg
+        if a_dtype not in (half, bfloat16, float32):
+            raise NotImplementedError(
+                f"asc.Matmul: a_dtype {a_dtype} is not supported (half, bfloat16 and float32 are; the Cube's "
+                "int8 path is the built-in npu_jax.matmul's)."
+            )
+        if a_dtype.fmt not in run.hw.cube_operands:
+            raise AscError(
+                f"asc.Matmul: {run.hw.name}'s Cube takes {' / '.join(run.hw.cube_operands)} operands (the vendor's "
+                f"Mmad page), not {a_dtype}: cast A and B to half first."
+            )
+        self.t, self.c_dtype, self.cfg, self.ab = t, c_dtype, cfg, a_dtype
+        size = a_dtype.itemsize
         n_a1, n_b1 = t.depth_a1 // t.step_ka, t.depth_b1 // t.step_kb  # L1 buffers (2: double buffering)
         self.q_a1, self.q_b1 = TQue(TPosition.A1, n_a1), TQue(TPosition.B1, n_b1)
         self.q_a2, self.q_b2 = TQue(TPosition.A2, t.db_l0a), TQue(TPosition.B2, t.db_l0b)
         self.q_c1 = TQue(TPosition.CO1, 1)
-        pipe.init_buffer(self.q_a1, n_a1, t.base_m * t.step_ka * t.base_k * half.itemsize)
-        pipe.init_buffer(self.q_b1, n_b1, t.step_kb * t.base_k * t.base_n * half.itemsize)
-        pipe.init_buffer(self.q_a2, t.db_l0a, t.base_m * t.base_k * half.itemsize)
-        pipe.init_buffer(self.q_b2, t.db_l0b, t.base_k * t.base_n * half.itemsize)
+        pipe.init_buffer(self.q_a1, n_a1, t.base_m * t.step_ka * t.base_k * size)
+        pipe.init_buffer(self.q_b1, n_b1, t.step_kb * t.base_k * t.base_n * size)
+        pipe.init_buffer(self.q_a2, t.db_l0a, t.base_m * t.base_k * size)
+        pipe.init_buffer(self.q_b2, t.db_l0b, t.base_k * t.base_n * size)
         pipe.init_buffer(self.q_c1, 1, t.base_m * t.base_n * 4)
         self.coupled = run.hw.coupled
         if self.coupled:  # 910 / 310P: L0C leaves through UB (CO2) and MTE3, no Fixpipe
@@ -210,16 +230,16 @@ class Matmul:
     def _copy_a(self, row0, k0):
         """A1 <- A's rows ``row0``.. of ``step_ka`` base blocks along K from ``k0`` (one copy: MDL)."""
         t = self.t
-        a1 = self.q_a1.alloc_tensor(half)
+        a1 = self.q_a1.alloc_tensor(self.ab)
         width = t.step_ka * t.base_k
         cube.data_copy(a1, self.a[row0 * t.k + k0 :], Nd2NzParams(1, t.base_m, width, 0, t.k, t.base_m, 1, 0))
         self.q_a1.enque(a1)
-        return self.q_a1.deque(half)
+        return self.q_a1.deque(self.ab)
 
     def _copy_b(self, col0, k0, n_valid: int):
         """B1 <- ``step_kb`` base blocks of B along K from ``k0``, columns ``col0``.. (``n_valid`` of them)."""
         t = self.t
-        b1 = self.q_b1.alloc_tensor(half)
+        b1 = self.q_b1.alloc_tensor(self.ab)
         width = t.step_kb * t.base_k
         if self.b_trans:  # B^T's rows col0.. (n_valid of base_n), k0.. of K: NZ (width / C0, base_n, C0)
             p = Nd2NzParams(1, n_valid, width, 0, t.k, t.base_n, 1, 0)
@@ -233,21 +253,21 @@ class Matmul:
             p = Nd2NzParams(1, width, t.base_n, 0, t.n, width, 1, 0)
             cube.data_copy(b1, self.b[k0 * t.n + col0 :], p)
         self.q_b1.enque(b1)
-        return self.q_b1.deque(half)
+        return self.q_b1.deque(self.ab)
 
     def _k_chunk(self, c1, row0, col0, chunk, n_valid: int, last: bool) -> None:
         """``lcm(step_ka, step_kb)`` K steps of base block (row0, col0): the A1 / B1 copies they need,
         LoadData of each base block to L0A / L0B, one Mmad each. ``last``: the block's final chunk."""
         t = self.t
         steps = math.lcm(t.step_ka, t.step_kb)
-        c0 = runtime.current().hw.c0(half.itemsize)
+        c0 = runtime.current().hw.c0(self.ab.itemsize)
         for s in range(steps):
             kt = chunk * steps + s
             if s % t.step_ka == 0:
                 a1 = self._copy_a(row0, kt * t.base_k)
             if s % t.step_kb == 0:
                 b1 = self._copy_b(col0, kt * t.base_k, n_valid)
-            a2, b2 = self.q_a2.alloc_tensor(half), self.q_b2.alloc_tensor(half)
+            a2, b2 = self.q_a2.alloc_tensor(self.ab), self.q_b2.alloc_tensor(self.ab)
             # the base block's fractals: K block (s % step) of the NZ tile, whose columns hold base_m /
             # base_n rows of C0 each (start_index counts fractals down a column block, then across)
             ia, ib = s % t.step_ka, s % t.step_kb
@@ -264,7 +284,7 @@ class Matmul:
                 self.q_b1.free_tensor(b1)
             self.q_a2.enque(a2)
             self.q_b2.enque(b2)
-            a2, b2 = self.q_a2.deque(half), self.q_b2.deque(half)
+            a2, b2 = self.q_a2.deque(self.ab), self.q_b2.deque(self.ab)
             final = last and s == steps - 1
             unit = (3 if final else 2) if self.cfg.unit_flag else 0
             if final and self.cfg.unit_flag:  # the Fixpipe may start as this Mmad does

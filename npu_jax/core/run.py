@@ -3,8 +3,11 @@
 A kernel is ``kernel(core, block_idx) -> core``. Every core starts from the same state; GM
 inputs stay shared (vmap leaves unwritten values unbatched), each core writes its own copy of the
 outputs along with a mask of what it wrote, and the merge takes each element from the one core
-that wrote it -- counting elements written by two cores (a bug in the kernel's split) and
-elements nobody wrote. With racecheck on, the first overlapping element is named along with the
+that wrote it -- counting elements written by two cores with different values (a race: a bug in
+the kernel's split; several cores writing the same bits, as a launch with more blocks than tiles
+whose block index wraps around does, gives the same result in any order, and is not counted; a
+timing-only run, which keeps no values, counts every element written twice) and elements nobody
+wrote. With racecheck on, the first overlapping element is named along with the
 instruction of each core that wrote it.
 
 After a concrete run, ``launch`` raises (or warns about) the sanitizers' findings
@@ -54,10 +57,12 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
             continue
         written = cores.gm_written[spec.name][(slice(None),) + sl]
         writers = jnp.sum(written.astype(jnp.int32), axis=0)
+        clash = writers > 1  # written by several cores: a race, unless every core wrote the same bits
         if ctx.move_data:
             vals = cores.gm[spec.name][(slice(None),) + sl]
             first = jnp.argmax(written, axis=0)
             val = jnp.take_along_axis(vals, first[None], axis=0)[0]
+            clash = clash & jnp.any(written & (_bits(vals) != _bits(val)[None]), axis=0)
             old = jnp.zeros((), val.dtype) if initial is None else initial[spec.name][sl]
             outs[spec.name] = jnp.where(writers > 0, val, old)
             if spec.atomic:  # atomic copies: every core's additions (its copy started at 0), or its max / min
@@ -68,10 +73,10 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
         for d in range(len(spec.shape)):
             inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < extent[d])
         if not spec.atomic:  # atomic copies from several cores are what they are for
-            overlap = overlap + jnp.sum(writers > 1).astype(jnp.int32)
+            overlap = overlap + jnp.sum(clash).astype(jnp.int32)
         unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
         if with_site:
-            multi = (writers > 1).reshape(-1)
+            multi = clash.reshape(-1)
             flat = jnp.argmax(multi).astype(jnp.int32)
             w = written.reshape(written.shape[0], -1)[:, flat]
             ca = jnp.argmax(w).astype(jnp.int32)
@@ -82,6 +87,13 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
     if with_site:
         return outs, overlap, unwritten, at
     return outs, overlap, unwritten
+
+
+def _bits(x):
+    """``x``'s bits as unsigned ints (so that equal NaNs compare equal, and -0 differs from +0)."""
+    if x.dtype == jnp.bool_:
+        return x
+    return jax.lax.bitcast_convert_type(x, jnp.dtype(f"uint{x.dtype.itemsize * 8}"))
 
 
 def _atomic_merge(kind: str, vals, written, old):

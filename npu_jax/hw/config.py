@@ -15,6 +15,7 @@ from npu_jax.hw.limits import check_assumed, check_costs, check_range, show
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB")
 OVERFLOW_MODES = ("inf", "saturate")
+CUBE_FORMATS = ("fp16", "bf16", "fp32", "int8")  # the operand formats a Cube may take
 L2_POLICIES = ("smallest_first", "recency")
 # M0 = N0: the rows (and columns) of every fractal, the unit of the L0 layouts, whatever the Cube's
 # throughput per cycle (vendor: a fractal is 16 x C0 elements; C0 = 32 B of the element type)
@@ -128,6 +129,10 @@ class HardwareConfig:
     # vector cores (AIV) that run vector-only kernels: on separated chips (910B) they are cores of
     # their own, two per Cube core; None = num_cores (the vector unit inside each coupled AI Core)
     vector_cores: int | None = None
+    # the operand formats the Cube's Mmad takes (the vendor's Mmad page, its table of dst / fm /
+    # filter types: the Atlas A2 (910B) takes fp16, bf16, fp32 and int8; the inference line's AI Core
+    # (310P) and the training line (910) fp16 and int8)
+    cube_operands: tuple[str, ...] = ("fp16", "bf16", "fp32", "int8")
     # behaviour
     coupled: bool = False
     overflow_mode: str = "inf"
@@ -169,6 +174,11 @@ class HardwareConfig:
         for name in ("coupled",):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"HardwareConfig.{name} must be True or False, got {getattr(self, name)!r}.")
+        ops = self.cube_operands
+        if not isinstance(ops, tuple) or not ops or any(f not in CUBE_FORMATS for f in ops):
+            raise ValueError(
+                f"HardwareConfig.cube_operands is a non-empty tuple of {CUBE_FORMATS}, got {show(ops)}."
+            )
         if self.num_event_ids > 16:
             raise ValueError(
                 f"HardwareConfig.num_event_ids must be <= 16 (the chips have 8, the 910 4), "

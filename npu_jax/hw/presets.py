@@ -140,6 +140,7 @@ def ascend910() -> HardwareConfig:
         ub_to_gm_bytes_per_cycle=32.0,
         l1_to_ub_bytes_per_cycle=128.0,
         coupled=True,
+        cube_operands=("fp16", "int8"),  # the vendor's Mmad page: no bf16 or fp32 operands
         overflow_mode="saturate",
         num_event_ids=4,
     )
@@ -179,6 +180,7 @@ def ascend310p() -> HardwareConfig:
         ub_to_l2_bytes_per_cycle=114.0,
         l1_to_ub_bytes_per_cycle=128.0,
         coupled=True,
+        cube_operands=("fp16", "int8"),  # the vendor's Mmad page: no bf16 or fp32 operands
         overflow_mode="saturate",
         num_event_ids=8,
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import inspect
 import sys
 
 from npu_jax.asc import matmul, ops, runtime, vec
@@ -26,7 +25,7 @@ from npu_jax.asc.pyasc.lang import CubeFormat, LayoutMode
 from npu_jax.asc.pyasc.structs import SoftmaxTiling, TCubeTiling
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.tensors import GlobalAddress, GlobalTensor, LocalTensor
-from npu_jax.asc.types import RoundMode, TPosition, dtype_of, half
+from npu_jax.asc.types import RoundMode, TPosition, bfloat16, dtype_of, float32, half
 
 __all__ = [
     "IterateOrder",
@@ -127,7 +126,7 @@ def _emulated_tiling(t: TCubeTiling, mdl: bool) -> matmul.TCubeTiling:
 class Matmul:
     """``asc.adv.Matmul(a=MatmulType, b=..., c=..., bias=None, matmul_config=None, matmul_policy=0)``.
 
-    A and B: GM, ND, half (A not transposed; B may be: ``is_trans`` / ``set_tensor_b(gm, True)``). C:
+    A and B: GM, ND, half, bfloat16 or float32 alike, as the chip's Cube takes them (A not transposed; B may be: ``is_trans`` / ``set_tensor_b(gm, True)``). C:
     GM (``iterate_all(c_gm)``, ``get_tensor_c(c_gm)``) or UB (VECCALC: ``get_tensor_c(ub)`` in the
     iterate loop, the base block row-major at the tensor's start). The bias: float32 in GM."""
 
@@ -140,10 +139,14 @@ class Matmul:
                 raise NotImplementedError(
                     f"asc.adv.Matmul: {name} at {ty.position.name} in {ty.format.name} is not supported (GM, ND are)."
                 )
-            if dtype_of(ty.dtype) != half and "a_dtype" not in inspect.signature(matmul.Matmul).parameters:
+            if dtype_of(ty.dtype) not in (half, bfloat16, float32):
                 raise NotImplementedError(
-                    f"asc.adv.Matmul: {name} is {dtype_of(ty.dtype)}; npu_jax.asc.Matmul takes half operands."
+                    f"asc.adv.Matmul: {name} is {dtype_of(ty.dtype)}; half, bfloat16 and float32 operands are supported."
                 )
+        if dtype_of(a.dtype) != dtype_of(b.dtype):
+            raise NotImplementedError(
+                f"asc.adv.Matmul: A is {dtype_of(a.dtype)} and B {dtype_of(b.dtype)}; the Cube takes one operand type."
+            )
         if a.is_trans:
             raise NotImplementedError("asc.adv.Matmul: a transposed A is not supported (B may be).")
         self.a_type, self.b_type, self.c_type, self.bias_type = a, b, c, bias or c
@@ -164,10 +167,13 @@ class Matmul:
             raise TypeError(f"Matmul.init takes an asc.adv.TCubeTiling, got {type(tiling).__name__}.")
         cfg = self.config.emulated()
         self.tiling = tiling
-        kw = {"c_dtype": dtype_of(self.c_type.dtype), "config": cfg}
-        if "a_dtype" in inspect.signature(matmul.Matmul).parameters:
-            kw["a_dtype"] = dtype_of(self.a_type.dtype)
-        self.mm = matmul.Matmul(self.pipe, _emulated_tiling(tiling, cfg.mdl), **kw)
+        self.mm = matmul.Matmul(
+            self.pipe,
+            _emulated_tiling(tiling, cfg.mdl),
+            c_dtype=dtype_of(self.c_type.dtype),
+            config=cfg,
+            a_dtype=dtype_of(self.a_type.dtype),
+        )
         if self.c_type.position != TPosition.GM:
             needs = pstate.state().needs
             needs.ws_elems = max(needs.ws_elems, int(tiling.base_m) * int(tiling.base_n))
@@ -245,8 +251,6 @@ class Matmul:
         mi, ni = t.single_core_m // t.base_m, -(-t.single_core_n // t.base_n)
         if int(self.tiling.iterate_order) == IterateOrder.ORDER_N or mi == 1 or ni == 1:
             return mm.iterate()
-        if "order" in inspect.signature(mm.iterate).parameters:
-            return mm.iterate(order="M")
         # npu_jax.asc.Matmul.iterate walks N fastest; ORDER_M walks M fastest: the same steps, reordered
         if mm.c1 is not None:
             raise AscError(f"asc.adv.Matmul at {runtime.where()}: get_tensor_c the previous block first.")

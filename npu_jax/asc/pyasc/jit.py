@@ -302,6 +302,6 @@ def _write_back(orig, arr: np.ndarray, out) -> None:
     if _is_torch(orig):
         import torch  # an optional dependency, present when a torch tensor was passed
 
-        orig.copy_(torch.from_numpy(np.ascontiguousarray(out)))
+        orig.copy_(torch.from_numpy(np.array(out)))  # a writable copy: torch warns on a read-only one
     elif orig.flags.writeable:
         np.copyto(orig, out)

@@ -45,6 +45,13 @@ def mmad(core: Core, h, when, *, dst: Ref, a: Ref, b: Ref, m, n, k, init=False):
         raise ValueError(f"Mmad K mismatch: A is {A.shape}, B is {B.shape}.")
     M, K = A.shape
     N = B.shape[1]
+    for r in (a, b):
+        if r.alloc.dtype not in core.hw.cube_operands:
+            raise ValueError(
+                f"Mmad: {core.hw.name}'s Cube takes {' / '.join(core.hw.cube_operands)} operands (the vendor's Mmad "
+                f"page); {r.buffer} holds {r.alloc.dtype}. Convert the operands (a Cast on the vector unit, or "
+                f"policy=npu_jax.Policy(operand='fp16')), or run on a chip that has them (presets.ascend910b())."
+            )
     ints = a.alloc.dtype == "int8"
     if ints != (b.alloc.dtype == "int8"):
         raise ValueError(
