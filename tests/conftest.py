@@ -5,6 +5,7 @@
 * ``make_core``: a one-core :class:`~npu_jax.core.state.Core` from a :class:`Plan`.
 * ``assert_same_core``: two cores hold bit-identical data *and* identical clocks, flags, counters.
 * All sanitizers are on for every test (``NPU_JAX_CHECKS`` overrides; see npu_jax/core/sanitize.py).
+* Hypothesis's examples come from a fixed seed (``HYPOTHESIS_PROFILE=explore``: fresh ones).
 * ``NPU_JAX_TEST_SHUFFLE=SEED`` runs the tests in an order shuffled by SEED (a check that no test
   depends on another's leftovers: caches, process defaults, compiled programs).
 """
@@ -45,6 +46,7 @@ if os.environ.get("NPU_JAX_TEST_XLA_CACHE"):
     # a size bound turns on JAX's file lock around each read and write (filelock, in the dev extra):
     # concurrent workers never read an entry another is still writing
     jax.config.update("jax_compilation_cache_max_size", 4 << 30)
+import hypothesis
 import numpy as np
 import pytest
 
@@ -52,6 +54,12 @@ from npu_jax.core import run, sanitize, wide
 from npu_jax.core.pipes import COUNTER_INDEX
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec, init_core
+
+# Hypothesis draws its examples from a fixed seed (derandomize): a run that passes here passes on every
+# machine, and a failure replays. HYPOTHESIS_PROFILE=explore draws fresh examples instead.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None)
+hypothesis.settings.register_profile("explore", derandomize=False)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Every test runs with all four sanitizers on (racecheck, memcheck, initcheck, synccheck): a shipped
 # kernel that races, reads out of range or leaves a flag set fails the test that runs it.

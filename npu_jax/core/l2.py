@@ -52,6 +52,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_batching import custom_vmap
 
+from npu_jax.core.shared import over_cores
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 
@@ -181,37 +182,10 @@ def _touch_one(sizes):
     return one
 
 
-def _over_cores(one, shared: int):
-    """``one(*state, starts, valid extents, when, block) -> (*state, hits)``, custom-vmapped: under
-    ``vmap`` over the cores (``block`` batched) its first ``shared`` arguments (the record, the clock)
-    stay one for all cores, updated core after core in index order; outside it, one core's."""
-    f = custom_vmap(one)
-
-    @f.def_vmap
-    def _cores(axis_size, in_batched, *args):
-        if any(in_batched[:shared]):
-            raise RuntimeError(
-                "the L2 record became per-core; it must stay shared (select the data, not the whole core)."
-            )
-        starts, ext, when = (
-            v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))
-            for v, b in zip(args[shared : shared + 3], in_batched[shared : shared + 3])
-        )
-
-        def core_b(i, carry):
-            *state, h = one(*carry[:-1], starts[i], ext[i], when[i], None)
-            return (*state, carry[-1].at[i].set(h))
-
-        init = (*args[:shared], jnp.zeros((axis_size,), jnp.int32))
-        return lax.fori_loop(0, axis_size, core_b, init), (False,) * shared + (True,)
-
-    return f
-
-
 def touch(sizes):
     """``f(record, starts, valid extents, when, block) -> (record, elements that hit)`` for a window
-    of static ``sizes``; the record shared by the cores (:func:`_over_cores`)."""
-    return _over_cores(_touch_one(tuple(sizes)), 1)
+    of static ``sizes``; the record shared by the cores (:func:`npu_jax.core.shared.over_cores`)."""
+    return over_cores(_touch_one(tuple(sizes)), 1)
 
 
 def _touch_recent_one(sizes, isz, cap):
@@ -233,5 +207,5 @@ def touch_recent(sizes, isz: int, cap: int):
     """``f(record, clock, starts, valid extents, when, block) -> (record, clock, elements that hit)``
     for a window of static ``sizes`` under the recency policy (``cap``: the L2 in 32-B units); an
     element hits if read before and fewer than ``cap`` units entered since. The record and the clock
-    are shared by the cores (:func:`_over_cores`)."""
-    return _over_cores(_touch_recent_one(tuple(sizes), isz, cap), 2)
+    are shared by the cores (:func:`npu_jax.core.shared.over_cores`)."""
+    return over_cores(_touch_recent_one(tuple(sizes), isz, cap), 2)

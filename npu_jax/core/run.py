@@ -1,14 +1,14 @@
 """Launching a kernel: one core or many (``vmap`` over ``block_idx``), outputs merged.
 
-A kernel is ``kernel(core, block_idx) -> core``. Every core starts from the same state; GM
-inputs stay shared (vmap leaves unwritten values unbatched), each core writes its own copy of the
-outputs along with a mask of what it wrote, and the merge takes each element from the one core
-that wrote it -- counting elements written by two cores with different values (a race: a bug in
-the kernel's split; several cores writing the same bits, as a launch with more blocks than tiles
-whose block index wraps around does, gives the same result in any order, and is not counted; a
-timing-only run, which keeps no values, counts every element written twice) and elements nobody
-wrote. With racecheck on, the first overlapping element is named along with the
-instruction of each core that wrote it.
+A kernel is ``kernel(core, block_idx) -> core``. Every core starts from the same state. What the
+chip keeps once for all cores stays one array under the vmap (``core/shared.py``): the GM tensors,
+each output element's writer, the L2's record. The cores write the outputs in the SPMD program's
+order (an instruction on every core, core ``b`` after cores ``< b``, then the next instruction), and
+an element written by two cores with different bits is a race (a bug in the kernel's split; several
+cores writing the same bits, as a launch with more blocks than tiles whose block index wraps around
+does, give the same result in any order and are no race; a timing-only run, which keeps no values,
+counts every element a second core writes). Elements nobody wrote are counted too. With racecheck on,
+the first race is named with the instruction of each core that wrote it.
 
 After a concrete run, ``launch`` raises (or warns about) the sanitizers' findings
 (``sanitize.py``); under ``jax.jit`` they travel in the Report, and ``report.check()`` raises them
@@ -29,6 +29,7 @@ import jax.numpy as jnp
 
 from npu_jax.core import l2, programs, sanitize
 from npu_jax.core.checks.sites import TRACE
+from npu_jax.core.isa.data import CLASH, UNWRITTEN
 from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
@@ -36,18 +37,18 @@ CORE_AXIS = "cores"  # the vmap axis of the cores: a kernel's all-core barrier (
 
 
 def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: dict | None = None):
-    """(outputs by name at logical shape, overlapping-write count, unwritten count) and, with
-    ``with_site``, a fourth item: (6,) int32 naming the first overlapping element: (output index,
-    flat index, core a, site a, core b, site b), -1s when there is none. ``initial`` (name -> padded
-    array): what an element no core wrote holds (default 0; an ``asc`` kernel's GM keeps its input)."""
+    """(outputs by name at logical shape, racing-write count, unwritten count) and, with
+    ``with_site``, a fourth item: (6,) int32 naming the first race: (output index, flat index, core a,
+    site a, core b, site b), -1s when there is none. ``initial`` (name -> padded array): what an
+    element no core wrote holds (default 0; an ``asc`` kernel's GM keeps its input).
+
+    The outputs are one array for all cores (``isa/data.write_gm``): each element holds what the
+    last core to write it wrote, and its writer record says whether two cores raced on it."""
     outs, overlap, unwritten = {}, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
-    at = jnp.full((6,), -1, jnp.int32)
-    # timing-only: the outputs are zeros, and with no write marks kept every element is unwritten;
+    # timing-only: the outputs are zeros, and with no writers recorded every element is unwritten;
     # computed as such, not from the untouched (constant) state, which XLA would fold for seconds
     marked = ctx.move_data or ctx.mark_writes or with_site
-    for gi, spec in enumerate(s for s in ctx.gm if s.output):
-        if not spec.output:
-            continue
+    for spec in (s for s in ctx.gm if s.output):
         sl = tuple(slice(0, s) for s in spec.shape)
         extent = cores.gm_shape[spec.name][0]
         if not marked:
@@ -55,61 +56,43 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
             inside = [jnp.minimum(extent[d], spec.shape[d]) for d in range(len(spec.shape))]
             unwritten = unwritten + functools.reduce(jnp.multiply, inside, jnp.int32(1))
             continue
-        written = cores.gm_written[spec.name][(slice(None),) + sl]
-        writers = jnp.sum(written.astype(jnp.int32), axis=0)
-        clash = writers > 1  # written by several cores: a race, unless every core wrote the same bits
+        writer = cores.gm_written[spec.name][sl]
         if ctx.move_data:
-            vals = cores.gm[spec.name][(slice(None),) + sl]
-            first = jnp.argmax(written, axis=0)
-            val = jnp.take_along_axis(vals, first[None], axis=0)[0]
-            clash = clash & jnp.any(written & (_bits(vals) != _bits(val)[None]), axis=0)
-            old = jnp.zeros((), val.dtype) if initial is None else initial[spec.name][sl]
-            outs[spec.name] = jnp.where(writers > 0, val, old)
-            if spec.atomic:  # atomic copies: every core's additions (its copy started at 0), or its max / min
-                outs[spec.name] = _atomic_merge(spec.atomic, vals, written, old)
+            vals = cores.gm[spec.name][sl]
+            old = jnp.zeros((), vals.dtype) if initial is None else initial[spec.name][sl]
+            outs[spec.name] = jnp.where(writer != UNWRITTEN, vals, old)
         else:
             outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
         inside = jnp.ones(spec.shape, jnp.bool_)
         for d in range(len(spec.shape)):
             inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < extent[d])
-        if not spec.atomic:  # atomic copies from several cores are what they are for
-            overlap = overlap + jnp.sum(clash).astype(jnp.int32)
-        unwritten = unwritten + jnp.sum((writers == 0) & inside).astype(jnp.int32)
-        if with_site:
-            multi = clash.reshape(-1)
-            flat = jnp.argmax(multi).astype(jnp.int32)
-            w = written.reshape(written.shape[0], -1)[:, flat]
-            ca = jnp.argmax(w).astype(jnp.int32)
-            cb = jnp.argmax(w & (jnp.arange(w.shape[0]) != ca)).astype(jnp.int32)
-            site = cores.san["gm_site"][spec.name][(slice(None),) + sl].reshape(written.shape[0], -1)[:, flat]
-            here = jnp.stack([jnp.int32(gi), flat, ca, site[ca] - 1, cb, site[cb] - 1])
-            at = jnp.where(jnp.any(multi) & (at[0] < 0), here, at)
+        overlap = overlap + jnp.sum(writer == CLASH).astype(jnp.int32)
+        unwritten = unwritten + jnp.sum((writer == UNWRITTEN) & inside).astype(jnp.int32)
     if with_site:
-        return outs, overlap, unwritten, at
+        return outs, overlap, unwritten, cores.san["gm_clash"]
     return outs, overlap, unwritten
 
 
-def _bits(x):
-    """``x``'s bits as unsigned ints (so that equal NaNs compare equal, and -0 differs from +0)."""
-    if x.dtype == jnp.bool_:
-        return x
-    return jax.lax.bitcast_convert_type(x, jnp.dtype(f"uint{x.dtype.itemsize * 8}"))
+def split_shared(core: Core) -> tuple[Core, dict]:
+    """(``core`` without the state the cores share, that state): the GM arrays, their writers, the
+    L2's record and racecheck's GM sites (``core/shared.py``)."""
+    san = {k: v for k, v in core.san.items() if k not in _SHARED_SAN}
+    shared = {
+        "gm": core.gm,
+        "gm_written": core.gm_written,
+        "l2": core.l2,
+        "san": {k: core.san[k] for k in _SHARED_SAN if k in core.san},
+    }
+    return core.replace(gm={}, gm_written={}, l2={}, san=san), shared
 
 
-def _atomic_merge(kind: str, vals, written, old):
-    """An output written by atomic copies: ``add``: GM's content plus what every core added (each core's
-    copy started from 0), in core order; ``max`` / ``min``: the largest / smallest of GM's content and
-    every core's copy (each started from GM's content)."""
-    if kind == "add":
-        acc = old.astype(jnp.float32) if jnp.issubdtype(old.dtype, jnp.floating) else old
-        for c in range(vals.shape[0]):
-            acc = acc + jnp.where(written[c], vals[c], jnp.zeros((), vals.dtype)).astype(acc.dtype)
-        return acc.astype(vals.dtype)
-    pick = jnp.maximum if kind == "max" else jnp.minimum
-    out = old
-    for c in range(vals.shape[0]):
-        out = jnp.where(written[c], pick(out, vals[c]), out)
-    return out
+def join_shared(core: Core, shared: dict) -> Core:
+    """The inverse of :func:`split_shared`."""
+    san = {**core.san, **shared["san"]} if (core.san or shared["san"]) else {}
+    return core.replace(gm=shared["gm"], gm_written=shared["gm_written"], l2=shared["l2"], san=san)
+
+
+_SHARED_SAN = ("gm_site", "gm_clash")
 
 
 def _mapping_count() -> tuple[int, int]:
@@ -289,14 +272,22 @@ def _launch(
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
         core0 = init_core(ctx, gm, extents)
-        if sequential:
-            each = [kernel(core0.replace(block=jnp.int32(b)), b) for b in range(ctx.n_cores)]
-            cores = jax.tree.map(lambda *xs: jnp.stack(xs), *each)
+        if sequential:  # core b starts from the shared state core b - 1 left (GM, L2, writers)
+            each, shared = [], split_shared(core0)[1]
+            for b in range(ctx.n_cores):
+                c, shared = split_shared(kernel(join_shared(core0, shared).replace(block=jnp.int32(b)), b))
+                each.append(c)
+            cores = join_shared(jax.tree.map(lambda *xs: jnp.stack(xs), *each), shared)
         else:
-            # cores always under vmap (one core too): the L2's record is shared along this axis (l2.py)
-            cores = jax.vmap(lambda b: kernel(core0.replace(block=b), b), axis_name=CORE_AXIS)(
+            # cores always under vmap (one core too), their shared state one array along this axis
+            # (core/shared.py): vmap hands it back unbatched (out_axes None), never a copy per core
+            def one(b):
+                return split_shared(kernel(core0.replace(block=b), b))
+
+            own, shared = jax.vmap(one, axis_name=CORE_AXIS, out_axes=(0, None))(
                 jnp.arange(ctx.n_cores, dtype=jnp.int32)
             )
+            cores = join_shared(own, shared)
     race = bool(cores.san) and ctx.checks.race
     merged = merge_outputs(ctx, cores, with_site=race, initial=core0.gm if keep_unwritten else None)
     outs, overlap, unwritten = merged[:3]

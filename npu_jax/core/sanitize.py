@@ -44,7 +44,7 @@ import jax.numpy as jnp
 
 from npu_jax.core.checks.columns import CHECK_NAMES, MAX_REFS, N_COORDS, READ, SKIP, WRITE, Code, Kind
 from npu_jax.core.checks.config import Checks, default_checks, get_default_checks, set_default_checks
-from npu_jax.core.checks.log import append, flush, init_state, mark_gm_writes
+from npu_jax.core.checks.log import append, flush, init_state
 from npu_jax.core.checks.memcheck import check_ref_static, extent_oob, gm_oob, window_oob
 from npu_jax.core.checks.mutation import MutationResult, mutate, sweep_waits
 from npu_jax.core.checks.ranges import describe
@@ -59,15 +59,13 @@ _i32 = jnp.int32
 
 
 # ---- the issue hook ------------------------------------------------------------------------------
-def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=(), gm_writes=()):
+def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=()):
     """Log one instruction on ``pipe``; returns the core. Called by ``issue`` when checks are on.
 
     ``reads``/``writes`` are Refs (a read may be ``(ref, cond)``: read only where cond); ``oob``
     the memcheck conditions the instruction computed, ``(bad, code, alloc_key, dim, value)``, the
-    first that holds is logged; ``gm_writes`` the GM output windows it wrote, ``(GmWindow, mask)``
-    with mask the elements written: with racecheck on, each such element records this
-    instruction's site id + 1 (``core.san["gm_site"]``), so overlapping writes from two cores name
-    both instructions."""
+    first that holds is logged. (GM output writes record their instruction's site themselves, in
+    ``isa/data.write_gm``, so that a race between two cores names both instructions.)"""
     ctx = core.ctx
     table = current_table()
     base, _ = stage_base(ctx.allocs)
@@ -103,8 +101,6 @@ def on_issue(core, pipe: str, op: str, when, reads=(), writes=(), oob=(), gm_wri
             )
         mem = (mc, md, mv)
     site = table.add(op, pipe, Kind.INSTR, refs=refs)
-    if gm_writes and ctx.checks.race:
-        core = core.replace(san=mark_gm_writes(core.san, gm_writes, site))
     return append(core, site, when, vals, mem=mem, los=los)
 
 

@@ -122,9 +122,9 @@ class Core:
     a trailing 2 is a wide integer, see ``wide.py``):
     """
 
-    gm: dict  # name -> padded array
+    gm: dict  # name -> padded array (shared by the cores: core/shared.py)
     gm_shape: dict  # name -> (ndim,) int32: logical extent (traced; <= GmSpec.shape)
-    gm_written: dict  # output name -> bool array (padded shape): elements this core wrote
+    gm_written: dict  # output name -> int32 (padded shape): each element's writer (isa/data.write_gm; shared)
     buf: dict  # alloc name -> (stages, *shape) array
     pipe_free: jax.Array  # (P, 2) wide: cycle at which each pipe is free
     pipe_busy: jax.Array  # (P, 2) wide: cycles each pipe spent working
@@ -330,7 +330,7 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
             raise ValueError(f"extent of {spec.name!r} needs {len(spec.shape)} entries, got {len(ext)}.")
         shapes[spec.name] = jnp.stack([jnp.asarray(e, jnp.int32) for e in ext])
         if spec.output:
-            written[spec.name] = jnp.zeros(spec.padded, jnp.bool_)
+            written[spec.name] = jnp.full(spec.padded, -1, jnp.int32)  # isa/data.py's UNWRITTEN
     P, E, T = len(PIPES), ctx.hw.num_event_ids, ctx.trace_capacity
     return Core(
         gm=arrays,

@@ -28,13 +28,16 @@ def init_state(ctx) -> dict:
         event id, memcheck cand, dim, value, when, four start offsets in bytes [initcheck])
     n (): rows written
     gm_site {output: padded int32}: site + 1 of the last write per element      [racecheck]
-    """
+    gm_clash (6,) int32: the first race on a GM output element: (output, flat index, core a, site a,
+        core b, site b), -1s while there is none                                  [racecheck]
+    gm_site and gm_clash are shared by the cores, as the outputs are (``isa/data.write_gm``)."""
     ch = ctx.checks
     if not ch.any:
         return {}
     st = {"log": jnp.zeros((ch.capacity + SLACK, LW), _i32), "n": jnp.zeros((), _i32)}
     if ch.race:
         st["gm_site"] = {g.name: jnp.zeros(g.padded, _i32) for g in ctx.gm if g.output}
+        st["gm_clash"] = jnp.full((6,), -1, _i32)
     return st
 
 
@@ -78,15 +81,3 @@ def flush(san: dict, pending: tuple) -> dict:
         log = lax.dynamic_update_slice(log, block, (n, jnp.int32(0)), allow_negative_indices=False)
         n = n + block.shape[0]
     return {**san, "log": log, "n": n}
-
-
-def mark_gm_writes(san: dict, gm_writes, site: int) -> dict:
-    """racecheck's record of GM output writes: each element where a window's mask holds gets
-    ``site + 1`` (0 = never written), so an overlap between cores names both instructions."""
-    sites = san["gm_site"]
-    for win, mask in gm_writes:
-        starts = tuple(jnp.asarray(s, _i32) for s in win.starts)
-        old = lax.dynamic_slice(sites[win.name], starts, win.sizes)
-        new = jnp.where(mask, jnp.int32(site + 1), old)
-        sites = {**sites, win.name: lax.dynamic_update_slice(sites[win.name], new, starts)}
-    return {**san, "gm_site": sites}

@@ -2,7 +2,8 @@
 
 Data moves with ``lax.dynamic_slice`` / ``dynamic_update_slice``; every write is predicated by
 ``when`` (a bool, possibly traced). In timing-only mode (``ctx.move_data`` false) writes are
-no-ops and XLA drops the data work entirely. Nothing here charges time or touches checker state.
+no-ops and XLA drops the data work entirely. Nothing here charges time; the one piece of checker state
+touched is racecheck's record of who wrote each GM output element (:func:`write_gm`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from npu_jax.core.buffers import DTYPES, Ref
+from npu_jax.core.checks.sites import current_table
+from npu_jax.core.shared import over_cores
 from npu_jax.core.state import Core, GmWindow
 from npu_jax.errors import WindowError
 from npu_jax.hw.formats import itemsize
@@ -201,34 +204,119 @@ def squeeze_to(x, rank: int):
     return x
 
 
-def write_gm(core: Core, dst: GmWindow, block, valid, when) -> tuple[Core, jax.Array | None]:
-    """Write the ``valid`` part of ``block`` into a GM output window and mark it written.
+UNWRITTEN, CLASH = -1, -2  # a GM output element's writer (``core.gm_written``): none yet, or several
+
+
+def write_gm(
+    core: Core, dst: GmWindow, block, valid, when, atomic: str | None = None
+) -> tuple[Core, jax.Array | None]:
+    """Write the ``valid`` part of ``block`` into a GM output window and record who wrote it.
+
+    GM outputs are shared by the cores (:mod:`npu_jax.core.shared`): under ``vmap`` the cores write
+    one array, core after core. ``core.gm_written[name]`` holds each element's writer: ``UNWRITTEN``,
+    the block index of the last core that wrote it, or ``CLASH`` once a second core wrote other bits
+    than the element held (a race: the result depends on the cores' order; a core rewriting what it
+    wrote, or several writing the same bits, is not one). ``atomic`` ("add", "max", "min": SetAtomicAdd
+    ...) combines the block with GM's content (an add in fp32, rounded once to the output's type) and
+    is never a race. With racecheck on, each element written also records the instruction's site
+    (``core.san["gm_site"]``) and the first race the two writers' cores and sites
+    (``core.san["gm_clash"]``), so the finding names both instructions.
 
     Returns (core, the mask of the window's elements written), for ``issue`` to hand to the
-    sanitizers (``gm_writes``: racecheck names the instruction behind each element). The marks are
-    kept in timing-only mode too when racecheck is on, so that overlaps between cores are caught
-    there as well, and when the data is computed apart (``ctx.mark_writes``); with none of these
-    the mask is None.
+    sanitizers. The writers are recorded in timing-only mode too when racecheck is on (without values,
+    every second core's write is a race), and when the data is computed apart (``ctx.mark_writes``);
+    with none of these the mask is None.
     """
-    race = bool(core.san) and core.ctx.checks.race
-    if not core.ctx.move_data and not race and not core.ctx.mark_writes:
+    ctx = core.ctx
+    race = bool(core.san) and ctx.checks.race
+    if not ctx.move_data and not race and not ctx.mark_writes:
         return core, None
-    spec = core.ctx.gm_spec(dst.name)
-    starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
+    spec = ctx.gm_spec(dst.name)
+    gid = [g.name for g in ctx.gm if g.output].index(dst.name)
+    site = current_table().next_id() if race else 0  # the id issue's hook gives this instruction
+    write = _shared_write(tuple(dst.sizes), spec.shape, ctx.move_data, atomic, race, gid, site)
+    starts = jnp.stack([jnp.asarray(s, _i32) for s in dst.starts])
     m = mask(dst.sizes, valid) & jnp.asarray(when)
-    wold = lax.dynamic_slice(core.gm_written[dst.name], starts, dst.sizes)
-    core = core.replace(
-        gm_written={
-            **core.gm_written,
-            spec.name: lax.dynamic_update_slice(core.gm_written[spec.name], wold | m, starts),
-        }
-    )
-    if not core.ctx.move_data:
-        return core, m
-    old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
-    new = jnp.where(m, block.astype(old.dtype), old)
-    gm = {**core.gm, dst.name: lax.dynamic_update_slice(core.gm[dst.name], new, starts)}
-    return core.replace(gm=gm), m
+    state = ((core.gm[dst.name],) if ctx.move_data else ()) + (core.gm_written[dst.name],)
+    if race:
+        state += (core.san["gm_site"][dst.name], core.san["gm_clash"])
+    blk = block if ctx.move_data else jnp.zeros((), jnp.bool_)
+    out = write(*state, starts, blk, m, core.block)
+    if ctx.move_data:
+        core = core.replace(gm={**core.gm, dst.name: out[0]})
+        out = out[1:]
+    core = core.replace(gm_written={**core.gm_written, dst.name: out[0]})
+    if race:
+        sites = {**core.san["gm_site"], dst.name: out[1]}
+        core = core.replace(san={**core.san, "gm_site": sites, "gm_clash": out[2]})
+    return core, m
+
+
+def _bits(x):
+    """``x``'s bits as unsigned ints (equal NaNs compare equal; -0 and +0 differ)."""
+    if x.dtype == jnp.bool_:
+        return x
+    return lax.bitcast_convert_type(x, jnp.dtype(f"uint{x.dtype.itemsize * 8}"))
+
+
+def _combine(old, block, atomic: str):
+    """An atomic copy's values: GM's content combined with the block."""
+    block = block.astype(old.dtype)
+    if atomic == "add":
+        if jnp.issubdtype(old.dtype, jnp.floating):
+            return (old.astype(jnp.float32) + block.astype(jnp.float32)).astype(old.dtype)
+        return old + block
+    return jnp.maximum(old, block) if atomic == "max" else jnp.minimum(old, block)
+
+
+def _shared_write(sizes, shape, data: bool, atomic, race: bool, gid: int, site: int):
+    """One core's write of a window of static ``sizes`` into the shared output of logical ``shape``:
+    ``f(*state, starts, block, mask, block_idx) -> state``, state = (values if ``data``), writers,
+    (sites, first race if ``race``); the cores' writes in index order under ``vmap``."""
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+
+    def one(*args):
+        # Every read of a shared array's old window must run before that array's in-place update, or
+        # XLA copies the whole array (in the loop over cores: for each core of each instruction). So
+        # the updates are chained by data: the race record reads the old writers and sites, then the
+        # writers and sites are updated (``ok``: true, computed from the record), then the values
+        # (``keep``: true, read from the updated writers), whose old window the writers' update read.
+        *state, starts, block, m, me = args
+        at = tuple(starts[d] for d in range(len(sizes)))
+        if data:
+            vals, owner, *rest = state
+            old_v = lax.dynamic_slice(vals, at, sizes)
+            new_v = _combine(old_v, block, atomic) if atomic else block.astype(old_v.dtype)
+            differ = _bits(old_v) != _bits(new_v)
+        else:
+            owner, *rest = state
+            differ = True
+        old_o = lax.dynamic_slice(owner, at, sizes)
+        clash = m & (old_o >= 0) & (old_o != me) & differ & (atomic is None)
+        new_o = jnp.where(m, jnp.where(clash | (old_o == CLASH), CLASH, me), old_o)
+        tail = ()
+        if race:
+            sites, first = rest
+            old_s = lax.dynamic_slice(sites, at, sizes)
+            k = jnp.argmax(clash.reshape(-1)).astype(_i32)
+            idx = jnp.unravel_index(k, sizes)
+            flat = sum((starts[d] + idx[d]) * strides[d] for d in range(len(sizes)))
+            rec = jnp.stack(
+                [jnp.int32(gid), flat, old_o.reshape(-1)[k], old_s.reshape(-1)[k] - 1, me, jnp.int32(site)]
+            )
+            first = jnp.where((first[0] < 0) & jnp.any(clash), rec, first)
+            ok = first[0] != -3  # always true (-1 or an output's index)
+            new_o = jnp.where(ok, new_o, old_o)
+            sites = lax.dynamic_update_slice(sites, jnp.where(m & ok, jnp.int32(site + 1), old_s), at)
+            tail = (sites, first)
+        owner = lax.dynamic_update_slice(owner, new_o, at)
+        if not data:
+            return (owner, *tail)
+        keep = lax.dynamic_slice(owner, at, sizes) != -3  # always true (a writer, or -1, -2)
+        vals = lax.dynamic_update_slice(vals, jnp.where(m & keep, new_v, old_v), at)
+        return (vals, owner, *tail)
+
+    return over_cores(one, int(data) + 1 + 2 * int(race))
 
 
 def broadcast_row(core: Core, ref: Ref, cols: int) -> jax.Array:

@@ -42,10 +42,7 @@ def issue(core: Core, instr: Instr, when=True, **args) -> Core:
     for ref in [r[0] if isinstance(r, tuple) else r for r in effect.reads] + list(effect.writes):
         sanitize.check_ref_static(ref, instr.name)
     if core.san:
-        gm_writes = tuple((w, m) for w, m in effect.gm_writes if m is not None)
-        core = sanitize.on_issue(
-            core, instr.pipe, instr.name, when, effect.reads, effect.writes, effect.oob, gm_writes=gm_writes
-        )
+        core = sanitize.on_issue(core, instr.pipe, instr.name, when, effect.reads, effect.writes, effect.oob)
     return charge(core, instr.pipe, cycles, instr.name, when, effect.counts)
 
 

@@ -123,9 +123,7 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref, atomic: str |
     valid = valid_extents(core, dst)
     nbytes, bursts = gm_bursts(core, dst, valid)
     oob = sanitize.gm_oob(core, dst)
-    if atomic is not None and core.ctx.move_data:
-        block = atomic_combine(core, dst, block, atomic)
-    core, written = write_gm(core, dst, block, valid, when)
+    core, written = write_gm(core, dst, block, valid, when, atomic=atomic)
     core = l2.enter(core, nbytes, when)  # write-allocate: the bytes enter L2 (its clock, recency)
     return Effect(
         core,
@@ -138,19 +136,6 @@ def data_copy_out(core: Core, h, when, *, dst: GmWindow, src: Ref, atomic: str |
         oob=oob,
         gm_writes=((dst, written),),
     )
-
-
-def atomic_combine(core: Core, dst: GmWindow, block, atomic: str):
-    """An atomic copy's values: GM's content combined with the block (add in fp32, rounded once to the
-    output's type; max; min)."""
-    starts = tuple(jnp.asarray(s, _i32) for s in dst.starts)
-    old = lax.dynamic_slice(core.gm[dst.name], starts, dst.sizes)
-    block = block.astype(old.dtype)
-    if atomic == "add":
-        if jnp.issubdtype(old.dtype, jnp.floating):
-            return (old.astype(jnp.float32) + block.astype(jnp.float32)).astype(old.dtype)
-        return old + block
-    return jnp.maximum(old, block) if atomic == "max" else jnp.minimum(old, block)
 
 
 # ---- LoadData 2D (MTE1) ------------------------------------------------------------------------
