@@ -261,9 +261,6 @@ def launch(
     )
     # timing-only: no GM data at all (sizes whose data would not fit); the core starts from nothing
     gm = {} if timing_only else {s.name: jnp.reshape(jnp.asarray(gm_vals[s.name]), s.shape) for s in specs}
-    # an output added into atomically: each core adds into a copy of zeros, the merge adds them to the input
-    atomic_in = {s.name: gm[s.name] for s in specs if s.atomic == "add" and not timing_only}
-    gm.update({k: jnp.zeros_like(v) for k, v in atomic_in.items()})
     holder = {}
 
     holder["runs"] = []
@@ -357,10 +354,6 @@ def launch(
         if p in gm_args:
             if p in outs:
                 o = None if timing_only else np.asarray(outs[p])
-                if p in atomic_in:  # the cores' additions (merged from zeros) onto the argument's content
-                    base = np.asarray(atomic_in[p])
-                    acc = np.float32 if np.issubdtype(base.dtype, np.floating) else base.dtype
-                    o = (base.astype(acc) + o.astype(acc)).astype(base.dtype)
                 out_list.append(o.reshape(gm_args[p][2]) if o is not None else None)
             else:
                 out_list.append(a if not timing_only else None)

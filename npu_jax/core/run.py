@@ -28,9 +28,10 @@ import jax
 import jax.numpy as jnp
 
 from npu_jax.core import l2, programs, sanitize
+from npu_jax.core.buffers import DTYPES
 from npu_jax.core.checks.sites import TRACE
 from npu_jax.core.isa.data import CLASH, UNWRITTEN
-from npu_jax.core.state import Context, Core, init_core
+from npu_jax.core.state import Context, Core, gm_values, init_core
 from npu_jax.report.report import Report
 
 CORE_AXIS = "cores"  # the vmap axis of the cores: a kernel's all-core barrier (asc.sync_all) gathers on it
@@ -52,17 +53,21 @@ def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: d
         sl = tuple(slice(0, s) for s in spec.shape)
         extent = cores.gm_shape[spec.name][0]
         if not marked:
-            outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
+            outs[spec.name] = jnp.zeros(spec.shape, DTYPES[spec.dtype])
             inside = [jnp.minimum(extent[d], spec.shape[d]) for d in range(len(spec.shape))]
             unwritten = unwritten + functools.reduce(jnp.multiply, inside, jnp.int32(1))
             continue
         writer = cores.gm_written[spec.name][sl]
         if ctx.move_data:
-            vals = cores.gm[spec.name][sl]
-            old = jnp.zeros((), vals.dtype) if initial is None else initial[spec.name][sl]
+            vals = gm_values(cores.gm[spec.name][sl], spec.dtype)
+            old = (
+                jnp.zeros((), vals.dtype)
+                if initial is None
+                else gm_values(initial[spec.name][sl], spec.dtype)
+            )
             outs[spec.name] = jnp.where(writer != UNWRITTEN, vals, old)
         else:
-            outs[spec.name] = jnp.zeros(spec.shape, cores.gm[spec.name].dtype)
+            outs[spec.name] = jnp.zeros(spec.shape, DTYPES[spec.dtype])
         inside = jnp.ones(spec.shape, jnp.bool_)
         for d in range(len(spec.shape)):
             inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < extent[d])

@@ -122,7 +122,7 @@ class Core:
     a trailing 2 is a wide integer, see ``wide.py``):
     """
 
-    gm: dict  # name -> padded array (shared by the cores: core/shared.py)
+    gm: dict  # name -> padded array (bf16 as its bits: gm_values), shared by the cores (core/shared.py)
     gm_shape: dict  # name -> (ndim,) int32: logical extent (traced; <= GmSpec.shape)
     gm_written: dict  # output name -> int32 (padded shape): each element's writer (isa/data.write_gm; shared)
     buf: dict  # alloc name -> (stages, *shape) array
@@ -303,6 +303,21 @@ def _unflatten_core(ctx, children) -> Core:
 jax.tree_util.register_pytree_node(Core, _flatten_core, _unflatten_core)
 
 
+# GM arrays of these formats are kept as their bits: XLA:CPU computes an update of bf16 values in fp32,
+# converting the whole array there and back for every write (isa/data.write_gm)
+_GM_BITS = {"bf16": jnp.uint16}
+
+
+def gm_stored(x, fmt: str):
+    """A GM tensor's values of format ``fmt`` as the core keeps them (bf16 as its bits)."""
+    return jax.lax.bitcast_convert_type(x, _GM_BITS[fmt]) if fmt in _GM_BITS else x
+
+
+def gm_values(x, fmt: str):
+    """The values of GM data of format ``fmt`` read from the core (the inverse of :func:`gm_stored`)."""
+    return jax.lax.bitcast_convert_type(x, DTYPES[fmt]) if fmt in _GM_BITS else x
+
+
 def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
     """A fresh core: GM tensors padded, allocations poisoned (NaN), clocks and flags at zero.
 
@@ -324,7 +339,7 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
         else:
             raise ValueError(f"GM input {spec.name!r} was not given.")
         pad = [(0, p - s) for s, p in zip(spec.shape, spec.padded)]
-        arrays[spec.name] = jnp.pad(x, pad) if any(p for _, p in pad) else x
+        arrays[spec.name] = gm_stored(jnp.pad(x, pad) if any(p for _, p in pad) else x, spec.dtype)
         ext = extents.get(spec.name, spec.shape)
         if len(ext) != len(spec.shape):
             raise ValueError(f"extent of {spec.name!r} needs {len(spec.shape)} entries, got {len(ext)}.")

@@ -18,7 +18,7 @@ from jax import lax
 from npu_jax.core.buffers import DTYPES, Ref
 from npu_jax.core.checks.sites import current_table
 from npu_jax.core.shared import over_cores
-from npu_jax.core.state import Core, GmWindow
+from npu_jax.core.state import Core, GmWindow, gm_values
 from npu_jax.errors import WindowError
 from npu_jax.hw.formats import itemsize
 
@@ -234,7 +234,7 @@ def write_gm(
     spec = ctx.gm_spec(dst.name)
     gid = [g.name for g in ctx.gm if g.output].index(dst.name)
     site = current_table().next_id() if race else 0  # the id issue's hook gives this instruction
-    write = _shared_write(tuple(dst.sizes), spec.shape, ctx.move_data, atomic, race, gid, site)
+    write = _shared_write(tuple(dst.sizes), spec.shape, spec.dtype, ctx.move_data, atomic, race, gid, site)
     starts = jnp.stack([jnp.asarray(s, _i32) for s in dst.starts])
     m = mask(dst.sizes, valid) & jnp.asarray(when)
     state = ((core.gm[dst.name],) if ctx.move_data else ()) + (core.gm_written[dst.name],)
@@ -269,7 +269,7 @@ def _combine(old, block, atomic: str):
     return jnp.maximum(old, block) if atomic == "max" else jnp.minimum(old, block)
 
 
-def _shared_write(sizes, shape, data: bool, atomic, race: bool, gid: int, site: int):
+def _shared_write(sizes, shape, fmt: str, data: bool, atomic, race: bool, gid: int, site: int):
     """One core's write of a window of static ``sizes`` into the shared output of logical ``shape``:
     ``f(*state, starts, block, mask, block_idx) -> state``, state = (values if ``data``), writers,
     (sites, first race if ``race``); the cores' writes in index order under ``vmap``."""
@@ -285,7 +285,7 @@ def _shared_write(sizes, shape, data: bool, atomic, race: bool, gid: int, site: 
         at = tuple(starts[d] for d in range(len(sizes)))
         if data:
             vals, owner, *rest = state
-            old_v = lax.dynamic_slice(vals, at, sizes)
+            old_v = gm_values(lax.dynamic_slice(vals, at, sizes), fmt)
             new_v = _combine(old_v, block, atomic) if atomic else block.astype(old_v.dtype)
             differ = _bits(old_v) != _bits(new_v)
         else:
@@ -313,8 +313,11 @@ def _shared_write(sizes, shape, data: bool, atomic, race: bool, gid: int, site: 
         if not data:
             return (owner, *tail)
         keep = lax.dynamic_slice(owner, at, sizes) != -3  # always true (a writer, or -1, -2)
-        vals = lax.dynamic_update_slice(vals, jnp.where(m & keep, new_v, old_v), at)
-        return (vals, owner, *tail)
+        # selected as bits (bf16 is kept as its bits: state.gm_stored): XLA:CPU computes a select or an
+        # update of bf16 values in fp32, converting the whole array there and back
+        win = jnp.where(m & keep, _bits(new_v), _bits(old_v))
+        win = win if vals.dtype == win.dtype else lax.bitcast_convert_type(win, vals.dtype)
+        return (lax.dynamic_update_slice(vals, win, at), owner, *tail)
 
     return over_cores(one, int(data) + 1 + 2 * int(race))
 

@@ -27,7 +27,7 @@ from npu_jax.core.isa.data import (
     write_ref,
 )
 from npu_jax.core.isa.decl import Effect
-from npu_jax.core.state import Core, GmWindow
+from npu_jax.core.state import Core, GmWindow, gm_values
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 
@@ -56,7 +56,9 @@ def data_copy_in(
         )
     valid = valid_extents(core, src)
     starts = tuple(jnp.asarray(s, _i32) for s in src.starts)
-    tile = lax.dynamic_slice(core.gm[src.name], starts, src.sizes)
+    tile = gm_values(
+        lax.dynamic_slice(core.gm[src.name], starts, src.sizes), core.ctx.gm_spec(src.name).dtype
+    )
     inside = mask(tile.shape, valid)
     tile = jnp.where(inside, tile, jnp.zeros((), tile.dtype))
     c0 = formats.c0_of(core.hw, tile.dtype)
