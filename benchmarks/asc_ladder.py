@@ -17,6 +17,7 @@ the same work as one jitted jnp function on the same host; the ratio is repeat /
 
     python benchmarks/asc_ladder.py [--sizes 65536,1048576,4194304] [--kernels add,gelu,...]
         [--checks none,all]
+    python benchmarks/asc_ladder.py --profile add:1048576 --checks none   # where a repeat call goes
 """
 
 from __future__ import annotations
@@ -274,6 +275,38 @@ def measure_here(name: str, n: int, checks: str) -> dict:
     return {"first": first, "repeat": min(reps), "jnp": min(jt), "cycles": int(rep.cycles)}
 
 
+def profile_here(name: str, n: int, checks: str, top: int = 15) -> None:
+    """Where a repeat call's time goes: XLA's own profile (``jax.profiler``) of two repeat calls, the
+    ops by their total time per call (the loop over the cores is a ``while``; a fusion's name says
+    what it fuses)."""
+    import collections
+    import glob
+    import gzip
+    import tempfile
+
+    import jax
+
+    rng = np.random.default_rng(0)
+    run, new, _, _ = _case(name, n, rng)
+    run(new(), checks)
+    with tempfile.TemporaryDirectory() as d:
+        jax.profiler.start_trace(d, create_perfetto_trace=True)
+        for _ in range(2):
+            run(new(), checks)
+        jax.profiler.stop_trace()
+        path = sorted(glob.glob(os.path.join(d, "**", "*.trace.json.gz"), recursive=True))[-1]
+        events = json.load(gzip.open(path))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    total, count = collections.Counter(), collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and not e["name"].startswith(("$", "ThunkExecutor", "Pjit", "Common")):
+            total[e["name"]] += e.get("dur", 0)
+            count[e["name"]] += 1
+    print(f"{name} at {n:,} elements, checks={checks}: XLA ops by time per repeat call")
+    for op, us in total.most_common(top):
+        print(f"  {us / 2e3:8.2f} ms  {count[op] // 2:6d} x  {op}")
+
+
 def measure(name: str, n: int, checks: str) -> dict:
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
@@ -293,7 +326,16 @@ def main(argv=None):
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="elements, comma-separated")
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--checks", default="none,all", help="sanitizer settings, comma-separated")
+    ap.add_argument("--profile", metavar="KERNEL:SIZE", help="print XLA's profile of one case's repeat call")
     a = ap.parse_args(argv)
+    if a.profile:
+        name, size = a.profile.split(":")
+        sys.path.insert(
+            0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "asc")
+        )
+        for ck in a.checks.split(","):
+            profile_here(name, int(size), ck)
+        return
     sizes = [int(s) for s in a.sizes.split(",")]
     print(
         f"{'kernel':<11} {'elements':>9} {'checks':<6} {'first s':>8} {'repeat ms':>10} {'jnp ms':>8} {'ratio':>8}"
