@@ -124,7 +124,7 @@ class Core:
 
     gm: dict  # name -> padded array (bf16 as its bits: gm_values), shared by the cores (core/shared.py)
     gm_shape: dict  # name -> (ndim,) int32: logical extent (traced; <= GmSpec.shape)
-    gm_written: dict  # output name -> int32 (padded shape): each element's writer (isa/data.write_gm; shared)
+    gm_written: dict  # output name -> ints (padded shape): each element's writer (isa/data.write_gm; shared)
     buf: dict  # alloc name -> (stages, *shape) array
     pipe_free: jax.Array  # (P, 2) wide: cycle at which each pipe is free
     pipe_busy: jax.Array  # (P, 2) wide: cycles each pipe spent working
@@ -318,6 +318,12 @@ def gm_values(x, fmt: str):
     return jax.lax.bitcast_convert_type(x, DTYPES[fmt]) if fmt in _GM_BITS else x
 
 
+def writer_dtype(n_cores: int):
+    """The integer type of a GM output's writer record: the block indices and -1, -2, in as few bytes
+    as they fit (the record is read and written with every output element)."""
+    return jnp.int8 if n_cores < 127 else jnp.int16 if n_cores < 32767 else jnp.int32
+
+
 def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
     """A fresh core: GM tensors padded, allocations poisoned (NaN), clocks and flags at zero.
 
@@ -345,7 +351,9 @@ def init_core(ctx: Context, gm: dict, extents: dict | None = None) -> Core:
             raise ValueError(f"extent of {spec.name!r} needs {len(spec.shape)} entries, got {len(ext)}.")
         shapes[spec.name] = jnp.stack([jnp.asarray(e, jnp.int32) for e in ext])
         if spec.output:
-            written[spec.name] = jnp.full(spec.padded, -1, jnp.int32)  # isa/data.py's UNWRITTEN
+            written[spec.name] = jnp.full(
+                spec.padded, -1, writer_dtype(ctx.n_cores)
+            )  # isa/data.py's UNWRITTEN
     P, E, T = len(PIPES), ctx.hw.num_event_ids, ctx.trace_capacity
     return Core(
         gm=arrays,

@@ -292,6 +292,7 @@ def _shared_write(sizes, shape, fmt: str, data: bool, atomic, race: bool, gid: i
             owner, *rest = state
             differ = True
         old_o = lax.dynamic_slice(owner, at, sizes)
+        me = me.astype(owner.dtype)
         clash = m & (old_o >= 0) & (old_o != me) & differ & (atomic is None)
         new_o = jnp.where(m, jnp.where(clash | (old_o == CLASH), CLASH, me), old_o)
         tail = ()
@@ -302,7 +303,14 @@ def _shared_write(sizes, shape, fmt: str, data: bool, atomic, race: bool, gid: i
             idx = jnp.unravel_index(k, sizes)
             flat = sum((starts[d] + idx[d]) * strides[d] for d in range(len(sizes)))
             rec = jnp.stack(
-                [jnp.int32(gid), flat, old_o.reshape(-1)[k], old_s.reshape(-1)[k] - 1, me, jnp.int32(site)]
+                [
+                    gid,
+                    flat,
+                    old_o.reshape(-1)[k].astype(_i32),
+                    old_s.reshape(-1)[k] - 1,
+                    me.astype(_i32),
+                    site,
+                ]
             )
             first = jnp.where((first[0] < 0) & jnp.any(clash), rec, first)
             ok = first[0] != -3  # always true (-1 or an output's index)
