@@ -204,6 +204,11 @@ def test_matmul_values_equal_the_instructions(hw):
         if hw.name.startswith("tiny") and policy.operand == "fp32":
             # the tiny preset's default GEMM tiling does not always fit fp32 tiles (its L0B is 8 KiB)
             policy = dataclasses.replace(policy, operand="bf16")
+        if policy.operand not in hw.cube_operands:  # the 910's Cube takes fp16 and int8 only
+            x = np.ones((16, 16), NP_DTYPE[policy.operand])
+            with pytest.raises(ValueError, match=f"{hw.name}'s Cube takes"):
+                npu_jax.matmul(x, x, hw=hw, policy=policy)
+            policy = dataclasses.replace(policy, operand="fp16")
         a = rng.standard_normal((M, K)).astype(NP_DTYPE[policy.operand])
         b = rng.standard_normal((K, N)).astype(NP_DTYPE[policy.operand])
         what = f"matmul {M}x{K}x{N} {policy} on {hw.name} seed={seed} draw {i}"
