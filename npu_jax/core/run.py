@@ -272,8 +272,9 @@ def _launch(
     finish=None,
     sequential: bool = False,
 ) -> tuple[dict, Report]:
-    """:func:`launch`'s body, traced (or run op by op). ``sequential``: the cores one after another
-    in Python (no vmap: a kernel run call by call; each core then keeps an L2 record of its own)."""
+    """:func:`launch`'s body, traced (or run op by op). ``sequential``: the cores one after another in
+    Python (no vmap: a kernel run call by call), each from the GM, writers and L2 record the core before
+    it left, so its reads and writes come after all of that core's (not interleaved by instruction)."""
     table = sanitize.SiteTable(name, ctx)
     with sanitize.tracing(table):
         core0 = init_core(ctx, gm, extents)

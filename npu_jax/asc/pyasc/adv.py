@@ -126,9 +126,10 @@ def _emulated_tiling(t: TCubeTiling, mdl: bool) -> matmul.TCubeTiling:
 class Matmul:
     """``asc.adv.Matmul(a=MatmulType, b=..., c=..., bias=None, matmul_config=None, matmul_policy=0)``.
 
-    A and B: GM, ND, half, bfloat16 or float32 alike, as the chip's Cube takes them (A not transposed; B may be: ``is_trans`` / ``set_tensor_b(gm, True)``). C:
-    GM (``iterate_all(c_gm)``, ``get_tensor_c(c_gm)``) or UB (VECCALC: ``get_tensor_c(ub)`` in the
-    iterate loop, the base block row-major at the tensor's start). The bias: float32 in GM."""
+    A and B: GM, ND, both half, bfloat16 or float32, as the chip's Cube takes them (A not transposed;
+    B may be: ``is_trans`` / ``set_tensor_b(gm, True)``). C: GM (``iterate_all(c_gm)``,
+    ``get_tensor_c(c_gm)``) or UB (VECCALC: ``get_tensor_c(ub)`` in the iterate loop, the base block
+    row-major at the tensor's start). The bias: float32 in GM."""
 
     def __init__(self, a=None, b=None, c=None, bias=None, matmul_config=None, matmul_policy=0):
         for name, ty in (("a", a), ("b", b), ("c", c)):
