@@ -4,7 +4,7 @@ Six ``npu_jax.asc`` kernels, each written as a user writes one (TPipe, queues, a
 double buffered, split over the vector cores), at 64 K, 1 M and 4 M elements on the 910B preset:
 
 * ``add``: z = x + y, fp16 (the vendor's AddCustom);
-* ``gelu``: the tanh GELU, fp32, 11 vector ops a tile through a TBuf of temporaries;
+* ``gelu``: the tanh GELU, fp32, 9 vector ops a tile through a TBuf of temporaries;
 * ``reduce_sum``: each block's sum of its part, fp32, tiles accumulated then reduced;
 * ``cast_add``: bf16 x, y cast to fp32, added, cast back (round to nearest even);
 * ``softmax``: a row softmax over 1024 columns, fp32 (``asc.softmax``);
@@ -63,7 +63,6 @@ def _kernels():
 
             @asc.loop(tiles)
             def _(i):
-                ins = []
                 for q, src in zip(qin, g[:n_in]):
                     t = q.alloc_tensor(dt_in)
                     asc.data_copy(t, src[i * tile :], tile)

@@ -145,16 +145,20 @@ def test_matmul_leakyrelu_at_the_vendors_size(rng):
 
 
 @asc.kernel(core="cube")
-def _matmul_all(a, b, c, tiling: asc.TCubeTiling):
+def _matmul_all(
+    a, b, c, tiling: asc.TCubeTiling, ab: object = asc.half, cd: object = asc.half, b_trans=False
+):
+    """C = A @ B, each block a row block of C: A and B of ``ab`` (B given as [N, K] with ``b_trans``),
+    C of ``cd``."""
     t = tiling
     blk = asc.get_block_idx()
     a_gm, b_gm, c_gm = asc.GlobalTensor(), asc.GlobalTensor(), asc.GlobalTensor()
     a_gm.set_global_buffer(a + blk * t.single_core_m * t.k)
     b_gm.set_global_buffer(b)
     c_gm.set_global_buffer(c + blk * t.single_core_m * t.n)
-    mm = asc.Matmul(asc.TPipe(), t, c_dtype=asc.half)
+    mm = asc.Matmul(asc.TPipe(), t, c_dtype=cd, a_dtype=ab)
     mm.set_tensor_a(a_gm)
-    mm.set_tensor_b(b_gm)
+    mm.set_tensor_b(b_gm, is_transpose=b_trans)
     mm.iterate_all(c_gm)
     mm.end()
 
@@ -186,21 +190,6 @@ def test_matmul_leakyrelu_on_a_coupled_chip_goes_through_ub(rng):
     assert report.pipe_busy["FIXP"] == 0 and report.pipe_busy["VECTOR"] > 0
 
 
-@asc.kernel(core="cube")
-def _matmul_typed(a, b, c, tiling: asc.TCubeTiling, ab: object, b_trans: bool):
-    t = tiling
-    blk = asc.get_block_idx()
-    a_gm, b_gm, c_gm = asc.GlobalTensor(), asc.GlobalTensor(), asc.GlobalTensor()
-    a_gm.set_global_buffer(a + blk * t.single_core_m * t.k)
-    b_gm.set_global_buffer(b)
-    c_gm.set_global_buffer(c + blk * t.single_core_m * t.n)
-    mm = asc.Matmul(asc.TPipe(), t, c_dtype=asc.float32, a_dtype=ab)
-    mm.set_tensor_a(a_gm)
-    mm.set_tensor_b(b_gm, is_transpose=b_trans)
-    mm.iterate_all(c_gm)
-    mm.end()
-
-
 @pytest.mark.parametrize(
     "ab, b_trans", [(asc.float32, False), (asc.float32, True), (asc.bfloat16, False)], ids=str
 )
@@ -211,8 +200,8 @@ def test_matmul_takes_the_cubes_other_operand_types_on_the_910b(rng, ab, b_trans
     a = rng.integers(-8, 9, (t.m, t.k)).astype(np_ab)
     b = rng.integers(-8, 9, (t.k, t.n)).astype(np_ab)
     bt = np.ascontiguousarray(b.T) if b_trans else b
-    (_, _, c), report = _matmul_typed[2](
-        a, bt, np.zeros((t.m, t.n), np.float32), t, ab, b_trans, hw=HW910B, checks="all"
+    (_, _, c), report = _matmul_all[2](
+        a, bt, np.zeros((t.m, t.n), np.float32), t, ab, asc.float32, b_trans, hw=HW910B, checks="all"
     )
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_array_equal(c, ref.astype(np.float32))
@@ -224,7 +213,7 @@ def test_matmul_refuses_an_operand_type_the_chips_cube_lacks():
     t = asc.TCubeTiling(32, 32, 32, 32, 32, 32, 32, 32, 32)
     z = np.zeros((32, 32), np.float32)
     with pytest.raises(AscError, match=r"ascend310p.s Cube takes fp16 / int8 operands.*not asc.float32"):
-        _matmul_typed[1](z, z, z, t, asc.float32, False, hw=npu_jax.presets.ascend310p())
+        _matmul_all[1](z, z, z, t, asc.float32, asc.float32, hw=npu_jax.presets.ascend310p())
 
 
 def test_hardware_config_checks_its_cube_operand_formats():

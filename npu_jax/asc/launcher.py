@@ -245,7 +245,6 @@ def launch(
             dt.fmt,
             output=p in plan.gm_use and plan.gm_use[p].written,
             l2_bypass=p in plan.gm_use and plan.gm_use[p].l2_bypass,
-            atomic=plan.gm_use[p].atomic if p in plan.gm_use else None,
         )
         for p, (size, dt, _) in gm_args.items()
     )

@@ -41,9 +41,6 @@ class GmSpec:
     dtype: str
     output: bool = False
     l2_bypass: bool = False  # reads skip L2 (the vendor's CACHE_MODE_DISABLE): never hit, never kept
-    atomic: str | None = (
-        None  # written by atomic copies ("add", "max", "min"): run.merge_outputs combines cores
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -222,10 +222,11 @@ def write_gm(
     (``core.san["gm_site"]``) and the first race the two writers' cores and sites
     (``core.san["gm_clash"]``), so the finding names both instructions.
 
-    Returns (core, the mask of the window's elements written), for ``issue`` to hand to the
-    sanitizers. The writers are recorded in timing-only mode too when racecheck is on (without values,
-    every second core's write is a race), and when the data is computed apart (``ctx.mark_writes``);
-    with none of these the mask is None.
+    Returns (core, the mask of the window's elements written; the instruction's ``Effect`` lists the
+    window in ``gm_writes``, which its declaration must allow). The writers are recorded in timing-only
+    mode too when racecheck is on (without values, every second core's write is a race), and when the
+    data is computed apart (``ctx.mark_writes``); with none of these nothing is written and the mask is
+    None.
     """
     ctx = core.ctx
     race = bool(core.san) and ctx.checks.race
