@@ -14,6 +14,7 @@ Public surface::
     npu_jax.set_program_cache_size(64)         # compiled programs kept (NPU_JAX_PROGRAM_CACHE; LRU)
     npu_jax.set_program_cache_bytes(1 << 30)   # ... and the memory they hold (NPU_JAX_PROGRAM_CACHE_MB)
     npu_jax.enable_persistent_cache()          # ... and on disk, across processes (NPU_JAX_CACHE_DIR)
+    df = npu_jax.sweep({"hw": [...], "network": [...], "batch": [...]}, out="rows.parquet")   # any Executor
 
 ``import npu_jax`` imports only the hardware description (no JAX): every other public name, and every
 subpackage reached as an attribute, is imported on first use (PEP 562), so that the ``npu-jax``
@@ -50,10 +51,12 @@ _LAZY_NAMES = {
     "program_cache_info": "npu_jax.core.programs",
     "clear_program_cache": "npu_jax.core.programs",
     "enable_persistent_cache": "npu_jax.core.programs",
+    "sweep": "npu_jax.sweeps",
 }
 # Subpackages reached as attributes of ``npu_jax`` (``npu_jax.search.tile_search``), imported on first use.
 _LAZY_SUBMODULES = (
     "api",
+    "asc",
     "core",
     "cost",
     "kernels",
@@ -62,6 +65,7 @@ _LAZY_SUBMODULES = (
     "report",
     "search",
     "studies",
+    "sweeps",
     "workload",
 )
 

@@ -311,7 +311,7 @@ def test_installed_console_script():
 # ---- the package: one module per subcommand, one protocol, imports one way -------------------------------
 def test_every_command_follows_the_protocol_in_registry_order(capsys):
     names = [c.name for c in registry.COMMANDS]
-    assert names == ["demo", "info", "matmul", "conv2d", "precision", "fuse", "search", "model"]
+    assert names == ["demo", "info", "matmul", "conv2d", "precision", "fuse", "search", "model", "sweep"]
     modules = registry.commands()
     assert [m.__name__ for m in modules] == [c.module for c in registry.COMMANDS]
     sub = cli.parser()._subparsers._group_actions[0]

@@ -35,6 +35,9 @@ OPTIONAL_DEPENDENCIES = frozenset(
     {
         "matplotlib",
         "tqdm",
+        "distributed",
+        "pyarrow",
+        "ray",
         "onnx",
         "onnxruntime",
         "torch",
@@ -278,6 +281,7 @@ LAYERS = (
     "npu_jax.search",
     "npu_jax.api",
     "npu_jax.model",
+    "npu_jax.sweeps",
     "npu_jax.cli",
 )
 

@@ -32,6 +32,9 @@ COMMANDS: tuple[Entry, ...] = (
     Entry(
         "model", "an ONNX network layer by layer: time, fusion, numbers vs onnxruntime", "npu_jax.cli.model"
     ),
+    Entry(
+        "sweep", "a grid of network estimates (hw x network x batch x policy), resumable", "npu_jax.cli.sweep"
+    ),
 )
 
 # the demo's sections, in the order printed: the GEMM, the precision table, the Conv2D strategies

@@ -1,0 +1,202 @@
+"""npu_jax.sweep: a grid on an executor (a process pool, a real Dask LocalCluster), resumable, every
+point once, failures recorded in their rows."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax.sweeps import point_key, points
+
+pd = pytest.importorskip("pandas")
+
+GRID = {"x": [0, 1, 2, 3, 4, 5], "scale": [1.0, 0.5], "tag": "a"}
+
+
+def _figures(point: dict) -> dict:
+    """A point function: fails on x == 3; records each call as a file when ``point['log']`` is set."""
+    if point.get("log"):
+        Path(point["log"], f"{point['x']}-{point['scale']}-{os.getpid()}").touch()
+    if point["x"] == 3:
+        raise ValueError("x == 3 is refused")
+    return {"y": point["x"] ** 2 * point["scale"], "pid": os.getpid(), "n": np.int64(point["x"])}
+
+
+def _kill_once(point: dict) -> dict:
+    """Kills its worker process the first time it runs x == 2 (a marker file says it did)."""
+    marker = Path(point["log"], "killed")
+    if point["x"] == 2 and not marker.exists():
+        marker.touch()
+        os._exit(1)
+    return {"y": point["x"] ** 2 * point["scale"]}
+
+
+def _rows(df):
+    """Rows without their timing and worker, missing values (NaN, or "" from a CSV) as None."""
+    df = df.drop(columns=["seconds", "pid"], errors="ignore").astype(object)
+    return [
+        {k: None if v is None or v == "" or v != v else v for k, v in r.items()}
+        for r in df.to_dict("records")
+    ]
+
+
+def test_points_are_the_grids_product_in_order():
+    pts = points(GRID)
+    assert len(pts) == 12 and pts[0] == {"x": 0, "scale": 1.0, "tag": "a"} and pts[1]["scale"] == 0.5
+    assert point_key({"b": 1, "a": {"z": 1, "y": 2}}) == point_key({"a": {"y": 2, "z": 1}, "b": 1})
+    with pytest.raises(ValueError, match=r"grid\['x'\] is empty"):
+        points({"x": []})
+    with pytest.raises(ValueError, match="repeated points"):
+        npu_jax.sweep({"x": [1, 1]}, fn=_figures, executor=cf.ThreadPoolExecutor(1), progress=False)
+    with pytest.raises(ValueError, match=r"out must end in \.parquet or \.csv"):
+        npu_jax.sweep(GRID, fn=_figures, out="rows.txt", progress=False)
+
+
+def test_failures_are_rows_and_a_rerun_runs_only_what_is_missing(tmp_path):
+    out = tmp_path / "rows.csv"
+    log = tmp_path / "log"
+    log.mkdir()
+    grid = {**GRID, "log": str(log)}
+    with cf.ThreadPoolExecutor(2) as ex:
+        df = npu_jax.sweep(grid, fn=_figures, out=out, executor=ex, progress=False)
+    assert len(df) == 12 and len(list(log.iterdir())) == 12
+    bad = df[df["x"] == 3]
+    assert (bad["error"] == "ValueError: x == 3 is refused").all() and bad["y"].isna().all()
+    good = df[df["x"] != 3]
+    assert (good["n"] == good["x"]).all()  # a numpy scalar kept as its number, not its text
+    assert (good["error"] == "").all() and (good["y"] == good["x"] ** 2 * good["scale"]).all()
+    assert _rows(pd.read_csv(out)) == _rows(df)
+
+    # a crash that kept 5 of the journal's lines (and cut the 6th): 7 points run again, none twice
+    journal = Path(str(out) + ".jsonl")
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[:5]) + "\n" + lines[5][:10])
+    out.unlink()
+    for f in log.iterdir():
+        f.unlink()
+    with cf.ThreadPoolExecutor(2) as ex:
+        again = npu_jax.sweep(grid, fn=_figures, out=out, executor=ex, progress=False)
+    assert len(list(log.iterdir())) == 7
+    assert _rows(again) == _rows(df)
+    # retry_errors: only the two failed points run again
+    for f in log.iterdir():
+        f.unlink()
+    with cf.ThreadPoolExecutor(2) as ex:
+        npu_jax.sweep(grid, fn=_figures, out=out, executor=ex, progress=False, retry_errors=True)
+    assert sorted(f.name.rsplit("-", 1)[0] for f in log.iterdir()) == ["3-0.5", "3-1.0"]
+
+
+def test_process_pool_and_dask_give_identical_rows(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    pool = npu_jax.sweep(GRID, fn=_figures, workers=2, progress=False, out=tmp_path / "pool.parquet")
+    assert pool["pid"].dropna().nunique() >= 1 and os.getpid() not in set(pool["pid"].dropna())
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Dask's workers need not import tests/
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        dask = npu_jax.sweep(GRID, fn=_figures, executor=client.get_executor(), progress=False)
+    assert _rows(dask) == _rows(pool)
+    assert _rows(pd.read_parquet(tmp_path / "pool.parquet")) == _rows(pool)
+
+
+def test_a_worker_killed_mid_point_has_its_point_run_again(tmp_path):
+    """On Dask (its nanny restarts the worker, its scheduler reschedules the point) and on the local
+    pool (rebuilt once it breaks): every point once in the output, none failed."""
+    distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    grid = {"x": [0, 1, 2, 3, 4], "scale": [1.0], "log": str(tmp_path)}
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        df = npu_jax.sweep(
+            grid, fn=_kill_once, executor=client.get_executor(), progress=False, out=tmp_path / "d.csv"
+        )
+    assert (tmp_path / "killed").exists()
+    assert sorted(df["x"]) == [0, 1, 2, 3, 4] and (df["error"] == "").all()
+    assert [
+        json.loads(s)["point"]["x"] for s in Path(tmp_path / "d.csv.jsonl").read_text().splitlines()
+    ].count(2) == 1
+
+    (tmp_path / "killed").unlink()
+    df = npu_jax.sweep(grid, fn=_kill_once, workers=2, progress=False)
+    assert (tmp_path / "killed").exists()
+    assert sorted(df["x"]) == [0, 1, 2, 3, 4] and (df["error"] == "").all()
+    assert list(df["y"]) == [0.0, 1.0, 4.0, 9.0, 16.0]
+
+
+def test_network_point_estimates_a_zoo_network():
+    pytest.importorskip("onnx")
+    with cf.ThreadPoolExecutor(1) as ex:
+        df = npu_jax.sweep(
+            {
+                "hw": ["tiny", {"preset": "tiny", "l2_bytes": 0}],
+                "network": "small_cnn",
+                "batch": [1],
+                "policy": ["fp16", "int8"],
+            },
+            executor=ex,
+            progress=False,
+        )
+    assert len(df) == 4 and (df["error"] == "").all(), df["error"].tolist()
+    assert (df["cycles"] > 0).all() and (df["images_per_second"] > 0).all()
+    assert df["hw"].tolist()[2] == json.dumps({"l2_bytes": 0, "preset": "tiny"}, sort_keys=True)
+    bad = npu_jax.sweep(
+        {"hw": "tiny", "network": "small_cnn", "colour": "red"},
+        executor=cf.ThreadPoolExecutor(1),
+        progress=False,
+    )
+    assert "unknown ['colour']" in bad["error"][0]
+
+
+def test_cli_sweep_runs_a_spec_and_resumes(tmp_path):
+    pytest.importorskip("onnx")
+    from npu_jax.cli import main
+
+    spec = tmp_path / "grid.toml"
+    spec.write_text('[grid]\nhw = ["tiny"]\nnetwork = ["small_cnn"]\nbatch = [1, 2]\npolicy = ["fp16"]\n')
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    first = pd.read_csv(out)
+    assert first["batch"].tolist() == [1, 2] and (first["cycles"] > 0).all()
+    journal = (tmp_path / "rows.csv.jsonl").read_text()
+    assert main(["sweep", str(spec), "--out", str(out), "--no-progress"]) == 0  # all done: nothing runs
+    assert (tmp_path / "rows.csv.jsonl").read_text() == journal
+    spec.write_text("[grid]\n")
+    with pytest.raises(SystemExit, match=r"needs a \[grid\] table"):
+        main(["sweep", str(spec), "--out", str(out)])
+
+
+def test_pareto_front_and_pictures(tmp_path):
+    df = pd.DataFrame(
+        {
+            "l2": [8, 8, 16, 16, 32, 32],
+            "batch": [1, 8, 1, 8, 1, 8],
+            "ips": [100.0, 90.0, 150.0, 140.0, 150.0, 200.0],
+            "error": ["", "", "", "", "", "boom"],
+        }
+    )
+    front = npu_jax.sweep.pareto(df, "l2", "ips")
+    assert front[["l2", "ips"]].values.tolist() == [[8, 100.0], [16, 150.0]]  # 32 ties 16 at 150; 200 failed
+    ax = npu_jax.sweep.plot(df, "l2", "ips", hue="batch", path=tmp_path / "front.png")
+    assert (tmp_path / "front.png").stat().st_size > 1000 and ax.get_xlabel() == "l2"
+    ax = npu_jax.sweep.plot(df, "l2", "batch", value="ips", path=tmp_path / "heat.png")
+    assert ax.images[0].get_array().shape == (2, 3)
+    with pytest.raises(KeyError, match="no column 'img_s'"):
+        npu_jax.sweep.pareto(df, "l2", "img_s")
