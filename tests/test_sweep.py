@@ -200,3 +200,23 @@ def test_pareto_front_and_pictures(tmp_path):
     assert ax.images[0].get_array().shape == (2, 3)
     with pytest.raises(KeyError, match="no column 'img_s'"):
         npu_jax.sweep.pareto(df, "l2", "img_s")
+
+
+def test_ray_executor_runs_a_grid_with_closures():
+    """Where Ray is installed (not in CI's dev extra; 2.60.0 run here): each point a Ray task."""
+    ray = pytest.importorskip("ray")
+    from npu_jax.sweeps import RayExecutor
+
+    offset = 10  # a closure: Ray pickles it by value
+
+    def figures(point):
+        if point["x"] == 3:
+            raise ValueError("x == 3 is refused")
+        return {"y": point["x"] + offset}
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        df = npu_jax.sweep({"x": [0, 1, 2, 3]}, fn=figures, executor=RayExecutor(), progress=False)
+    finally:
+        ray.shutdown()
+    assert df["y"].tolist()[:3] == [10, 11, 12] and df["error"].tolist()[3] == "ValueError: x == 3 is refused"
