@@ -152,8 +152,7 @@ def _local_pool(workers: int | None) -> cf.Executor:
     return cf.ProcessPoolExecutor(
         max_workers=workers or os.cpu_count() or 1,
         mp_context=multiprocessing.get_context("spawn"),  # JAX's threads do not survive fork
-        initializer=_pin_threads,
-    )
+    )  # each point pins XLA's threads before it runs (_run_point), on this pool as on Dask's or Ray's
 
 
 def sweep(
@@ -169,9 +168,10 @@ def sweep(
     """Evaluate every point of ``grid`` (see :func:`points`) and return a ``pandas.DataFrame``, one row
     per point in grid order. ``fn(point) -> dict`` gives a point's figures (default
     :func:`npu_jax.sweeps.network.network_point`, imported when used: it needs onnx); it must be
-    picklable (a module-level function) for a process pool, while Dask and Ray pickle closures too. ``executor``: any ``concurrent.futures.Executor`` (it stays
-    open); default, a pool of ``workers`` spawned processes (default: one per core). ``out``: a
-    ``.parquet`` or ``.csv`` path, resumable through its journal ``out + ".jsonl"``."""
+    picklable (a module-level function) for a process pool, while Dask and Ray pickle closures too.
+    ``executor``: any ``concurrent.futures.Executor`` (it stays open); default, a pool of ``workers``
+    spawned processes (default: one per core). ``out``: a ``.parquet`` or ``.csv`` path, resumable
+    through its journal ``out + ".jsonl"``."""
     if fn is None:  # the network estimate (npu_jax.model, an optional dependency: onnx)
         fn = importlib.import_module("npu_jax.sweeps.network").network_point
     if not callable(fn):

@@ -5,14 +5,18 @@ from __future__ import annotations
 import pandas as pd
 
 
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose point did not fail."""
+    return df[df["error"].fillna("") == ""] if "error" in df else df
+
+
 def pareto(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """The rows no other row beats: none has ``x`` as low (on-chip bytes, error) and ``y`` as high
     (throughput) with one of them strictly better. Failed rows (``error`` set) are left out. Sorted by x."""
     for col in (x, y):
         if col not in df:
             raise KeyError(f"no column {col!r} in the sweep's rows; columns are {list(df.columns)}.")
-    ok = df[df["error"].fillna("") == ""] if "error" in df else df
-    ok = ok.dropna(subset=[x, y]).sort_values([x, y], ascending=[True, False])
+    ok = _ok(df).dropna(subset=[x, y]).sort_values([x, y], ascending=[True, False])
     keep, best = [], float("-inf")
     for i, v in zip(ok.index, ok[y]):
         if v > best:  # the lowest x for every new high of y
@@ -36,7 +40,7 @@ def plot(
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
-    ok = df[df["error"].fillna("") == ""] if "error" in df else df
+    ok = _ok(df)
     if value is None:
         groups = ok.groupby(hue, sort=True) if hue is not None else [(None, ok)]
         for name, part in groups:
