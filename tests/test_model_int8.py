@@ -289,6 +289,55 @@ def test_integer_ops_with_their_dequantisation(op):
     np.testing.assert_allclose(out["y"].astype(np.float32), ref, rtol=1e-3, atol=1e-6)
 
 
+def test_reference_runs_integer_operators_as_defined():
+    """onnxruntime's QLinearConv sums uint8 x int8 pairs in int16 on a CPU without VNNI and saturates
+    (255 * 127 * 2 > 32767); the reference session runs it as its definition: equal to exact integer
+    arithmetic in numpy, wherever the test runs."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(200, 256, (1, 4, 5, 5)).astype(np.uint8)
+    w = rng.choice([-127, 127], (3, 4, 3, 3)).astype(np.int8)
+    b = rng.integers(-500, 500, 3).astype(np.int32)
+    xs, xz, ws, ys, yz = 0.02, 3, np.array([0.01, 0.02, 0.015], np.float32), 40.0, 128
+    inits = [
+        numpy_helper.from_array(np.array(xs, np.float32), "xs"),
+        numpy_helper.from_array(np.array(xz, np.uint8), "xz"),
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(ws, "ws"),
+        numpy_helper.from_array(np.zeros(3, np.int8), "wz"),
+        numpy_helper.from_array(np.array(ys, np.float32), "ys"),
+        numpy_helper.from_array(np.array(yz, np.uint8), "yz"),
+        numpy_helper.from_array(b, "b"),
+    ]
+    node = helper.make_node(
+        "QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1] * 4
+    )
+    g = helper.make_graph(
+        [node],
+        "qconv",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 4, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 3, 5, 5])],
+        inits,
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    got = calibrate.reference_session(model).run(None, {"x": x})[0]
+    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    acc = (
+        sum(
+            np.einsum("nchw,oc->nohw", xp[:, :, i : i + 5, j : j + 5], w[:, :, i, j].astype(np.int64))
+            for i in range(3)
+            for j in range(3)
+        )
+        + b[None, :, None, None]
+    )
+    scale = (np.float64(np.float32(xs)) * ws.astype(np.float64) / np.float64(np.float32(ys)))[
+        None, :, None, None
+    ]
+    want = np.clip(np.rint(acc * scale) + yz, 0, 255)
+    assert np.abs(got.astype(np.int64) - want).max() <= 1  # a tie rounded in fp32 at most
+    assert np.mean(got == want) > 0.95
+
+
 # ---- pricing -----------------------------------------------------------------------------------------------
 def test_quantised_model_is_priced_as_int8(tmp_path):
     seed = _seed()

@@ -109,8 +109,10 @@ def reference_session(model: onnx.ModelProto, *, optimised: bool | None = None) 
     kernel, which is not a reference on every CPU: without VNNI (AVX-512 VNNI or AVX-VNNI) it sums
     pairs of uint8 x int8 products in int16 (``vpmaddubsw``), which saturates; there the fused network
     agreed with its own QDQ graph on only 74-86% of one conv's int8 codes, while the emulator (exact
-    int32 sums) agreed with the graph as written on all of them. (A QLinearConv or ConvInteger the
-    graph holds itself is onnxruntime's kernel either way.)
+    int32 sums) agreed with the graph as written on all of them. The operator form's own
+    ``QLinearConv``, ``QLinearMatMul`` and ``QGemm`` are such kernels too (a small_cnn's first
+    QLinearConv came out 116 steps from its definition on a CPU without VNNI), so they run as their
+    definition (:func:`as_defined`), as do ``ConvInteger`` and ``MatMulInteger``.
 
     A **float** graph keeps onnxruntime's default optimisations (ORT_ENABLE_ALL): no fp32 kernel
     saturates, and its values stay those the precision lab's documented errors (docs/model.md) were
@@ -121,7 +123,88 @@ def reference_session(model: onnx.ModelProto, *, optimised: bool | None = None) 
     so = ort.SessionOptions()
     if not optimised:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        model = as_defined(model)
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+_AS_DEFINED = {
+    "QLinearConv": "Conv",
+    "QLinearMatMul": "MatMul",
+    "QGemm": "Gemm",
+    "ConvInteger": "Conv",
+    "MatMulInteger": "MatMul",
+}
+
+
+def as_defined(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every ``QLinearConv``, ``QLinearMatMul``, com.microsoft ``QGemm``,
+    ``ConvInteger`` and ``MatMulInteger`` written as its operator's definition, onnxruntime's float ops
+    on the dequantised values: ``DequantizeLinear`` of the integer inputs (weights per channel, the
+    int32 bias at scale ``x_scale * w_scale``), the float op, then ``QuantizeLinear`` to the output (a
+    QGemm without ``y_scale`` stays float) or, for the integer ops, a cast to int32 (MatMulInteger in
+    float64, exact; ConvInteger in float32, onnxruntime having no float64 Conv: exact while every
+    partial sum stays below 2**24). Values and tensor names are the graph's; only onnxruntime's integer
+    kernels, which saturate on a CPU without VNNI, are left out. Unchanged if there are none."""
+    if not any(n.op_type in _AS_DEFINED for n in model.graph.node):
+        return model
+    if not any(o.domain in ("", "ai.onnx") and o.version >= 13 for o in model.opset_import):
+        raise InputError("as_defined: the graph's ONNX opset is below 13 (per-channel DequantizeLinear).")
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    make = onnx.helper.make_node
+    nodes, inits = [], []
+    for n in model.graph.node:
+        if n.op_type not in _AS_DEFINED:
+            nodes.append(n)
+            continue
+        ins = list(n.input) + [""] * 9
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        tag = f"{n.name or n.output[0]}/as_defined"
+        op = _AS_DEFINED[n.op_type]
+        w_axis = 0 if op == "Conv" else len(dims.get(ins[3 if n.op_type.startswith("Q") else 1], [0, 0])) - 1
+        op_attrs = attrs if op == "Conv" else {}
+        bias = y_s = y_z = ""
+        if n.op_type == "QGemm":
+            (a, a_s, a_z, w, w_s, w_z, bias, y_s, y_z) = ins[:9]
+            w_axis = 0 if attrs.get("transB", 0) else 1
+            op_attrs = {k: v for k, v in attrs.items() if k in ("alpha", "transA", "transB")}
+        elif n.op_type.startswith("QLinear"):
+            (a, a_s, a_z, w, w_s, w_z, y_s, y_z) = ins[:8]
+            bias = ins[8] if op == "Conv" else ""
+        else:  # ConvInteger / MatMulInteger: zero points only; the scales are ones
+            a, w, a_z, w_z = ins[:4]
+            a_s, w_s = f"{tag}/one", f"{tag}/ones"
+            inits += [
+                onnx.numpy_helper.from_array(np.ones((), np.float32), a_s),
+                onnx.numpy_helper.from_array(np.ones(dims.get(w_z, []), np.float32), w_s),
+            ]
+
+        def dq(t, scale, zp, tag=tag, **kw):
+            nodes.append(make("DequantizeLinear", [t, scale] + ([zp] if zp else []), [f"{tag}/{t}"], **kw))
+            return f"{tag}/{t}"
+
+        float_ins = [dq(a, a_s, a_z), dq(w, w_s, w_z, axis=w_axis)]
+        if bias:
+            nodes.append(make("Mul", [a_s, w_s], [f"{tag}/bias_scale"]))
+            float_ins.append(dq(bias, f"{tag}/bias_scale", "", axis=0))
+        y = n.output[0]
+        if n.op_type in ("ConvInteger", "MatMulInteger"):
+            if op == "MatMul":
+                for i, t in enumerate(float_ins):
+                    nodes.append(make("Cast", [t], [f"{t}/f64"], to=onnx.TensorProto.DOUBLE))
+                    float_ins[i] = f"{t}/f64"
+            nodes.append(make(op, float_ins, [f"{tag}/y"], **op_attrs))
+            nodes.append(make("Cast", [f"{tag}/y"], [y], to=onnx.TensorProto.INT32))
+        elif y_s:
+            nodes.append(make(op, float_ins, [f"{tag}/y"], **op_attrs))
+            nodes.append(make("QuantizeLinear", [f"{tag}/y", y_s] + ([y_z] if y_z else []), [y]))
+        else:
+            nodes.append(make(op, float_ins, [y], **op_attrs))
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    out.graph.initializer.extend(inits)
+    return out
 
 
 def ort_tensors(model: onnx.ModelProto, feeds: dict, names=()) -> dict:
