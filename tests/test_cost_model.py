@@ -171,6 +171,45 @@ def test_chooser_bounds_and_pick_are_exact(preset, rng):
         assert (pc[best], pg[best]) == (cyc[best], gm[best])
 
 
+def test_legal_tilings_depend_on_the_legality_key_alone(rng):
+    """The chooser enumerates a layer's legal tilings once per (layer shape, ``legality_key``): a
+    random layer's list, enumerated afresh, is the same at another batch and on a machine whose every
+    figure outside the key differs (L2, rates, clock, launch, name) -- and differs where the key does."""
+    import dataclasses
+
+    from npu_jax.search import choose
+
+    base = npu_jax.presets.ascend910b()
+    other = dataclasses.replace(
+        base,
+        name="other",
+        l2_bytes=base.l2_bytes // 8,
+        clock_ghz=1.0,
+        gm_bytes_per_cycle=7.0,
+        l2_read_bytes_per_cycle=50.0,
+        assumed=dataclasses.replace(base.assumed, launch_us=9.0, mte2_startup=200),
+    )
+    assert other.legality_key() == base.legality_key()
+    c, k = 16 * int(rng.integers(1, 9)), 16 * int(rng.integers(1, 9))
+    hi, s, groups = (
+        int(rng.integers(5, 30)),
+        int(rng.integers(1, 3)),
+        int(rng.choice([1, np.gcd(c, k) // 16])),
+    )
+    g = canonicalize((1, c, hi, hi + 3), (k, c // groups, 3, 3), s, 1, 1, groups)
+    for strategy in STRATEGIES:
+        want = list(choose._enumerate(g, strategy, base, "fp16", "fp16", None))
+        for n, hw in ((1, other), (int(rng.integers(2, 9)), base), (5, other)):
+            gn = dataclasses.replace(g, n=n)
+            assert list(choose._enumerate(gn, strategy, hw, "fp16", "fp16", None)) == want, (strategy, n)
+            assert candidate_tilings(gn, strategy, hw) == want
+    small = dataclasses.replace(base, l1_bytes=base.l1_bytes // 4)
+    assert small.legality_key() != base.legality_key()
+    assert candidate_tilings(g, "img2col", small) == list(
+        choose._enumerate(g, "img2col", small, "fp16", "fp16", None)
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["tiny", "tiny-coupled"])
 def test_grouped_bounds_and_model_on_every_candidate(preset, rng):

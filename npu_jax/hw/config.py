@@ -283,6 +283,19 @@ class HardwareConfig:
             "UB": self.ub_align,
         }[_check_buffer(buffer)]
 
+    def legality_key(self) -> tuple:
+        """The figures a tiling's legality depends on (:meth:`npu_jax.mapping.conv.ConvPlan.validate`):
+        cores, coupled or not, the fractal row, every buffer's capacity and alignment. Two machines
+        with equal keys accept the same tilings, whatever their rates, L2 or launch cost; the chooser
+        enumerates a layer's legal tilings once per key (:func:`npu_jax.search.choose.candidate_tilings`)."""
+        return (
+            self.num_cores,
+            self.coupled,
+            self.cube_k_bytes,
+            *(self.buffer_bytes(b) for b in BUFFERS),
+            *(self.alignment(b) for b in BUFFERS),
+        )
+
     def k0(self, itemsize: int) -> int:
         """Fractal depth K0 for an operand of ``itemsize`` bytes (16 for fp16, 8 for fp32)."""
         return self.cube_k_bytes // itemsize

@@ -21,11 +21,29 @@ def _cands(limit: int, base=(1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64)) -> list[int
     return vals
 
 
+_CANDIDATES: dict = {}  # (layer without its batch, strategy, hw.legality_key(), ...) -> tilings
+_CANDIDATES_KEPT = 512
+
+
 def candidate_tilings(
     g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str = "fp16", output: str = "fp16", epi=None
-):
+) -> list[ConvTiling]:
     """Every legal tiling in a coarse grid (legal = validates against every buffer). A grouped layer's
-    grid is its dense view's (``ConvGeometry.dense_view``: one super-group's channels)."""
+    grid is its dense view's (``ConvGeometry.dense_view``: one super-group's channels).
+
+    Legality reads neither the batch nor the machine's rates, L2 or launch cost, so the list is
+    enumerated once per layer shape and :meth:`HardwareConfig.legality_key` and kept (512 lists): a
+    sweep over batches or L2 sizes validates each layer's grid once."""
+    key = (dataclasses.replace(g, n=1), strategy, hw.legality_key(), operand, output, epi)
+    kept = _CANDIDATES.get(key)
+    if kept is None:
+        if len(_CANDIDATES) >= _CANDIDATES_KEPT:
+            del _CANDIDATES[next(iter(_CANDIDATES))]
+        kept = _CANDIDATES[key] = tuple(_enumerate(g, strategy, hw, operand, output, epi))
+    return list(kept)
+
+
+def _enumerate(g: ConvGeometry, strategy: str, hw: HardwareConfig, operand: str, output: str, epi):
     sp = SPECS[strategy]
     c0 = hw.c0(itemsize(operand))
     f = FRACTAL_ROWS
