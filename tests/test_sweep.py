@@ -141,6 +141,51 @@ def test_a_worker_killed_mid_point_has_its_point_run_again(tmp_path):
     assert list(df["y"]) == [0.0, 1.0, 4.0, 9.0, 16.0]
 
 
+_SLOW_POINT = """
+import os, pathlib, time
+
+def point(p):
+    pathlib.Path(p["log"], str(os.getpid())).touch()
+    if p["x"]:
+        time.sleep(600)
+    return {"y": p["x"]}
+"""
+
+
+def test_an_interrupted_sweep_stops_its_workers_at_once(tmp_path):
+    """Ctrl-C (SIGINT) in a sweep on the local pool: the call returns at once (not after the points
+    its workers were running, nor the ones queued to them), no worker outlives it, and what finished
+    is in the journal: a rerun would go on from there."""
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "slowpoint.py").write_text(_SLOW_POINT)
+    script = (
+        "import npu_jax, slowpoint\n"
+        f"npu_jax.sweep({{'x': [0, 1, 2, 3, 4, 5], 'log': {str(tmp_path)!r}}}, fn=slowpoint.point,"
+        f" workers=2, progress=False, out={str(tmp_path / 'rows.csv')!r})\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    journal = tmp_path / "rows.csv.jsonl"
+    deadline = time.monotonic() + 120
+    while not (journal.exists() and journal.read_text()) or len(list(tmp_path.glob("[0-9]*"))) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.2)
+    time.sleep(0.5)  # both workers deep in a 600-s point
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - start < 30 and "KeyboardInterrupt" in err
+    workers = [int(f.name) for f in tmp_path.glob("[0-9]*")]
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    (line,) = journal.read_text().splitlines()
+    assert json.loads(line)["point"]["x"] == 0
+
+
 def test_network_point_estimates_a_zoo_network():
     pytest.importorskip("onnx")
     with cf.ThreadPoolExecutor(1) as ex:

@@ -155,6 +155,20 @@ def _local_pool(workers: int | None) -> cf.Executor:
     )  # each point pins XLA's threads before it runs (_run_point), on this pool as on Dask's or Ray's
 
 
+def _stop(ex: cf.ProcessPoolExecutor) -> None:
+    """Stop a local pool at once: its queued points cancelled, its workers (each maybe deep in a point,
+    and holding points already passed to it) terminated and reaped. What finished is in the journal."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
 def sweep(
     grid: Mapping,
     *,
@@ -208,6 +222,7 @@ def sweep(
     try:
         while todo:
             ex = _local_pool(workers) if own else executor
+            futures = {}
             try:
                 futures = {ex.submit(_run_point, fn, p): (k, p) for k, p in todo}
                 for fut in cf.as_completed(futures):
@@ -226,9 +241,15 @@ def sweep(
                     journal.add(k, p, row)
                     if bar is not None:
                         bar.update(1)
-            finally:
+            except BaseException:  # interrupted (Ctrl-C) or failed: the own pool's workers stop now
                 if own:
-                    ex.shutdown(wait=True, cancel_futures=True)
+                    _stop(ex)
+                else:  # a cluster's: its points not yet started are withdrawn
+                    for fut in futures:
+                        fut.cancel()
+                raise
+            if own:
+                ex.shutdown(wait=True, cancel_futures=True)
             left = [(k, p) for k, p in todo if k not in journal.rows]
             for k, _ in left:
                 attempts[k] += 1
