@@ -186,6 +186,20 @@ def test_an_interrupted_sweep_stops_its_workers_at_once(tmp_path):
     assert json.loads(line)["point"]["x"] == 0
 
 
+def test_the_codesign_grid_spec_is_the_216_points_the_docs_name():
+    """benchmarks/codesign_grid.toml (the README's command) parses to 216 distinct points whose hw
+    specs all resolve, as the CLI reads it."""
+    from npu_jax.cli.sweep import _grid
+    from npu_jax.sweeps.network import KEYS, _hw
+
+    grid = _grid(Path(__file__).parents[1] / "benchmarks" / "codesign_grid.toml")
+    pts = points(grid)
+    assert len(pts) == 216 == len({point_key(p) for p in pts}) and set(grid) == set(KEYS)
+    assert {(_hw(h).name, _hw(h).l2_bytes >> 20) for h in grid["hw"]} == {
+        (f"ascend{c}", m) for c in ("910b", "910", "310p") for m in (16, 32, 96, 192)
+    }
+
+
 def test_network_point_estimates_a_zoo_network():
     pytest.importorskip("onnx")
     with cf.ThreadPoolExecutor(1) as ex:
