@@ -222,6 +222,14 @@ def test_network_point_estimates_a_zoo_network():
         progress=False,
     )
     assert "unknown ['colour']" in bad["error"][0]
+    # model.estimate's own settings are keys too: the epilogues unfused launch more kernels
+    fused = npu_jax.sweep(
+        {"hw": "tiny", "network": "small_cnn", "fused": [True, False], "strategy": "img2col"},
+        executor=cf.ThreadPoolExecutor(1),
+        progress=False,
+    )
+    assert (fused["error"] == "").all() and fused["launches"][1] > fused["launches"][0]
+    assert fused["cycles"][0] == df["cycles"][0]  # fused img2col is the default
 
 
 def test_cli_sweep_runs_a_spec_and_resumes(tmp_path):

@@ -10,7 +10,8 @@ from npu_jax.core.policy import Policy
 from npu_jax.hw import HardwareConfig, presets
 from npu_jax.model import zoo
 
-KEYS = ("hw", "network", "batch", "policy")  # what network_point reads
+KEYS = ("hw", "network", "batch", "policy", "strategy", "fused", "search")  # what network_point reads
+ESTIMATE_KEYS = ("strategy", "fused", "search")  # passed to model.estimate as they are
 
 
 def _hw(spec):
@@ -43,7 +44,8 @@ _MODELS: dict = {}  # per worker: a network loads once
 def network_point(point: Mapping) -> dict:
     """The default point: ``model.estimate`` of ``network`` (a zoo name or an ONNX path) at ``batch``
     on ``hw`` (a preset name, an .ini path, or ``{"preset": ..., field: value}``) under ``policy``
-    (``"fp16"`` or ``"int8"``). Returns cycles, images/s, % of peak, GM bytes, launches and the
+    (``"fp16"`` or ``"int8"``); ``strategy``, ``fused`` and ``search`` as :meth:`Model.estimate
+    <npu_jax.model.network.Model.estimate>` takes them. Returns cycles, images/s, % of peak, GM bytes, launches and the
     bottleneck of the most cycles."""
     unknown = set(point) - set(KEYS)
     missing = {"hw", "network"} - set(point)
@@ -56,7 +58,10 @@ def network_point(point: Mapping) -> dict:
     if net not in _MODELS:
         _MODELS[net] = model.load(zoo.build(net) if net in zoo.NETWORKS else net)
     rep = _MODELS[net].estimate(
-        batch=int(point.get("batch", 1)), hw=_hw(point["hw"]), policy=_policy(point.get("policy"))
+        batch=int(point.get("batch", 1)),
+        hw=_hw(point["hw"]),
+        policy=_policy(point.get("policy")),
+        **{k: point[k] for k in ESTIMATE_KEYS if k in point},
     )
     by_lane: dict[str, int] = {}
     for la in rep.layers:
@@ -71,4 +76,4 @@ def network_point(point: Mapping) -> dict:
     }
 
 
-__all__ = ["KEYS", "network_point"]
+__all__ = ["ESTIMATE_KEYS", "KEYS", "network_point"]
