@@ -101,6 +101,7 @@ from npu_jax.asc.softmax import (
     softmax_tiling_func,
 )
 from npu_jax.asc.tensors import GlobalAddress, GlobalTensor, LocalTensor
+from npu_jax.asc.tune import Autotuned, autotune
 from npu_jax.asc.types import (
     CMPMODE,
     PIPE_ALL,
@@ -209,6 +210,8 @@ from npu_jax.asc.xcore import (
 )
 
 __all__ = [
+    "Autotuned",
+    "autotune",
     "bilinear_interpolation",
     "Array",
     "AscError",
