@@ -174,7 +174,8 @@ def test_chooser_bounds_and_pick_are_exact(preset, rng):
 def test_legal_tilings_depend_on_the_legality_key_alone(rng):
     """The chooser enumerates a layer's legal tilings once per (layer shape, ``legality_key``): a
     random layer's list, enumerated afresh, is the same at another batch and on a machine whose every
-    figure outside the key differs (L2, rates, clock, launch, name) -- and differs where the key does."""
+    figure outside the key differs (L2, rates, clock, launch, name); a machine with another key (a
+    smaller L1) gets a list of its own, not the kept one."""
     import dataclasses
 
     from npu_jax.search import choose

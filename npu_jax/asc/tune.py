@@ -5,8 +5,8 @@
     @asc.kernel
     def add_custom(x, y, z, block_length: int, tile_num: int = 8, buffer_num: int = 2): ...
 
-    (z,), report = add_custom[8](x, y, z, 2048, hw=hw)   # first call for this key: every config priced
-    add_custom.best_config(2048)                          # {"tile_num": 8, "buffer_num": 2}
+    (_, _, z), report = add_custom[8](x, y, z, 2048, hw=hw)  # first call for this key: every config priced
+    add_custom.best_config(2048)                              # the config kept for block_length 2048
 
 Each config gives keyword arguments of the kernel (the arguments the call leaves out). The first call
 for a key (the values of the arguments ``key`` names, with the block count, the chip and the policy)
@@ -81,7 +81,6 @@ class Autotuned:
                 f"asc.autotune: {sorted(tuned & set(key))} are both tuned (configs) and key arguments."
             )
         self.configs, self.key = configs, tuple(key)
-        self._tuned = [p for p in params if p in tuned]
         self._picks: dict = {}  # (num_blocks, hw, policy, key values) -> (config, timings)
         self._latest: dict = {}  # key values -> the latest pick's config
         self.__name__ = kern.fn.__name__
@@ -124,6 +123,12 @@ class Autotuned:
         return tuple(_key_value(bound.arguments[k]) for k in self.key)
 
     def _launch(self, num_blocks, args: tuple, kw: dict):
+        clash = sorted(set(kw) & set(self._sig.parameters))
+        if clash:
+            raise AscError(
+                f"{self.__name__}: pass the kernel's arguments positionally, as a launch takes them; got "
+                f"{clash} by keyword (a tuned one comes from the kept config: leave it out)."
+            )
         hw = kw.get("hw") or presets.ascend910b()
         kv = self._key_of(args)
         at = (num_blocks, hw, kw.get("policy"), kv)

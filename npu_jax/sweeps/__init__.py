@@ -158,6 +158,7 @@ def _local_pool(workers: int | None) -> cf.Executor:
 def _stop(ex: cf.ProcessPoolExecutor) -> None:
     """Stop a local pool at once: its queued points cancelled, its workers (each maybe deep in a point,
     and holding points already passed to it) terminated and reaped. What finished is in the journal."""
+    # the pool's own map of its worker processes (Python 3.14's terminate_workers() reads the same)
     procs = list((getattr(ex, "_processes", None) or {}).values())
     ex.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
