@@ -278,7 +278,6 @@ class RayExecutor(cf.Executor):
 
         if not ray.is_initialized():
             ray.init(address=address)
-        self._ray = ray
         self._call = ray.remote(**remote_options)(_call) if remote_options else ray.remote(_call)
 
     def submit(self, fn, /, *args, **kwargs):
