@@ -24,7 +24,7 @@ from npu_jax.errors import NpuError
 from npu_jax.hw.config import Assumed, HardwareConfig
 from npu_jax.hw.costs import Rate, ceil_rate
 from npu_jax.kernels.launch import run_plan
-from npu_jax.mapping.conv import STRATEGIES, ConvTiling, make_plan
+from npu_jax.mapping.conv import L2_ROLES, STRATEGIES, ConvTiling, make_plan
 from npu_jax.mapping.epilogue import canonical_steps, split
 from npu_jax.search import exact
 from npu_jax.search.choose import candidate_tilings
@@ -128,13 +128,14 @@ def bounded_plan(rng, strategy, hw, chain):
 
 
 @functools.cache
-def runner(strategy, tiling, hw, epi, out):
-    """One compiled timing-only kernel: a layer (traced fields) inside BOUND -> report."""
+def runner(strategy, tiling, hw, epi, out, resident=None):
+    """One compiled timing-only kernel: a layer (traced fields) inside BOUND -> report; ``resident``:
+    the roles a network's schedule left in L2 (``ConvPlan.l2_resident``)."""
     B = BOUND
 
     @jax.jit
     def run(g):
-        p = make_plan(g, strategy, tiling, hw, "fp16", out, B, epi)
+        p = make_plan(g, strategy, tiling, hw, "fp16", out, B, epi, l2_resident=resident)
         x = jnp.zeros((B.n, B.c, B.h, B.w), jnp.float16)
         w = jnp.zeros((B.k, B.c, B.kh, B.kw), jnp.float16)
         bias = residual = None
@@ -148,6 +149,14 @@ def runner(strategy, tiling, hw, epi, out):
     return run
 
 
+def draw_resident(rng):
+    """What a network's schedule left in L2: None (the layer-at-a-time rule) half the time, else a
+    random subset of the roles."""
+    if rng.integers(2) == 0:
+        return None
+    return tuple(r for r in L2_ROLES if rng.integers(2))
+
+
 def check_triples(rng, hw, strategy, chain, n_tilings, n_layers):
     """Model == emulator on n_tilings x n_layers triples; returns how many were checked."""
     checked = 0
@@ -156,13 +165,14 @@ def check_triples(rng, hw, strategy, chain, n_tilings, n_layers):
         if drawn is None:
             continue
         t, epi, out = drawn
-        run = runner(strategy, t, hw, epi, out)
+        resident = draw_resident(rng)
+        run = runner(strategy, t, hw, epi, out, resident)
         for _ in range(n_layers):
             g = draw_layer(rng)
-            p = make_plan(g, strategy, t, hw, "fp16", out, BOUND, epi)
+            p = make_plan(g, strategy, t, hw, "fp16", out, BOUND, epi, l2_resident=resident)
             rep = run(jax.tree.map(jnp.int32, g))
             pred = predict(p)
-            where = (hw, strategy, t, epi, g.describe())
+            where = (hw, strategy, t, epi, resident, g.describe())
             assert pred.cycles == int(rep.cycles), (pred.cycles, int(rep.cycles), where)
             assert pred.gm_bytes == int(rep.gm_bytes), (pred.gm_bytes, int(rep.gm_bytes), where)
             assert lower_bound(p) <= pred.cycles, where
@@ -243,6 +253,32 @@ def test_search_schedule_equals_predict_on_random_hardware(fused, rng):
             assert int(c) == predict(make_plan(g, "img2col", t, hw, "fp16", out, epi=epi)).cycles, (hw, g, t)
             checked += 1
     assert checked >= 1
+
+
+def test_schedule_residency_model_equals_emulator():
+    """What a network's schedule leaves in L2 (``ConvPlan.l2_resident``: input, weights, bias row,
+    residual) on a 310P conv with a residual epilogue: each subset of the roles priced by the closed
+    form equals the emulator's timing-only run, cycles and bytes, and every role left resident saves
+    HBM traffic against none of them (each tensor fits, so each is kept)."""
+    hw = npu_jax.presets.ascend310p().replace(num_cores=2)
+    g = canonicalize((2, 32, 10, 10), (48, 32, 3, 3), 1, 1)
+    epi, out = epilogue_of(("bias", "residual", "relu"), hw)
+    strategy = "img2col"  # the networks' (the random triples draw every strategy)
+    t = candidate_tilings(g, strategy, hw, "fp16", out, epi)[0]
+    x, w = np.zeros((2, 32, 10, 10), np.float16), np.zeros((48, 32, 3, 3), np.float16)
+    bias = np.zeros((48,), DTYPES[epi.bias_format])
+    res = np.zeros((2, 10, 10, 48), DTYPES[epi.residual_format])
+    hbm = {}
+    for resident in [(), ("x",), ("w",), ("row",), ("res",), L2_ROLES]:
+        p = make_plan(g, strategy, t, hw, "fp16", out, epi=epi, l2_resident=resident)
+        _, rep = run_plan(p, x, w, Policy(), bias=bias, residual=res, move_data=False, checks="none")
+        pred = predict(p)
+        assert (pred.cycles, pred.gm_bytes) == (int(rep.cycles), int(rep.gm_bytes)), resident
+        assert pred.hbm_bytes == int(rep.hbm_bytes), resident
+        hbm[resident] = pred.hbm_bytes
+    for role in L2_ROLES:
+        assert hbm[(role,)] < hbm[()], role
+    assert hbm[L2_ROLES] == hbm[()] - sum(hbm[()] - hbm[(r,)] for r in L2_ROLES)
 
 
 def test_shared_chip_gm_rate():

@@ -163,10 +163,24 @@ def pool2d(
     gm = 4 * (math.prod(x.shape) + 2 * g.n * p.c1 * p.c0 * g.ho * g.wo)
     state_bytes(fn, hw, p.cores, gm, cap, checks)
     (x,) = no_grad(fn, x)
+    return _run_nchw(p, x, policy, trace_capacity=cap, move_data=not timing_only, checks=checks)
+
+
+def _run_nchw(p: PoolPlan, x, policy, **launch):
+    """:func:`run_pool` on an NCHW ``x`` (relaid NC1HWC0 at the boundary, uncharged), y back NCHW."""
+    g = p.g
     x5 = nchw_to_nc1hwc0(x.astype(DTYPES[policy.operand]), p.c0)
-    y5, report = run_pool(p, x5, policy, trace_capacity=cap, move_data=not timing_only, checks=checks)
+    y5, report = run_pool(p, x5, policy, **launch)
     y = jnp.transpose(y5, (0, 1, 4, 2, 3)).reshape(g.n, p.c1 * p.c0, g.ho, g.wo)[:, : g.c]
     return y, report
+
+
+def pool_nchw(x, hw, policy, *, checks=None, l2_resident=(), **pool):
+    """A network layer's pooling: :func:`pool2d`'s kernel on ``x`` (arguments already checked by the
+    ONNX reader) with what the schedule left in L2 (``l2_resident``: ``("x",)`` or none)."""
+    hw, policy, checks, _ = check_common(hw, policy, checks, False, "pool_nchw")
+    p = pool_plan(x.shape, hw=hw, policy=policy, **pool)
+    return _run_nchw(p, x, policy, checks=checks, l2_resident=tuple(l2_resident))
 
 
 @notes_default_cast("x")
@@ -185,4 +199,4 @@ def global_avg_pool(
     )
 
 
-__all__ = ["global_avg_pool", "pool2d", "pool_plan", "run_pool"]
+__all__ = ["global_avg_pool", "pool2d", "pool_nchw", "pool_plan", "run_pool"]

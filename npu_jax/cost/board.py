@@ -31,6 +31,7 @@ class KernelPrediction:
     pipe_busy: dict
     vector_bytes: int
     n_cores: int
+    l2_kept: tuple = ()  # GM tensors the L2 keeps after the launch (the Report's ``l2_kept``)
 
     @property
     def bottleneck(self) -> str:
@@ -58,6 +59,7 @@ class Board:
         self.ncores = ncores
         self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))
         self.outputs = {s.name: l2.write_back(hw, tuple(gm), s.name) for s in gm if s.output}  # charged?
+        self.kept = l2.kept(hw, tuple(gm))
         self.rate, self.wrate = costs.gm_rate(self.h, ncores), costs.write_rate(self.h, ncores)
         self.counts: collections.Counter = collections.Counter()
         self.starts = collections.defaultdict(list)  # per GM input: bytes entered L2 before each read
@@ -138,6 +140,7 @@ class Board:
             pipe_busy={LANES[q]: int(self.busy[q].sum()) for q in PIPES},
             vector_bytes=c["vector_bytes"],
             n_cores=self.ncores,
+            l2_kept=self.kept,
         )
 
 

@@ -74,6 +74,7 @@ def _program(p: ConvPlan) -> Program:
         p.epi,
         p.operand,
         p.output,
+        p.l2_resident,
     )
 
 

@@ -85,6 +85,10 @@ class Program:
     epi: EpiloguePlan | None = None
     operand: str = "fp16"
     output: str = "fp16"
+    # what a network schedule left in L2 for this launch (``ConvPlan.l2_resident``): None, the
+    # layer-at-a-time rule (the input resident where the relayout kernel keeps its copy); else the
+    # roles ("x", "w", "row", "res") resident, each where this launch keeps the tensor too
+    resident: tuple[str, ...] | None = None
 
 
 def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
@@ -125,7 +129,8 @@ def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
 # ---- the L2: what the kernel's reads find there (core/l2.py's rules, in closed form) ---------------
 def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
     """What L2 does with the launch's GM tensors (``costs.l2_keeps``): ``x_res`` (resident: the relayout
-    kernel left it), ``x/w/bias_track`` (re-reads hit; recency: every input's), ``out_kept``."""
+    kernel left it, or the network's schedule did), ``w/bias/res_res`` (resident: the schedule left them),
+    ``x/w/bias_track`` (re-reads hit; recency: every input's), ``out_kept``."""
     isz, osz = itemsize(pr.operand), itemsize(pr.output)
     c0 = costs.k0(h, isz)
     e = pr.epi
@@ -146,9 +151,22 @@ def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
     sizes.append(L.n * L.ho * L.wo * L.k * osz)
     kept = costs.l2_keeps(h, sizes, xp)
     tracked = [k | ((h.recency > 0) & (h.l2 > 0)) for k in kept]  # recency: every input (priced: schedule)
-    bias = tracked[2] if e is not None and e.row is not None else False
+    row = e is not None and e.row is not None
+    bias = tracked[2] if row else False
+    roles = pr.resident
+
+    def res(role, i):  # resident: the schedule says so and this launch keeps it (core/l2.py's rule)
+        return kept[i] & True if roles is not None and role in roles else False
+
     return dict(
-        x_res=kept[0] & relaid, x_track=tracked[0], w_track=tracked[1], bias_track=bias, out_kept=kept[-1]
+        x_res=(kept[0] & relaid) if roles is None else res("x", 0),
+        w_res=res("w", 1),
+        bias_res=res("row", 2) if row else False,
+        res_res=res("res", -2) if e is not None and e.has("residual") else False,
+        x_track=tracked[0],
+        w_track=tracked[1],
+        bias_track=bias,
+        out_kept=kept[-1],
     )
 
 
@@ -225,7 +243,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
         fx = costs.fixpipe_gm(h, m_eff, nv, out_bytes, out_bursts, costs.write_rate(h, d["cores"]))
         c3 = 0 * fx
     z = 0 * fx
-    vpre, vres, vpost, cr, res_bytes = z, z, z, z, z
+    vpre, vres, vpost, cr, res_bytes, res_hit = z, z, z, z, z, z
     e = pr.epi
     if e is not None and e.where == "ub":
         vsz, rsz = itemsize(e.vector), itemsize(e.residual_format)
@@ -242,7 +260,8 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
                 vpre = vpre + cyc
         if e.has("residual"):
             res_bytes = ho_v * wo_v * nv * rsz * live
-            cr = costs.dma_in(h, res_bytes, out_bursts, gm_rate)
+            res_hit = xp.where(m["res_res"], res_bytes, 0)  # resident (the schedule), else all misses
+            cr = costs.dma_in(h, res_bytes, out_bursts, gm_rate, res_hit)
     last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
     return dict(
         live=live,
@@ -250,7 +269,7 @@ def _item(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, j, b, xp) -> di
         release=live & last_cb if pr.reuse_input else live,
         cx=cx,
         x_bytes=x_bytes,
-        hbm=x_bytes - hx + xp.where(m["out_kept"], 0, out_bytes) + res_bytes,  # residual: all misses
+        hbm=x_bytes - hx + xp.where(m["out_kept"], 0, out_bytes) + res_bytes - res_hit,
         # the first reader of its weights: the first tile of its super-group (cores read in tile order)
         first_round=(tile % (d["n_th"] * d["n_tw"]) == 0) & (tile < L.sg * d["n_th"] * d["n_tw"]),
         m_eff=m_eff,
@@ -289,7 +308,8 @@ def _part(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, it: dict, pi, x
         w_bytes = nv * cv * L.kh * L.kw * isz
         w_bursts = xp.where((pi == 0) & (cv == L.c), 1, nv)
     w_bytes = xp.where(t.resident > 0, 0, w_bytes * live)
-    hw_ = xp.where(d["l2"]["w_track"] & ~it["first_round"], w_bytes, 0)  # the group's first core misses
+    m = d["l2"]  # the group's first core misses, unless the schedule left the weights in L2
+    hw_ = xp.where(m["w_res"] | (m["w_track"] & ~it["first_round"]), w_bytes, 0)
     part_k = xp.minimum(d["k_l1"], d["k_total"] - pi * d["k_l1"])
     steps = cdiv(part_k, t.k_l0)
     kv_last = part_k - (steps - 1) * t.k_l0
@@ -325,8 +345,9 @@ def _prologue(pr: Program, L: Layer, t: Tile, d: dict, h: HwNumbers, b, xp) -> d
         bias_bytes = xp.clip(L.k - cb0 * t.n, 0, d["cb_per"] * t.n) * itemsize(e.row_format) * on
     one = 1 + 0 * wr_bytes
     later = b // t.cout_split > 0  # every core of a Cout group but its first finds them in L2
-    h_wr = xp.where(d["l2"]["w_track"] & later, wr_bytes, 0)
-    h_bias = xp.where(d["l2"]["bias_track"] & later, bias_bytes, 0)
+    m = d["l2"]
+    h_wr = xp.where(m["w_res"] | (m["w_track"] & later), wr_bytes, 0)
+    h_bias = xp.where(m["bias_res"] | (m["bias_track"] & later), bias_bytes, 0)
     return dict(
         wr_bytes=wr_bytes,
         cw_res=costs.dma_in(h, wr_bytes, one, gm_rate, h_wr),

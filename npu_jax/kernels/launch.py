@@ -183,6 +183,9 @@ def _launch_plan(
         extents["res"] = (g.n, g.ho, g.wo, g.k)
     gm = gm + (GmSpec("y", y_shape, y_pad, p.output, output=True),)
     extents["y"] = (user.n, g.ho, g.wo, G, g.k) if G > 1 else (g.n, g.ho, g.wo, g.k)
+    if p.l2_resident is not None:  # a network's schedule says what is in L2, not the relayout kernel
+        names = {"x": gm[0].name, "w": gm[1].name, "row": e.row if e is not None else None, "res": "res"}
+        resident = tuple(n for role in p.l2_resident if (n := names[role]) in gm_in)
     p.check_l2(gm)
     plan, kern = build_kernel(p)
     ctx = Context(

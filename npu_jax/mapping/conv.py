@@ -26,6 +26,10 @@ from npu_jax.mapping.hints import tiling_hint
 from npu_jax.mapping.tiling_bound import check_l2, check_within
 from npu_jax.workload.conv import ConvGeometry
 
+# the roles of a conv launch's GM inputs a network's schedule may leave in L2: its input, weights, the
+# epilogue's per-channel row (bias or scales), the residual
+L2_ROLES = ("x", "w", "row", "res")
+
 
 def _min(a, b):
     """min() for Python ints, jnp.minimum once either side is traced."""
@@ -71,6 +75,10 @@ class ConvPlan:
     bound: ConvGeometry | None = None
     epi: EpiloguePlan | None = None
     tiling_bound: ConvTiling | None = None
+    # what a network's schedule left in L2 (``npu_jax.model.schedule``): None, the layer-at-a-time rule
+    # (the input resident where the relayout kernel keeps its NC1HWC0 copy); else the roles of
+    # :data:`L2_ROLES` resident, each where the launch keeps that tensor too (core/l2.py's rule)
+    l2_resident: tuple[str, ...] | None = None
 
     @functools.cached_property
     def B(self) -> ConvGeometry:
@@ -290,6 +298,8 @@ class ConvPlan:
         return -(-self.n_cb // self.t.cout_split)
 
     def validate(self) -> None:
+        if self.l2_resident is not None and not set(self.l2_resident) <= set(L2_ROLES):
+            raise ValueError(f"l2_resident names roles of {L2_ROLES}, got {self.l2_resident!r}.")
         if self.tiling_bound is not None:
             self._validate_bound()
         t, sp, c0 = self.T, self.spec, self.c0
@@ -441,6 +451,7 @@ def make_plan(
     bound: ConvGeometry | None = None,
     epi: EpiloguePlan | None = None,
     tiling_bound: ConvTiling | None = None,
+    l2_resident: tuple[str, ...] | None = None,
 ) -> ConvPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -448,9 +459,11 @@ def make_plan(
         raise TypeError(f"tiling must be a ConvTiling or None, got {type(tiling).__name__}.")
     if epi is not None and epi.where == "fixpipe" and hw.coupled:
         raise ValueError(f"{hw.name} has no Fixpipe: its fused epilogue runs in UB (where='ub').")
-    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi, tiling_bound)
+    if l2_resident is not None:
+        l2_resident = tuple(sorted(set(l2_resident)))
+    p = ConvPlan(g, strategy, tiling, hw, operand, output, bound, epi, tiling_bound, l2_resident)
     p.validate()
     return p
 
 
-__all__ = ["SPECS", "STRATEGIES", "ConvPlan", "ConvTiling", "StrategySpec", "make_plan"]
+__all__ = ["L2_ROLES", "SPECS", "STRATEGIES", "ConvPlan", "ConvTiling", "StrategySpec", "make_plan"]

@@ -25,7 +25,7 @@ import numpy as np
 import npu_jax
 from npu_jax.api.eltwise import run_eltwise
 from npu_jax.api.gemm import matmul
-from npu_jax.api.pool import pool2d, pool_plan
+from npu_jax.api.pool import pool_nchw, pool_plan
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.cost.conv import l2_kept, layer_of, predict
@@ -180,7 +180,7 @@ def _vector(
     )
     if data:
         rep.check()
-    return z, KernelCost.of(label, rep)
+    return z, KernelCost.of(label, rep, output="z")
 
 
 def _vector_cost(label, steps, rows, cols, mid, final, s, cache, resident=()):
@@ -191,29 +191,78 @@ def _vector_cost(label, steps, rows, cols, mid, final, s, cache, resident=()):
     if key not in cache:
         q = eltwise_predict(ep, l2_resident=tuple(resident))
         name = "eltwise[" + " -> ".join(map(str, steps)) + "]"
-        cache[key] = KernelCost(label, name, q.cycles, s.hw.launch_cycles, q.gm_bytes, 0, q.bottleneck)
+        cache[key] = _cost(label, name, q, s.hw)
     return cache[key]
 
 
-def estimate_conv(layer: Layer, shapes, s: Setting, cache: dict):
+def _cost(label, name, q, hw, flops=0, kept=None, output="z") -> KernelCost:
+    """A closed form's prediction ``q`` as a KernelCost (``kept``: the tensors the L2 keeps after
+    the launch, default the prediction's own)."""
+    kept = q.l2_kept if kept is None else kept
+    return KernelCost(
+        label,
+        name,
+        q.cycles,
+        hw.launch_cycles,
+        q.gm_bytes,
+        flops,
+        q.bottleneck,
+        None,
+        q.hbm_bytes,
+        output in kept,
+    )
+
+
+def _roles(l2, layer: Layer, names: dict) -> tuple[str, ...] | None:
+    """The GM names a kernel's launch finds resident: ``l2`` (a schedule's roles, None: the layer
+    rule) mapped through ``names`` (role -> this kernel's GM input)."""
+    return None if l2 is None else tuple(names[r] for r in l2 if r in names)
+
+
+def _resident_plan(p, l2):
+    """The plan with what a network's schedule left in L2 (``ConvPlan.l2_resident``: roles)."""
+    return p if l2 is None else dataclasses.replace(p, l2_resident=tuple(sorted(l2)))
+
+
+def _epilogue_resident(p, l2) -> tuple[str, ...]:
+    """What the vector kernel after a conv finds in L2: what the conv's launch kept (its output),
+    and the residual and bias where the schedule left them (roles ``res``, ``row``)."""
+    names = {"res": "res", "row": "bias"}
+    return tuple(l2_kept(p)) + tuple(names[r] for r in (l2 or ()) if r in names)
+
+
+def estimate_conv(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     g, p, rest, mid, final, by = _conv_plan(layer, shapes[0], s, cache)
+    p = _resident_plan(p, l2)
     key = ("conv", p)
     if key not in cache:
         q = predict(p)
         flops = conv_flops(layer, shapes[0], (g.n, g.k, g.ho, g.wo))
         cache[key] = KernelCost(
-            "conv", p.strategy, q.cycles, s.hw.launch_cycles, q.gm_bytes, flops, conv_bottleneck(p)
+            "conv",
+            p.strategy,
+            q.cycles,
+            s.hw.launch_cycles,
+            q.gm_bytes,
+            flops,
+            conv_bottleneck(p),
+            None,
+            q.hbm_bytes,
+            "y" in l2_kept(p),
         )
     kernels = [cache[key]]
     if rest:
         rows = g.n * g.ho * g.wo
-        kernels.append(_vector_cost("eltwise", rest, rows, g.k, mid, final, s, cache, l2_kept(p)))
+        kernels.append(
+            _vector_cost("eltwise", rest, rows, g.k, mid, final, s, cache, _epilogue_resident(p, l2))
+        )
     return kernels, (p.t, by)
 
 
-def run_conv(layer: Layer, inputs, s: Setting, cache: dict):
+def run_conv(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
     x = inputs[0]
     g, p, rest, mid, final, by = _conv_plan(layer, x.shape, s, cache)
+    p = _resident_plan(p, l2)
     op, e = s.policy.operand, p.epi
     res = None if len(inputs) < 2 else jnp.transpose(jnp.asarray(inputs[1]), (0, 2, 3, 1))
     y, rep = run_plan(
@@ -242,7 +291,7 @@ def run_conv(layer: Layer, inputs, s: Setting, cache: dict):
             s,
             bias=layer.bias,
             res=None if res is None else res.reshape(rows, g.k),
-            resident=rep.l2_kept,
+            resident=_epilogue_resident(p, l2),
         )
         y = z.reshape(g.n, g.ho, g.wo, g.k)
         kernels.append(kc2)
@@ -254,7 +303,10 @@ def _gemm_formats(s: Setting):
     return s.policy.output, s.policy.output
 
 
-def estimate_gemm(layer: Layer, shapes, s: Setting, cache: dict):
+def estimate_gemm(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
+    """The matmul kernel takes nothing resident (``l2`` must be None or empty: a network schedule
+    runs a GEMM layer as a stack of its own)."""
+    assert not l2, l2
     m, k = shapes[0]
     n = layer.weight.shape[1]
     key = ("gemm", m, k, n, s.hw, s.policy)
@@ -265,7 +317,7 @@ def estimate_gemm(layer: Layer, shapes, s: Setting, cache: dict):
         c, rep = matmul(
             a, jnp.zeros((k, n), DTYPES[s.policy.operand]), hw=s.hw, policy=s.policy, checks="none", **scaled
         )
-        cache[key] = (KernelCost.of("gemm", rep, flops=2 * m * k * n), ("y",) if "c" in rep.l2_kept else ())
+        cache[key] = (KernelCost.of("gemm", rep, 2 * m * k * n, "c"), ("y",) if "c" in rep.l2_kept else ())
     kc, resident = cache[key]
     kernels = [kc]
     if layer.steps:
@@ -274,12 +326,13 @@ def estimate_gemm(layer: Layer, shapes, s: Setting, cache: dict):
     return kernels, (None, "default_tiling")
 
 
-def run_gemm(layer: Layer, inputs, s: Setting, cache: dict):
+def run_gemm(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
+    assert not l2, l2
     a = jnp.asarray(inputs[0])
     m, k = a.shape
     n = layer.weight.shape[1]
     c, rep = matmul(a, layer.weight, hw=s.hw, policy=s.policy, checks=s.checks)
-    kernels = [KernelCost.of("gemm", rep, flops=2 * m * k * n)]
+    kernels = [KernelCost.of("gemm", rep, 2 * m * k * n, "c")]
     if layer.steps:
         mid, final = _gemm_formats(s)
         c, kc = _vector(
@@ -309,20 +362,22 @@ def _pool_args(layer: Layer) -> dict:
     return dict(kind=a["kind"], count_include_pad=a["count_include_pad"], **shape)
 
 
-def estimate_pool(layer: Layer, shapes, s: Setting, cache: dict):
+def estimate_pool(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     """The pooling kernel's closed form (``cost.pool.predict`` of the plan ``pool2d`` launches)."""
     p = pool_plan(tuple(shapes[0]), hw=s.hw, policy=s.policy, **_pool_args(layer))
-    key = ("pool", p)
+    resident = _roles(l2, layer, {"x": "x"}) or ()
+    key = ("pool", p, resident)
     if key not in cache:
-        q = pool_predict(p)
-        cache[key] = KernelCost(
-            "pool", f"{p.kind} pool", q.cycles, s.hw.launch_cycles, q.gm_bytes, 0, q.bottleneck
-        )
+        q = pool_predict(p, l2_resident=resident)
+        cache[key] = _cost("pool", f"{p.kind} pool", q, s.hw, output="y")
     return [cache[key]], (None, "pool")
 
 
-def run_pool(layer: Layer, inputs, s: Setting, cache: dict):
-    y, rep = pool2d(jnp.asarray(inputs[0]), hw=s.hw, policy=s.policy, checks=s.checks, **_pool_args(layer))
+def run_pool(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
+    resident = _roles(l2, layer, {"x": "x"}) or ()
+    y, rep = pool_nchw(
+        jnp.asarray(inputs[0]), s.hw, s.policy, checks=s.checks, l2_resident=resident, **_pool_args(layer)
+    )
     return y, [KernelCost.of("pool", rep, flops=0)], (None, "pool")
 
 
@@ -337,13 +392,17 @@ def _rc(shape) -> tuple[int, int]:
     return int(np.prod(shape)) // shape[1], shape[1]
 
 
-def estimate_eltwise(layer: Layer, shapes, s: Setting, cache: dict):
+ELTWISE_ROLES = {"x": "y", "res": "res"}  # a vector layer's inputs: the data, the second operand
+
+
+def estimate_eltwise(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     rows, cols = _rc(shapes[0])
     fmt = s.policy.output
-    return [_vector_cost("eltwise", layer.steps, rows, cols, fmt, fmt, s, cache)], (None, "eltwise")
+    resident = _roles(l2, layer, ELTWISE_ROLES) or ()
+    return [_vector_cost("eltwise", layer.steps, rows, cols, fmt, fmt, s, cache, resident)], (None, "eltwise")
 
 
-def run_eltwise_layer(layer: Layer, inputs, s: Setting, cache: dict):
+def run_eltwise_layer(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
     x = jnp.asarray(inputs[0])
     rows, cols = _rc(x.shape)
     fmt = s.policy.output
@@ -357,6 +416,7 @@ def run_eltwise_layer(layer: Layer, inputs, s: Setting, cache: dict):
         fmt,
         s,
         res=_rows(inputs[1]) if len(inputs) > 1 else None,
+        resident=_roles(l2, layer, ELTWISE_ROLES) or (),
     )
     if x.ndim == 2:
         return z, [kc], (None, "eltwise")

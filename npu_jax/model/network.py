@@ -12,6 +12,7 @@ from npu_jax.core.policy import Policy
 from npu_jax.errors import InputError, InputTypeError, check_bool, check_choice, check_int
 from npu_jax.hw import presets
 from npu_jax.hw.config import HardwareConfig
+from npu_jax.hw.formats import itemsize
 from npu_jax.mapping.conv import STRATEGIES
 from npu_jax.model import graph as graph_mod
 from npu_jax.model import quant
@@ -19,6 +20,16 @@ from npu_jax.model.kernels import ADAPTERS, Setting
 from npu_jax.model.plan import Layer, NetworkPlan, View, plan
 from npu_jax.model.qkernels import CONVERSIONS, QADAPTERS, estimate_as_int8, float_setting, int8_setting
 from npu_jax.model.report import FusionSaving, LayerReport, NetworkReport, fusion_saving
+from npu_jax.model.schedule import (
+    ALONE,
+    SCHEDULES,
+    Network,
+    Schedule,
+    activation_bytes,
+    choose,
+    divisors,
+    stack_cycles,
+)
 
 
 class Model:
@@ -104,6 +115,7 @@ class Model:
         search: bool = False,
         fused: bool = True,
         policy: Policy | None = None,
+        schedule: str = "layer",
     ) -> NetworkReport:
         """Price every layer at ``batch`` images, timing only; returns a :class:`NetworkReport`.
 
@@ -112,10 +124,22 @@ class Model:
         prices it no worse); GEMMs, pooling and vector kernels by timing-only emulator runs. Each
         distinct layer is priced once per (hw, strategy, policy, fused) and cached on the model.
         ``fused=False``: every epilogue runs as a vector kernel after its Cube kernel.
+        ``schedule``: ``"layer"`` (each layer over the whole batch), ``"l2"`` (stacks of layers run
+        slice by slice with their intermediates and weights kept in L2, chosen by the model:
+        :mod:`npu_jax.model.schedule`; the report's ``schedule`` lists the stacks), or a
+        :class:`~npu_jax.model.schedule.Schedule` of your own (:meth:`make_schedule`).
         """
         s = self._setting("estimate", hw, policy, strategy, search, fused, "none")
         batch = self._batch("estimate", batch)
+        schedule = self._check_schedule("Model.estimate", schedule, batch)
         t0 = time.perf_counter(), time.process_time()
+        if schedule != "layer":
+            net = self._network(s)
+            sched, layers = self._l2_schedule(net, s, batch, schedule)
+            reports = [
+                self._layer_report(la, ks, tiling, by, ls, wait) for la, ks, (tiling, by), ls, wait in layers
+            ]
+            return self._report("estimate", reports, s, batch, {}, t0, sched)
         reports = []
         for la in self.plan.layers:
             if la.op in CONVERSIONS:  # no kernel of its own (npu_jax.model.qkernels)
@@ -128,6 +152,188 @@ class Model:
             kernels, (tiling, by) = price(la, shapes, ls, self._cache)
             reports.append(self._layer_report(la, kernels, tiling, by, ls))
         return self._report("estimate", reports, s, batch, {}, t0)
+
+    # ---- the "l2" schedule (npu_jax.model.schedule) ---------------------------------------------------
+    def _network(self, s: Setting) -> Network:
+        fmt = s.policy.output
+        net_layers = [la for la in self.plan.layers if la.op not in CONVERSIONS]
+        acts = {}
+        for la in net_layers:
+            for t in (*la.inputs, la.output):
+                acts.setdefault(t, None)
+        for t in self.graph.inputs:
+            acts.setdefault(t, None)
+
+        def weights(la: Layer) -> int:
+            if la.weight is None:
+                return 0
+            isz = 1 if la.op in ("qconv", "qgemm") or s.policy.quantised else itemsize(s.policy.operand)
+            bias = 0 if la.bias is None else la.bias.size * 4
+            return int(la.weight.size) * isz + bias
+
+        alone = [la.op in ALONE for la in net_layers]
+        net = Network(self.graph, self.plan.items, {}, [weights(la) for la in net_layers], alone)
+        net.act_bytes = {t: activation_bytes(self.graph, t, fmt) for t in acts}
+        return net
+
+    def _price_layer(self, la: Layer, batch: int, s: Setting, l2):
+        """(kernels, (tiling, by), setting) of layer ``la`` at ``batch`` images with roles ``l2``."""
+        shapes = [self.graph.shape(t, batch) for t in la.inputs]
+        ls = self._layer_setting(la, s)
+        price = self._adapters[la.op][0]
+        if la.op in ("conv", "gemm") and ls.policy.quantised:
+            price = estimate_as_int8
+        kernels, tiling = price(la, shapes, ls, self._cache, l2=l2)
+        return kernels, tiling, ls
+
+    def make_schedule(
+        self, batch: int, stacks, hw: HardwareConfig | None = None, policy: Policy | None = None
+    ):
+        """A :class:`~npu_jax.model.schedule.Schedule` of your own, for ``estimate`` / ``run``:
+        ``stacks`` a list of ``(layers, images)``, the number of kernel layers of each stack in order
+        (``[la.name for la in report.layers]`` lists them) and the images of its slices (a divisor of
+        ``batch``). GEMM and int8 QDQ layers must each be a stack of one over the whole batch. The
+        working set need not fit the L2 (``Stack.fits`` says whether it does): each kernel keeps in
+        L2 what its own rule keeps, and only that is priced as resident."""
+        s = self._setting("make_schedule", hw, policy, "img2col", False, True, "none")
+        batch = self._batch("make_schedule", batch)
+        net = self._network(s)
+        if not isinstance(stacks, (list, tuple)) or not stacks:
+            raise InputTypeError(
+                f"Model.make_schedule: stacks must be a list of (layers, images), got {stacks!r}."
+            )
+        out, i = [], 0
+        for n, st in enumerate(stacks):
+            if not (isinstance(st, (list, tuple)) and len(st) == 2):
+                raise InputError(f"Model.make_schedule: stacks[{n}] must be (layers, images), got {st!r}.")
+            k = check_int("Model.make_schedule", f"stacks[{n}] layers", st[0], 1)
+            images = check_int("Model.make_schedule", f"stacks[{n}] images", st[1], 1)
+            if batch % images:
+                raise InputError(
+                    f"Model.make_schedule: stacks[{n}] has {images} images a slice, not a divisor of batch {batch}; "
+                    f"use one of {divisors(batch)}."
+                )
+            j = i + k
+            if j > len(net.kernels):
+                raise InputError(
+                    f"Model.make_schedule: the stacks hold {j} layers but {self.name!r} has {len(net.kernels)} kernel "
+                    f"layers; the counts must add up to {len(net.kernels)}."
+                )
+            lone = [net.kernels[m].name for m in range(i, j) if net.alone[m]]
+            if lone and (k > 1 or images != batch):
+                raise InputError(
+                    f"Model.make_schedule: stacks[{n}] holds {lone[0]!r}, a layer whose kernel takes nothing "
+                    f"resident: give it a stack of its own, (1, {batch})."
+                )
+            out.append(net.stack(i, j, batch, images, s.hw.l2_bytes))
+            i = j
+        if i != len(net.kernels):
+            raise InputError(
+                f"Model.make_schedule: the stacks hold {i} layers but {self.name!r} has {len(net.kernels)} kernel "
+                f"layers; the counts must add up to {len(net.kernels)}."
+            )
+        return Schedule("l2", batch, s.hw.l2_bytes, tuple(out))
+
+    def _check_schedule(self, fn: str, schedule, batch: int):
+        if isinstance(schedule, Schedule):
+            if schedule.kind != "l2" or schedule.batch != batch:
+                raise InputError(
+                    f"{fn}: the schedule given is for batch {schedule.batch} ({schedule.kind!r}); this call's "
+                    f"batch is {batch}. Make one with Model.make_schedule({batch}, ...)."
+                )
+            return schedule
+        check_choice(fn, "schedule", schedule, SCHEDULES)
+        return schedule
+
+    def _l2_schedule(self, net: Network, s: Setting, batch: int, given="l2"):
+        """The "l2" schedule's stacks (the model's choice, or ``given``, a Schedule) and, per kernel
+        layer, (layer, kernels, tiling, setting, wait)."""
+
+        def price(i, j, images):
+            slices = batch // images
+            per_layer = []
+            for k in range(i, j):
+                la = net.kernels[k]
+                k0, tiling, ls = self._price_layer(la, images, s, _roles(net, i, k, slices, False))
+                k1 = []
+                if slices > 1:
+                    k1, _, _ = self._price_layer(la, images, s, _roles(net, i, k, slices, True))
+                per_layer.append((la, k0, k1, tiling, ls))
+            return _stack_rows(net, s.hw, i, j, batch, slices, per_layer)
+
+        if isinstance(given, Schedule):
+            index = {la.name: k for k, la in enumerate(net.kernels)}
+            stacks = list(given.stacks)
+            if [n for st in stacks for n in st.layers] != [la.name for la in net.kernels]:
+                raise InputError(
+                    "the schedule given does not cover this model's kernel layers in order; make it with "
+                    "Model.make_schedule on this model."
+                )
+            kept = [price(index[st.layers[0]], index[st.layers[-1]] + 1, st.images)[1] for st in stacks]
+        else:
+            stacks, kept = choose(net, batch, s.hw.l2_bytes, price)
+        sched = Schedule("l2", batch, s.hw.l2_bytes, tuple(stacks))
+        return sched, [r for rows in kept for r in rows]
+
+    def _run_l2(self, values: dict, s: Setting, batch: int, keep: bool, kept: dict, given):
+        """Run the "l2" schedule the estimate chooses (same setting, timing only) on data: each stack
+        slice by slice, every kernel with the roles it was priced with. Returns (schedule, layer reports)."""
+        net = self._network(s)
+        sched, _ = self._l2_schedule(net, dataclasses.replace(s, checks="none"), batch, given)
+        index = {la.name: k for k, la in enumerate(net.kernels)}
+        owner, cur = [], 0  # the stack each plan item runs in (views / conversions: the one before)
+        starts = {index[st.layers[0]]: n for n, st in enumerate(sched.stacks)}
+        k = 0
+        for item in self.plan.items:
+            if isinstance(item, Layer) and item.op not in CONVERSIONS:
+                cur = starts.get(k, cur)
+                k += 1
+            owner.append(cur)
+        reports = []
+        for n, st in enumerate(sched.stacks):
+            items = [it for it, o in zip(self.plan.items, owner) if o == n]
+            i, j = index[st.layers[0]], index[st.layers[-1]] + 1
+            b = st.images
+            made: dict[str, list] = {}
+            runs: dict[str, list] = {}
+            for sl in range(st.slices):
+                local = {}
+                for item in items:
+                    if isinstance(item, View):
+                        src = (
+                            local[item.input]
+                            if item.input in local
+                            else values[item.input][sl * b : (sl + 1) * b]
+                        )
+                        local[item.output] = jnp.reshape(src, self.graph.shape(item.output, b))
+                        continue
+                    ins = [local[t] if t in local else values[t][sl * b : (sl + 1) * b] for t in item.inputs]
+                    ls = self._layer_setting(item, s)
+                    roles = None
+                    if item.op not in CONVERSIONS:
+                        roles = _roles(net, i, index[item.name], st.slices, sl > 0)
+                    y, kernels, tiling = self._adapters[item.op][1](item, ins, ls, self._cache, l2=roles)
+                    local[item.output] = y
+                    runs.setdefault(item.name, []).append((kernels, tiling, ls))
+                for t, v in local.items():
+                    made.setdefault(t, []).append(v)
+            for t, vs in made.items():
+                values[t] = jnp.concatenate(vs) if len(vs) > 1 else vs[0]
+            per_layer = []
+            for k in range(i, j):
+                la = net.kernels[k]
+                r = runs[la.name]
+                per_layer.append((la, r[0][0], r[1][0] if len(r) > 1 else [], r[0][1], r[0][2]))
+            _, rows = _stack_rows(net, s.hw, i, j, batch, st.slices, per_layer)
+            # every slice's own kernels (their cycles equal, by construction: timing needs no data)
+            for la, _, tiling, ls, wait in rows:
+                ks = tuple(kc for kernels, _, _ in runs[la.name] for kc in kernels)
+                reports.append(self._layer_report(la, ks, *tiling, ls, wait))
+            if keep:
+                for it in items:
+                    if not isinstance(it, View):
+                        kept[it.output] = self._onnx_value(it.output, values[it.output])
+        return sched, reports
 
     def fusion_saving(self, batch: int = 1, hw: HardwareConfig | None = None, **kw) -> FusionSaving:
         """``estimate(fused=False)`` beside ``estimate(fused=True)``: per layer and in total, cycles and
@@ -147,6 +353,7 @@ class Model:
         keep: bool = False,
         search: bool = False,
         checks=None,
+        schedule: str = "layer",
     ):
         """Run the network on data through the emulator's kernels. Returns ``(outputs, report)``.
 
@@ -156,6 +363,8 @@ class Model:
                 hardware's default: fp16 operands, fp32 accumulation, fp16 activations).
             keep: keep every layer's output in ``report.tensors`` by its ONNX tensor name.
             checks: the sanitizers of every kernel (None = the process default).
+            schedule: ``"layer"``, ``"l2"`` or a Schedule, as :meth:`estimate` (the "l2" schedule's
+                stacks and slices are the estimate's; each slice runs on its images of ``x``).
 
         Returns:
             outputs: a dict by graph output name (numpy arrays), and a :class:`NetworkReport` whose
@@ -171,8 +380,13 @@ class Model:
         keep = check_bool("Model.run", "keep", keep)
         values = self._inputs(x)
         batch = next(iter(values.values())).shape[0]
+        schedule = self._check_schedule("Model.run", schedule, batch)
         t0 = time.perf_counter(), time.process_time()
         reports, kept = [], {}
+        if schedule != "layer":
+            sched, reports = self._run_l2(values, s, batch, keep, kept, schedule)
+            outputs = {t: self._onnx_value(t, values[t]) for t in self.graph.outputs}
+            return outputs, self._report("run", reports, s, batch, kept, t0, sched)
         for item in self.plan.items:
             if isinstance(item, View):
                 values[item.output] = jnp.reshape(values[item.input], self.graph.shape(item.output, batch))
@@ -219,7 +433,7 @@ class Model:
         return out
 
     # ---- reports ---------------------------------------------------------------------------------------
-    def _layer_report(self, la: Layer, kernels, tiling, by, s: Setting) -> LayerReport:
+    def _layer_report(self, la: Layer, kernels, tiling, by, s: Setting, wait: int = 0) -> LayerReport:
         return LayerReport(
             name=la.name,
             op=la.op,
@@ -236,9 +450,10 @@ class Model:
             refused=tuple(
                 f"{d.op}:{d.node}: {d.why}" for d in self.plan.decisions if d.layer == la.name and not d.fused
             ),
+            wait_cycles=wait,
         )
 
-    def _report(self, mode, layers, s: Setting, batch, tensors, t0) -> NetworkReport:
+    def _report(self, mode, layers, s: Setting, batch, tensors, t0, schedule=None) -> NetworkReport:
         if self.quantised:  # the int8 layers' figures: int8 FLOPs against the int8 peak
             s = dataclasses.replace(s, policy=Policy(operand="int8", output="int8"))
         return NetworkReport(
@@ -254,7 +469,33 @@ class Model:
             tensors=tensors,
             wall_s=time.perf_counter() - t0[0],
             cpu_s=time.process_time() - t0[1],
+            schedule=schedule if schedule is not None else Schedule("layer", batch, s.hw.l2_bytes),
         )
+
+
+def _roles(net: Network, i: int, k: int, slices: int, later: bool):
+    """What kernel layer ``k`` of the stack starting at ``i`` finds in L2 (``Network.roles``); the
+    first layer of a stack of one slice, and a layer that takes nothing resident, follow the layer
+    schedule's rule (None: ``schedule`` module notes)."""
+    if net.alone[k] or (k == i and slices == 1):
+        return None
+    return net.roles(i, k, later)
+
+
+def _stack_rows(net: Network, hw, i: int, j: int, batch: int, slices: int, per_layer):
+    """(cycles, rows) of the stack of kernel layers [i, j): ``per_layer`` holds (layer, the first
+    slice's kernels, a later slice's, tiling, setting); a row is (layer, every slice's kernels,
+    tiling, setting, wait), the stack's DRAM wait on its last layer (``schedule.stack_cycles``)."""
+    first, later, writeback, rows = [], [], 0, []
+    for la, k0, k1, tiling, ls in per_layer:
+        first += k0
+        later += k1
+        if net.last_read.get(la.output, -1) >= j and k0 and k0[-1].out_kept:  # written back after it
+            writeback += net.act_bytes[la.output] * batch
+        rows.append([la, tuple(k0) + tuple(k1) * (slices - 1), tiling, ls, 0])
+    cycles, wait = stack_cycles(hw, first, later, slices, writeback)
+    rows[-1][4] = wait
+    return cycles, [tuple(r) for r in rows]
 
 
 def load(model) -> Model:

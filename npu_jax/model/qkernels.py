@@ -65,12 +65,14 @@ def _finish(acc, q, axis: int):
 
 
 # ---- int8 conv ------------------------------------------------------------------------------------------
-def estimate_qconv(layer: Layer, shapes, s: Setting, cache: dict):
+def estimate_qconv(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
+    """An int8 QDQ conv: priced as the layer schedule prices it, whatever the schedule (``l2``)
+    leaves in L2 (its run goes through ``npu_jax.conv2d``, which takes nothing resident)."""
     q = layer.attrs["q"]
     return estimate_conv(_cube_layer(layer, "conv"), shapes, int8_setting(s, q.fmt()), cache)
 
 
-def run_qconv(layer: Layer, inputs, s: Setting, cache: dict):
+def run_qconv(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
     q, a = layer.attrs["q"], layer.attrs
     x = jnp.asarray(inputs[0]).astype(jnp.int8)
     pads = a["pads"]
@@ -95,12 +97,12 @@ def run_qconv(layer: Layer, inputs, s: Setting, cache: dict):
 
 
 # ---- int8 matmul ----------------------------------------------------------------------------------------
-def estimate_qgemm(layer: Layer, shapes, s: Setting, cache: dict):
+def estimate_qgemm(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     q = layer.attrs["q"]
     return estimate_gemm(_cube_layer(layer, "gemm"), shapes, int8_setting(s, q.fmt()), cache)
 
 
-def run_qgemm(layer: Layer, inputs, s: Setting, cache: dict):
+def run_qgemm(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
     q = layer.attrs["q"]
     a = jnp.asarray(inputs[0]).astype(jnp.int8)
     m, k = a.shape
@@ -122,15 +124,15 @@ def dequantize(q, scale: float, zp: int, fmt: str):
     return v.astype(DTYPES[fmt])
 
 
-def no_kernel(layer: Layer, shapes, s: Setting, cache: dict):
+def no_kernel(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     return [], (None, "conversion")
 
 
-def run_quantize(layer: Layer, inputs, s: Setting, cache: dict):
+def run_quantize(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
     return quantize(inputs[0], layer.attrs["scale"], layer.attrs["zp"]), [], (None, "conversion")
 
 
-def run_dequantize(layer: Layer, inputs, s: Setting, cache: dict):
+def run_dequantize(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
     fmt = float_setting(s).policy.output
     return dequantize(inputs[0], layer.attrs["scale"], layer.attrs["zp"], fmt), [], (None, "conversion")
 
@@ -141,7 +143,7 @@ def run_dequantize(layer: Layer, inputs, s: Setting, cache: dict):
 CARRIED = ("bias", "relu", "clipped_relu")
 
 
-def estimate_as_int8(layer: Layer, shapes, s: Setting, cache: dict):
+def estimate_as_int8(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     """A float conv / GEMM under an int8 policy: the int8 Cube kernel (``s.policy``'s output; fp16
     when a vector kernel follows), its bias and leading ReLU / clipped ReLU carried by the
     requantisation, and the rest of the chain (a residual add and what follows it, a leaky ReLU) in a
@@ -153,7 +155,7 @@ def estimate_as_int8(layer: Layer, shapes, s: Setting, cache: dict):
     fmt = "fp16" if rest and s.policy.output != "int32" else s.policy.output
     op = "conv" if layer.op == "conv" else "gemm"
     cube = estimate_conv if op == "conv" else estimate_gemm
-    kernels, tiling = cube(_cube_layer(layer, op), shapes, int8_setting(s, fmt), cache)
+    kernels, tiling = cube(_cube_layer(layer, op), shapes, int8_setting(s, fmt), cache, l2=l2)
     if rest:
         y = shapes[0]
         if op == "conv":
@@ -167,9 +169,12 @@ def estimate_as_int8(layer: Layer, shapes, s: Setting, cache: dict):
             rows, cols = y[0] * ho[0] * ho[1], layer.weight.shape[0]
         else:
             rows, cols = y[0], layer.weight.shape[1]
+        # the residual and the bias where the schedule left them (the Cube kernel's fp16 output is
+        # not taken as resident here, as before the schedules)
+        resident = tuple({"res": "res", "row": "bias"}[r] for r in (l2 or ()) if r in ("res", "row"))
         kernels = [
             *kernels,
-            _vector_cost("eltwise", rest, rows, cols, "fp16", "fp16", float_setting(s), cache),
+            _vector_cost("eltwise", rest, rows, cols, "fp16", "fp16", float_setting(s), cache, resident),
         ]
     return kernels, tiling
 

@@ -14,8 +14,10 @@ from npu_jax.hw.config import HardwareConfig
 @dataclasses.dataclass(frozen=True)
 class KernelCost:
     """One kernel launch: ``label`` (conv, eltwise, gemm, pool), the kernel's ``name``, its cycles
-    (launch included), the launch's share, GM bytes, useful FLOPs, the bottleneck lane, and the
-    emulator's Report when the kernel ran (None when priced in closed form)."""
+    (launch included), the launch's share, GM bytes, useful FLOPs, the bottleneck lane, the
+    emulator's Report when the kernel ran (None when priced in closed form), the bytes the chip's
+    DRAM moved for it (``hbm_bytes``) and whether the L2 kept its output (``out_kept``: its
+    write-back to DRAM was not charged to the kernel)."""
 
     label: str
     name: str
@@ -25,10 +27,13 @@ class KernelCost:
     flops: int
     bottleneck: str
     report: object = None
+    hbm_bytes: int = 0
+    out_kept: bool = False
 
     @classmethod
-    def of(cls, label: str, rep, flops: int | None = None) -> KernelCost:
-        """From an emulator :class:`~npu_jax.Report` (its launch, bytes, FLOPs and bottleneck)."""
+    def of(cls, label: str, rep, flops: int | None = None, output: str = "y") -> KernelCost:
+        """From an emulator :class:`~npu_jax.Report` (its launch, bytes, FLOPs and bottleneck);
+        ``output``: the GM tensor the kernel writes."""
         return cls(
             label,
             rep.name,
@@ -38,6 +43,8 @@ class KernelCost:
             int(rep.flops if flops is None else flops),
             rep.bottleneck,
             rep,
+            int(rep.hbm_bytes),
+            output in rep.l2_kept,
         )
 
 
@@ -68,10 +75,11 @@ class LayerReport:
     hw: HardwareConfig
     operand: str
     refused: tuple[str, ...] = ()
+    wait_cycles: int = 0  # the "l2" schedule: its stack's DRAM time beyond its kernels (the last layer's)
 
     @property
     def cycles(self) -> int:
-        return sum(k.cycles for k in self.kernels)
+        return sum(k.cycles for k in self.kernels) + self.wait_cycles
 
     @property
     def launch_cycles(self) -> int:
@@ -147,6 +155,7 @@ class NetworkReport:
     tensors: dict = dataclasses.field(default_factory=dict)
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    schedule: object = None  # the npu_jax.model.schedule.Schedule the layers ran under
 
     @property
     def cycles(self) -> int:

@@ -1,0 +1,166 @@
+"""The network schedules (``npu_jax.model.schedule``): the "l2" schedule's stacks, run on data as
+they are priced, and its choice the cheapest cover.
+
+The emulator runs each stack slice by slice with every kernel given the roles it was priced with:
+its report must equal the estimate's layer by layer (cycles, launches, the stacks' DRAM waits), and
+its values the layer schedule's bit for bit (slicing the batch changes no arithmetic).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import npu_jax
+from npu_jax.errors import InputError, InputTypeError
+from npu_jax.model import zoo
+from npu_jax.model.schedule import MAX_LAYERS, Network, choose, divisors
+
+
+@pytest.fixture(scope="module")
+def small():
+    return npu_jax.model.load(zoo.small_cnn(image=16))
+
+
+def _network(m, hw):
+    from npu_jax.model.kernels import Setting
+
+    return m._network(Setting(hw, npu_jax.Policy()))
+
+
+@pytest.mark.slow
+def test_l2_schedule_runs_as_it_is_priced(small):
+    """small_cnn on a 310P whose L2 holds a few images' activations, under a schedule given as data
+    (stacks of several layers, sliced): the run's report equals the estimate's layer by layer, and
+    its logits the layer schedule's exactly."""
+    hw = npu_jax.presets.ascend310p().replace(l2_bytes=40 * 1024)
+    x = np.random.default_rng(7).standard_normal((4, 3, 16, 16)).astype(np.float32)
+    sched = small.make_schedule(4, [(2, 2), (2, 1), (7, 2), (1, 4)], hw=hw)
+    ref, _ = small.run(x, hw=hw, checks="none")
+    est = small.estimate(batch=4, hw=hw, schedule=sched)
+    out, run = small.run(x, hw=hw, schedule=sched, checks="none")
+    assert run.schedule.stacks == est.schedule.stacks == sched.stacks
+    for a, b in zip(est.layers, run.layers, strict=True):
+        assert (a.name, a.cycles, len(a.kernels), a.wait_cycles) == (
+            b.name,
+            b.cycles,
+            len(b.kernels),
+            b.wait_cycles,
+        )
+    assert run.cycles == est.cycles
+    for name in ref:
+        assert np.array_equal(ref[name], out[name]), name
+
+
+def test_l2_schedule_prices_slices_and_residency(small):
+    """A schedule given as data: every slice launches its kernels; a slice after the first finds
+    its stack's weights in L2 (fewer DRAM bytes, never more cycles); a layer whose input an earlier
+    layer of its stack made reads no DRAM for it; the model's own choice covers the layers in order."""
+    hw = npu_jax.presets.ascend310p().replace(l2_bytes=40 * 1024)
+    sched = small.make_schedule(4, [(2, 2), (2, 1), (7, 2), (1, 4)], hw=hw)
+    assert [st.slices for st in sched.stacks] == [2, 4, 2, 1]
+    assert sched.stacks[0].on_chip == ("stem.relu.out",) and sched.stacks[0].to_ddr == ("pool.out",)
+    est = small.estimate(batch=4, hw=hw, schedule=sched)
+    assert est.launches == 2 * 2 + 2 * 4 + (7 + 1) * 2 + 2  # the depthwise conv and fc: two kernels
+    for la in est.layers[:-1]:
+        first, later = la.kernels[0], la.kernels[-1]
+        assert later.hbm_bytes <= first.hbm_bytes and later.cycles <= first.cycles, la.name
+    conv2 = est.layer("block2.conv2")  # weights, and an input made in its stack
+    assert conv2.kernels[-1].hbm_bytes < conv2.kernels[0].hbm_bytes
+    alone = small.estimate(batch=4, hw=hw, schedule=small.make_schedule(4, [(1, 4)] * 12, hw=hw))
+    assert est.layer("pool").kernels[0].hbm_bytes < alone.layer("pool").kernels[0].hbm_bytes
+    chosen = small.estimate(batch=4, hw=hw, schedule="l2").schedule
+    assert [n for st in chosen.stacks for n in st.layers] == [la.name for la in est.layers]
+    assert all(st.images * st.slices == 4 for st in chosen.stacks)
+
+
+def test_make_schedule_refuses_what_cannot_run(small):
+    with pytest.raises(InputError, match="divisor"):
+        small.make_schedule(4, [(11, 3), (1, 4)])
+    with pytest.raises(InputError, match="add up to 12"):
+        small.make_schedule(4, [(5, 4)])
+    with pytest.raises(InputError, match="fc"):
+        small.make_schedule(4, [(10, 4), (2, 4)])
+    with pytest.raises(InputError, match="batch 4"):
+        small.estimate(batch=2, schedule=small.make_schedule(4, [(11, 4), (1, 4)]))
+
+
+def test_roles_follow_the_stack(small):
+    """Inside a stack a layer finds its input in L2 where an earlier layer of the stack made it;
+    slices after the first find the weights and bias row; a stack's first layer reads its input
+    from DRAM."""
+    net = _network(small, npu_jax.presets.ascend310p())
+    names = [la.name for la in net.kernels]
+    i = names.index("block1.conv1")
+    k = names.index("block1.conv2")  # reads block1.conv1's output; its residual is the pool's output
+    assert net.roles(i, i, False) == ()
+    assert net.roles(i, k, False) == ("x", "res")  # the pool's output: block1.conv1 read it first
+    assert net.roles(k, k, True) == ("w", "row")
+
+
+def _covers(n, alone):
+    """Every cover of [0, n) by consecutive stacks of at most MAX_LAYERS layers, layers marked
+    ``alone`` in stacks of their own."""
+    for cuts in itertools.product([False, True], repeat=n - 1):
+        bounds = [0] + [k + 1 for k, c in enumerate(cuts) if c] + [n]
+        stacks = list(zip(bounds, bounds[1:]))
+        if all(j - i <= MAX_LAYERS and (j - i == 1 or not any(alone[i:j])) for i, j in stacks):
+            yield stacks
+
+
+def test_choice_is_the_cheapest_cover(small):
+    """The dynamic programme against every cover of small_cnn's layers, on random stack prices: the
+    same least total, and the stacks it returns add up to it."""
+    hw = npu_jax.presets.ascend310p().replace(l2_bytes=48 * 1024)
+    net = _network(small, hw)
+    n, batch = len(net.kernels), 8
+    rng = np.random.default_rng(3)
+    table = {}
+
+    def options(i, j):  # as choose() takes them: the largest fitting slice; one layer also whole
+        fit = None
+        if not net.alone[i]:
+            fit = next(
+                (
+                    b
+                    for b in sorted(divisors(batch), reverse=True)
+                    if net.peak(i, j, b, batch // b) <= hw.l2_bytes
+                ),
+                None,
+            )
+        opts = [fit] if fit is not None else []
+        return opts + ([batch] if j - i == 1 and fit != batch else [])
+
+    def price(i, j, images):
+        key = (i, j, images)
+        if key not in table:
+            table[key] = int(rng.integers(1, 1000)) * (j - i)
+        return table[key], key
+
+    stacks, kept = choose(net, batch, hw.l2_bytes, price)
+    got = sum(table[k] for k in kept)
+    want = min(
+        sum(min(price(i, j, b)[0] for b in options(i, j)) if options(i, j) else 10**9 for i, j in cover)
+        for cover in _covers(n, net.alone)
+    )
+    assert got == want
+    assert [(k[0], k[1]) for k in kept] == [
+        (sum(len(s.layers) for s in stacks[:m]), sum(len(s.layers) for s in stacks[: m + 1]))
+        for m in range(len(stacks))
+    ]
+
+
+def test_schedule_is_checked(small):
+    with pytest.raises(InputError, match="schedule"):
+        small.estimate(batch=1, schedule="stacks")
+    with pytest.raises(InputTypeError, match="schedule"):
+        small.run(np.zeros((1, 3, 16, 16), np.float32), schedule=None)
+
+
+def test_layer_schedule_is_unchanged(small):
+    """``schedule="layer"`` (the default) prices as before: the report names it and has no stacks."""
+    hw = npu_jax.presets.ascend310p()
+    a = small.estimate(batch=2, hw=hw)
+    b = small.estimate(batch=2, hw=hw, schedule="layer")
+    assert a.cycles == b.cycles and a.schedule.kind == "layer" and a.schedule.stacks == ()
+    assert all(la.wait_cycles == 0 for la in a.layers)
