@@ -14,7 +14,7 @@ import pytest
 import npu_jax
 from npu_jax.errors import InputError, InputTypeError
 from npu_jax.model import zoo
-from npu_jax.model.schedule import MAX_LAYERS, Network, choose, divisors
+from npu_jax.model.schedule import MAX_LAYERS, choose, divisors
 
 
 @pytest.fixture(scope="module")
