@@ -7,6 +7,7 @@ its values the layer schedule's bit for bit (slicing the batch changes no arithm
 """
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -164,3 +165,36 @@ def test_layer_schedule_is_unchanged(small):
     b = small.estimate(batch=2, hw=hw, schedule="layer")
     assert a.cycles == b.cycles and a.schedule.kind == "layer" and a.schedule.stacks == ()
     assert all(la.wait_cycles == 0 for la in a.layers)
+
+
+def test_trace_shows_the_stacks(small, tmp_path):
+    """The Perfetto trace of an "l2" estimate: one span a (stack, slice) on the stacks track, naming
+    what stayed on chip, each kernel in the order it runs, the whole as long as the report."""
+    hw = npu_jax.presets.ascend310p().replace(l2_bytes=40 * 1024)
+    est = small.estimate(
+        batch=4, hw=hw, schedule=small.make_schedule(4, [(2, 2), (2, 1), (7, 2), (1, 4)], hw=hw)
+    )
+    ev = json.loads(open(est.to_chrome_trace(tmp_path / "l2.json")).read())["traceEvents"]
+    spans = [e for e in ev if e.get("tid") == 2 and e["ph"] == "X"]
+    assert [e["name"].split(" (")[0] for e in spans] == [
+        f"stack {n} slice {sl}" for n, st in enumerate(est.schedule.stacks) for sl in range(st.slices)
+    ]
+    assert spans[0]["args"]["on_chip"] == ["stem.relu.out"]
+    kernels = [e for e in ev if e.get("tid") == 1 and e["ph"] == "X" and e["name"] != "DRAM wait"]
+    assert (
+        kernels[0]["name"] == "stem.conv [conv] slice 0" and kernels[2]["name"] == "stem.conv [conv] slice 1"
+    )
+    mhz = hw.clock_ghz * 1e3
+    assert abs(spans[-1]["ts"] + spans[-1]["dur"] - est.cycles / mhz) < 1e-6
+    assert "stack" in est.summary()
+
+
+def test_cli_model_schedule(capsys):
+    from npu_jax.cli import main
+
+    assert (
+        main(["model", "small_cnn", "--image", "8", "--preset", "310p", "--batch", "2", "--schedule", "l2"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "schedule 'l2', batch 2" in out and "images/s" in out

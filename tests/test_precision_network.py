@@ -193,6 +193,8 @@ def test_cli_model_text_trace_and_fusion(tmp_path, capsys):
         (["model", "resnet18", "--policy", "int4"], "--policy"),
         (["model", "resnet18", "--numbers", "--scale", "3"], "--scale"),
         (["model", "resnet18", "--scale", "auto"], "--scale"),
+        (["model", "resnet18", "--schedule", "l2", "--numbers"], "--schedule"),
+        (["model", "resnet18", "--schedule", "stacks"], "--schedule"),
     ],
 )
 def test_cli_model_usage_errors(argv, needle, capsys):

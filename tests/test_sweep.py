@@ -235,6 +235,14 @@ def test_network_point_estimates_a_zoo_network():
     )
     assert (fused["error"] == "").all() and fused["launches"][1] > fused["launches"][0]
     assert fused["cycles"][0] == df["cycles"][0]  # fused img2col is the default
+    # and the network's schedule: stacks kept in L2 (small_cnn fits tiny's L2: fewer stacks than layers)
+    sched = npu_jax.sweep(
+        {"hw": "tiny", "network": "small_cnn", "schedule": ["layer", "l2"]},
+        executor=cf.ThreadPoolExecutor(1),
+        progress=False,
+    )
+    assert (sched["error"] == "").all(), sched["error"].tolist()
+    assert sched["cycles"][0] == df["cycles"][0] and sched["stacks"][1] < sched["stacks"][0]
 
 
 def test_cli_sweep_runs_a_spec_and_resumes(tmp_path):

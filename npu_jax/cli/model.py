@@ -64,6 +64,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--unfused", action="store_true", help="run every epilogue as its own vector kernel")
     parser.add_argument(
+        "--schedule",
+        choices=("layer", "l2"),
+        default="layer",
+        help="layer: each layer over the whole batch (default); l2: stacks of layers run slice by slice "
+        "with their intermediates and weights kept in L2, as the vendor's compiler schedules a network "
+        "(the timing-only estimate)",
+    )
+    parser.add_argument(
         "--fusion", action="store_true", help="also table what fusion saves (unfused vs fused)"
     )
     parser.add_argument(
@@ -164,6 +172,10 @@ def run(args) -> int:
         args.parser.error("argument --scale: only with --numbers")
     if args.calibrate is not None and args.policy != "int8":
         args.parser.error("argument --calibrate: only with --policy int8")
+    if args.schedule != "layer" and (args.numbers or args.policy == "int8"):
+        args.parser.error(
+            "argument --schedule: only for the timing-only estimate (not with --numbers or --policy int8)"
+        )
     if args.numbers and m.quantised and args.policy != "int8":
         args.parser.error("argument --numbers: the model is quantised; run it with --policy int8 --numbers")
     if args.policy == "int8":
@@ -185,7 +197,14 @@ def run(args) -> int:
         data["numbers"] = errs.as_dict()
     else:
         args.progress.line(f"pricing {m.name} at batch {args.batch} on {hw.name} ...")
-        report = m.estimate(batch=args.batch, hw=hw, strategy=args.strategy, search=args.search, fused=fused)
+        report = m.estimate(
+            batch=args.batch,
+            hw=hw,
+            strategy=args.strategy,
+            search=args.search,
+            fused=fused,
+            schedule=args.schedule,
+        )
     data["report"] = report.as_dict()
     saving = None
     if args.fusion:

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from jax import lax
 
+from npu_jax.cost.l2 import l2_modes
 from npu_jax.hw import costs
 from npu_jax.hw.config import FRACTAL_ROWS
 from npu_jax.hw.costs import HwNumbers, cdiv
@@ -85,10 +86,7 @@ class Program:
     epi: EpiloguePlan | None = None
     operand: str = "fp16"
     output: str = "fp16"
-    # what a network schedule left in L2 for this launch (``ConvPlan.l2_resident``): None, the
-    # layer-at-a-time rule (the input resident where the relayout kernel keeps its copy); else the
-    # roles ("x", "w", "row", "res") resident, each where this launch keeps the tensor too
-    resident: tuple[str, ...] | None = None
+    resident: tuple[str, ...] | None = None  # what a network's schedule left in L2: ConvPlan.l2_resident
 
 
 def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
@@ -123,50 +121,6 @@ def derived(L: Layer, t, c0, num_cores, xp=np) -> dict:
         cin1_eff=cin1_eff,
         k_l1_cap=k_l1,
         cb_per_cap=cb_per,
-    )
-
-
-# ---- the L2: what the kernel's reads find there (core/l2.py's rules, in closed form) ---------------
-def l2_modes(pr: Program, L: Layer, t, d: dict, h: HwNumbers, xp=np) -> dict:
-    """What L2 does with the launch's GM tensors (``costs.l2_keeps``): ``x_res`` (resident: the relayout
-    kernel left it, or the network's schedule did), ``w/bias/res_res`` (resident: the schedule left them),
-    ``x/w/bias_track`` (re-reads hit; recency: every input's), ``out_kept``."""
-    isz, osz = itemsize(pr.operand), itemsize(pr.output)
-    c0 = costs.k0(h, isz)
-    e = pr.epi
-    if pr.nc1hwc0_source:
-        x_size = L.n * d["c1"] * L.h * L.w * c0 * isz
-        w_size = d["ncb"] * d["k_total"] * t.n * isz
-        relayout = costs.l2_keeps(h, [L.n * L.c * L.h * L.w * isz, x_size], xp)
-        relaid = relayout[1]
-    else:
-        x_size = L.n * L.c * L.h * L.w * isz
-        w_size = L.k * L.c * L.kh * L.kw * isz
-        relaid = False
-    sizes = [x_size, w_size * L.sg]
-    if e is not None and e.row is not None:
-        sizes.append(L.k * itemsize(e.row_format))
-    if e is not None and e.has("residual"):
-        sizes.append(L.n * L.ho * L.wo * L.k * itemsize(e.residual_format))
-    sizes.append(L.n * L.ho * L.wo * L.k * osz)
-    kept = costs.l2_keeps(h, sizes, xp)
-    tracked = [k | ((h.recency > 0) & (h.l2 > 0)) for k in kept]  # recency: every input (priced: schedule)
-    row = e is not None and e.row is not None
-    bias = tracked[2] if row else False
-    roles = pr.resident
-
-    def res(role, i):  # resident: the schedule says so and this launch keeps it (core/l2.py's rule)
-        return kept[i] & True if roles is not None and role in roles else False
-
-    return dict(
-        x_res=(kept[0] & relaid) if roles is None else res("x", 0),
-        w_res=res("w", 1),
-        bias_res=res("row", 2) if row else False,
-        res_res=res("res", -2) if e is not None and e.has("residual") else False,
-        x_track=tracked[0],
-        w_track=tracked[1],
-        bias_track=bias,
-        out_kept=kept[-1],
     )
 
 

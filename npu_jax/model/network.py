@@ -27,8 +27,9 @@ from npu_jax.model.schedule import (
     Schedule,
     activation_bytes,
     choose,
-    divisors,
-    stack_cycles,
+    make,
+    roles_of,
+    stack_rows,
 )
 
 
@@ -144,12 +145,7 @@ class Model:
         for la in self.plan.layers:
             if la.op in CONVERSIONS:  # no kernel of its own (npu_jax.model.qkernels)
                 continue
-            shapes = [self.graph.shape(t, batch) for t in la.inputs]
-            ls = self._layer_setting(la, s)
-            price = self._adapters[la.op][0]
-            if la.op in ("conv", "gemm") and ls.policy.quantised:
-                price = estimate_as_int8
-            kernels, (tiling, by) = price(la, shapes, ls, self._cache)
+            kernels, (tiling, by), ls = self._price_layer(la, batch, s, None)
             reports.append(self._layer_report(la, kernels, tiling, by, ls))
         return self._report("estimate", reports, s, batch, {}, t0)
 
@@ -171,10 +167,9 @@ class Model:
             bias = 0 if la.bias is None else la.bias.size * 4
             return int(la.weight.size) * isz + bias
 
+        acts = {t: activation_bytes(self.graph, t, fmt) for t in acts}
         alone = [la.op in ALONE for la in net_layers]
-        net = Network(self.graph, self.plan.items, {}, [weights(la) for la in net_layers], alone)
-        net.act_bytes = {t: activation_bytes(self.graph, t, fmt) for t in acts}
-        return net
+        return Network(self.graph, self.plan.items, acts, [weights(la) for la in net_layers], alone)
 
     def _price_layer(self, la: Layer, batch: int, s: Setting, l2):
         """(kernels, (tiling, by), setting) of layer ``la`` at ``batch`` images with roles ``l2``."""
@@ -197,42 +192,7 @@ class Model:
         L2 what its own rule keeps, and only that is priced as resident."""
         s = self._setting("make_schedule", hw, policy, "img2col", False, True, "none")
         batch = self._batch("make_schedule", batch)
-        net = self._network(s)
-        if not isinstance(stacks, (list, tuple)) or not stacks:
-            raise InputTypeError(
-                f"Model.make_schedule: stacks must be a list of (layers, images), got {stacks!r}."
-            )
-        out, i = [], 0
-        for n, st in enumerate(stacks):
-            if not (isinstance(st, (list, tuple)) and len(st) == 2):
-                raise InputError(f"Model.make_schedule: stacks[{n}] must be (layers, images), got {st!r}.")
-            k = check_int("Model.make_schedule", f"stacks[{n}] layers", st[0], 1)
-            images = check_int("Model.make_schedule", f"stacks[{n}] images", st[1], 1)
-            if batch % images:
-                raise InputError(
-                    f"Model.make_schedule: stacks[{n}] has {images} images a slice, not a divisor of batch {batch}; "
-                    f"use one of {divisors(batch)}."
-                )
-            j = i + k
-            if j > len(net.kernels):
-                raise InputError(
-                    f"Model.make_schedule: the stacks hold {j} layers but {self.name!r} has {len(net.kernels)} kernel "
-                    f"layers; the counts must add up to {len(net.kernels)}."
-                )
-            lone = [net.kernels[m].name for m in range(i, j) if net.alone[m]]
-            if lone and (k > 1 or images != batch):
-                raise InputError(
-                    f"Model.make_schedule: stacks[{n}] holds {lone[0]!r}, a layer whose kernel takes nothing "
-                    f"resident: give it a stack of its own, (1, {batch})."
-                )
-            out.append(net.stack(i, j, batch, images, s.hw.l2_bytes))
-            i = j
-        if i != len(net.kernels):
-            raise InputError(
-                f"Model.make_schedule: the stacks hold {i} layers but {self.name!r} has {len(net.kernels)} kernel "
-                f"layers; the counts must add up to {len(net.kernels)}."
-            )
-        return Schedule("l2", batch, s.hw.l2_bytes, tuple(out))
+        return make(self._network(s), self.name, batch, stacks, s.hw.l2_bytes)
 
     def _check_schedule(self, fn: str, schedule, batch: int):
         if isinstance(schedule, Schedule):
@@ -254,12 +214,12 @@ class Model:
             per_layer = []
             for k in range(i, j):
                 la = net.kernels[k]
-                k0, tiling, ls = self._price_layer(la, images, s, _roles(net, i, k, slices, False))
+                k0, tiling, ls = self._price_layer(la, images, s, roles_of(net, i, k, slices, False))
                 k1 = []
                 if slices > 1:
-                    k1, _, _ = self._price_layer(la, images, s, _roles(net, i, k, slices, True))
+                    k1, _, _ = self._price_layer(la, images, s, roles_of(net, i, k, slices, True))
                 per_layer.append((la, k0, k1, tiling, ls))
-            return _stack_rows(net, s.hw, i, j, batch, slices, per_layer)
+            return stack_rows(net, s.hw, i, j, batch, slices, per_layer)
 
         if isinstance(given, Schedule):
             index = {la.name: k for k, la in enumerate(net.kernels)}
@@ -311,7 +271,7 @@ class Model:
                     ls = self._layer_setting(item, s)
                     roles = None
                     if item.op not in CONVERSIONS:
-                        roles = _roles(net, i, index[item.name], st.slices, sl > 0)
+                        roles = roles_of(net, i, index[item.name], st.slices, sl > 0)
                     y, kernels, tiling = self._adapters[item.op][1](item, ins, ls, self._cache, l2=roles)
                     local[item.output] = y
                     runs.setdefault(item.name, []).append((kernels, tiling, ls))
@@ -324,7 +284,7 @@ class Model:
                 la = net.kernels[k]
                 r = runs[la.name]
                 per_layer.append((la, r[0][0], r[1][0] if len(r) > 1 else [], r[0][1], r[0][2]))
-            _, rows = _stack_rows(net, s.hw, i, j, batch, st.slices, per_layer)
+            _, rows = stack_rows(net, s.hw, i, j, batch, st.slices, per_layer)
             # every slice's own kernels (their cycles equal, by construction: timing needs no data)
             for la, _, tiling, ls, wait in rows:
                 ks = tuple(kc for kernels, _, _ in runs[la.name] for kc in kernels)
@@ -471,31 +431,6 @@ class Model:
             cpu_s=time.process_time() - t0[1],
             schedule=schedule if schedule is not None else Schedule("layer", batch, s.hw.l2_bytes),
         )
-
-
-def _roles(net: Network, i: int, k: int, slices: int, later: bool):
-    """What kernel layer ``k`` of the stack starting at ``i`` finds in L2 (``Network.roles``); the
-    first layer of a stack of one slice, and a layer that takes nothing resident, follow the layer
-    schedule's rule (None: ``schedule`` module notes)."""
-    if net.alone[k] or (k == i and slices == 1):
-        return None
-    return net.roles(i, k, later)
-
-
-def _stack_rows(net: Network, hw, i: int, j: int, batch: int, slices: int, per_layer):
-    """(cycles, rows) of the stack of kernel layers [i, j): ``per_layer`` holds (layer, the first
-    slice's kernels, a later slice's, tiling, setting); a row is (layer, every slice's kernels,
-    tiling, setting, wait), the stack's DRAM wait on its last layer (``schedule.stack_cycles``)."""
-    first, later, writeback, rows = [], [], 0, []
-    for la, k0, k1, tiling, ls in per_layer:
-        first += k0
-        later += k1
-        if net.last_read.get(la.output, -1) >= j and k0 and k0[-1].out_kept:  # written back after it
-            writeback += net.act_bytes[la.output] * batch
-        rows.append([la, tuple(k0) + tuple(k1) * (slices - 1), tiling, ls, 0])
-    cycles, wait = stack_cycles(hw, first, later, slices, writeback)
-    rows[-1][4] = wait
-    return cycles, [tuple(r) for r in rows]
 
 
 def load(model) -> Model:

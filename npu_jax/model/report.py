@@ -126,6 +126,7 @@ class LayerReport:
                 for kc in self.kernels
             ],
             "cycles": self.cycles,
+            "wait_cycles": self.wait_cycles,
             "time_us": self.time_us,
             "pct_peak": self.pct_peak,
             "bottleneck": self.bottleneck,
@@ -217,6 +218,7 @@ class NetworkReport:
             "wall_s": self.wall_s,
             "cpu_s": self.cpu_s,
             "layers": [la.as_dict() for la in self.layers],
+            "schedule": None if self.schedule is None else self.schedule.as_dict(),
             "decisions": [dataclasses.asdict(d) for d in self.decisions],
         }
 
@@ -251,54 +253,113 @@ class NetworkReport:
             f"{self.images_per_second:,.1f} images/s; launches {100 * self.launch_cycles / max(1, self.cycles):.1f}% "
             f"of the time; {self.flops / 1e9:.3f} GFLOP",
         ]
+        if self.schedule is not None and self.schedule.stacks:
+            lines.append(self.schedule.table())
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.summary()
 
+    def _launch_order(self):
+        """(stack index or None, slice, layer, kernel) in the order the kernels run: layer by layer,
+        or under an "l2" schedule stack by stack, slice by slice, the stack's layers within a slice."""
+        stacks = self.schedule.stacks if self.schedule is not None else ()
+        if not stacks:
+            return [(None, 0, la, k) for la in self.layers for k in la.kernels]
+        by_name = {la.name: la for la in self.layers}
+        order = []
+        for n, st in enumerate(stacks):
+            for sl in range(st.slices):
+                for name in st.layers:
+                    la = by_name[name]
+                    per = len(la.kernels) // st.slices
+                    order += [(n, sl, la, k) for k in la.kernels[sl * per : (sl + 1) * per]]
+        return order
+
     def to_chrome_trace(self, path: str | os.PathLike) -> str:
         """Trace Event JSON of the whole network (open in Perfetto): the kernels end to end on one
         track, each launch a slice of its own before its kernel, with cycles, bytes and bottleneck
-        as arguments; times in microseconds of the chip's clock. Returns the path."""
+        as arguments; times in microseconds of the chip's clock. Under an "l2" schedule a third
+        track shows the stacks (what stayed on chip, what went to DRAM) and their slices, and a
+        stack's DRAM wait follows its last kernel. Returns the path."""
         mhz = self.hw.clock_ghz * 1e3
         events = [
             {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": f"{self.name} on {self.hw.name}"}},
             {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "launch"}},
             {"ph": "M", "pid": 0, "tid": 1, "name": "thread_name", "args": {"name": "kernels"}},
         ]
-        t = 0
-        for la in self.layers:
-            for k in la.kernels:
-                args = {"layer": la.name, "fused": list(la.fused), "cycles": k.cycles, "gm_bytes": k.gm_bytes}
-                args.update(
-                    bottleneck=k.bottleneck,
-                    flops=k.flops,
-                    tiling=None if la.tiling is None else repr(la.tiling),
-                )
+        stacks = self.schedule.stacks if self.schedule is not None else ()
+        if stacks:
+            events.append({"ph": "M", "pid": 0, "tid": 2, "name": "thread_name", "args": {"name": "stacks"}})
+        t, opened = 0, {}  # opened: (stack, slice) -> its start
+        order = self._launch_order()
+        for pos, (n, sl, la, k) in enumerate(order):
+            opened.setdefault((n, sl), t)
+            args = {"layer": la.name, "fused": list(la.fused), "cycles": k.cycles, "gm_bytes": k.gm_bytes}
+            args.update(
+                bottleneck=k.bottleneck,
+                flops=k.flops,
+                dram_bytes=k.hbm_bytes,
+                tiling=None if la.tiling is None else repr(la.tiling),
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": 0,
+                    "name": "launch",
+                    "ts": t / mhz,
+                    "dur": k.launch_cycles / mhz,
+                    "args": {"layer": la.name, "cycles": k.launch_cycles},
+                }
+            )
+            body = k.cycles - k.launch_cycles
+            events.append(
+                {
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": 1,
+                    "name": f"{la.name} [{k.label}]" + ("" if n is None else f" slice {sl}"),
+                    "ts": (t + k.launch_cycles) / mhz,
+                    "dur": body / mhz,
+                    "args": args,
+                }
+            )
+            t += k.cycles
+            last = pos + 1 == len(order) or order[pos + 1][:2] != (n, sl)
+            if n is not None and last:
+                st = stacks[n]
+                if sl + 1 == st.slices and la.wait_cycles:  # the stack's DRAM bound beyond its kernels
+                    events.append(
+                        {
+                            "ph": "X",
+                            "pid": 0,
+                            "tid": 1,
+                            "name": "DRAM wait",
+                            "ts": t / mhz,
+                            "dur": la.wait_cycles / mhz,
+                            "args": {"stack": n, "cycles": la.wait_cycles},
+                        }
+                    )
+                    t += la.wait_cycles
                 events.append(
                     {
                         "ph": "X",
                         "pid": 0,
-                        "tid": 0,
-                        "name": "launch",
-                        "ts": t / mhz,
-                        "dur": k.launch_cycles / mhz,
-                        "args": {"layer": la.name, "cycles": k.launch_cycles},
+                        "tid": 2,
+                        "name": f"stack {n} slice {sl} ({st.images} images)",
+                        "ts": opened[(n, sl)] / mhz,
+                        "dur": (t - opened[(n, sl)]) / mhz,
+                        "args": {
+                            "layers": list(st.layers),
+                            "on_chip": list(st.on_chip),
+                            "to_ddr": list(st.to_ddr),
+                            "from_ddr": list(st.from_ddr),
+                            "peak_bytes": st.peak_bytes,
+                            "weight_bytes": st.weight_bytes,
+                        },
                     }
                 )
-                body = k.cycles - k.launch_cycles
-                events.append(
-                    {
-                        "ph": "X",
-                        "pid": 0,
-                        "tid": 1,
-                        "name": f"{la.name} [{k.label}]",
-                        "ts": (t + k.launch_cycles) / mhz,
-                        "dur": body / mhz,
-                        "args": args,
-                    }
-                )
-                t += k.cycles
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, f)
         return os.fspath(path)

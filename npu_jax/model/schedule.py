@@ -51,6 +51,7 @@ import math
 
 import numpy as np
 
+from npu_jax.errors import InputError, InputTypeError, check_int
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 from npu_jax.model.plan import Layer, View
@@ -204,6 +205,70 @@ class Network:
         names = ("x", "res")
         r = tuple(names[n] for n, t in enumerate(self.reads[k][:2]) if t in seen)
         return r + (("w", "row") if later else ())
+
+
+def roles_of(net: Network, i: int, k: int, slices: int, later: bool):
+    """What kernel layer ``k`` of the stack starting at ``i`` finds in L2 (``Network.roles``); the
+    first layer of a stack of one slice, and a layer that takes nothing resident, follow the layer
+    schedule's rule (None: ``schedule`` module notes)."""
+    if net.alone[k] or (k == i and slices == 1):
+        return None
+    return net.roles(i, k, later)
+
+
+def stack_rows(net: Network, hw, i: int, j: int, batch: int, slices: int, per_layer):
+    """(cycles, rows) of the stack of kernel layers [i, j): ``per_layer`` holds (layer, the first
+    slice's kernels, a later slice's, tiling, setting); a row is (layer, every slice's kernels,
+    tiling, setting, wait), the stack's DRAM wait on its last layer (``schedule.stack_cycles``)."""
+    first, later, writeback, rows = [], [], 0, []
+    for la, k0, k1, tiling, ls in per_layer:
+        first += k0
+        later += k1
+        if net.last_read.get(la.output, -1) >= j and k0 and k0[-1].out_kept:  # written back after it
+            writeback += net.act_bytes[la.output] * batch
+        rows.append([la, tuple(k0) + tuple(k1) * (slices - 1), tiling, ls, 0])
+    cycles, wait = stack_cycles(hw, first, later, slices, writeback)
+    rows[-1][4] = wait
+    return cycles, [tuple(r) for r in rows]
+
+
+def make(net: Network, name: str, batch: int, stacks, l2_bytes: int) -> Schedule:
+    """``Model.make_schedule``'s stacks checked and built: ``stacks`` a list of (layers, images)."""
+    if not isinstance(stacks, (list, tuple)) or not stacks:
+        raise InputTypeError(
+            f"Model.make_schedule: stacks must be a list of (layers, images), got {stacks!r}."
+        )
+    out, i = [], 0
+    for n, st in enumerate(stacks):
+        if not (isinstance(st, (list, tuple)) and len(st) == 2):
+            raise InputError(f"Model.make_schedule: stacks[{n}] must be (layers, images), got {st!r}.")
+        k = check_int("Model.make_schedule", f"stacks[{n}] layers", st[0], 1)
+        images = check_int("Model.make_schedule", f"stacks[{n}] images", st[1], 1)
+        if batch % images:
+            raise InputError(
+                f"Model.make_schedule: stacks[{n}] has {images} images a slice, not a divisor of batch {batch}; "
+                f"use one of {divisors(batch)}."
+            )
+        j = i + k
+        if j > len(net.kernels):
+            raise InputError(
+                f"Model.make_schedule: the stacks hold {j} layers but {name!r} has {len(net.kernels)} kernel "
+                f"layers; the counts must add up to {len(net.kernels)}."
+            )
+        lone = [net.kernels[m].name for m in range(i, j) if net.alone[m]]
+        if lone and (k > 1 or images != batch):
+            raise InputError(
+                f"Model.make_schedule: stacks[{n}] holds {lone[0]!r}, a layer whose kernel takes nothing "
+                f"resident: give it a stack of its own, (1, {batch})."
+            )
+        out.append(net.stack(i, j, batch, images, l2_bytes))
+        i = j
+    if i != len(net.kernels):
+        raise InputError(
+            f"Model.make_schedule: the stacks hold {i} layers but {name!r} has {len(net.kernels)} kernel "
+            f"layers; the counts must add up to {len(net.kernels)}."
+        )
+    return Schedule("l2", batch, l2_bytes, tuple(out))
 
 
 def divisors(n: int) -> list[int]:

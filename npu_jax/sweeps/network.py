@@ -10,8 +10,8 @@ from npu_jax.core.policy import Policy
 from npu_jax.hw import HardwareConfig, presets
 from npu_jax.model import zoo
 
-KEYS = ("hw", "network", "batch", "policy", "strategy", "fused", "search")  # what network_point reads
-ESTIMATE_KEYS = ("strategy", "fused", "search")  # passed to model.estimate as they are
+KEYS = ("hw", "network", "batch", "policy", "strategy", "fused", "search", "schedule")  # network_point's
+ESTIMATE_KEYS = ("strategy", "fused", "search", "schedule")  # passed to model.estimate as they are
 
 
 def _hw(spec):
@@ -44,9 +44,10 @@ _MODELS: dict = {}  # per worker: a network loads once
 def network_point(point: Mapping) -> dict:
     """The default point: ``model.estimate`` of ``network`` (a zoo name or an ONNX path) at ``batch``
     on ``hw`` (a preset name, an .ini path, or ``{"preset": ..., field: value}``) under ``policy``
-    (``"fp16"`` or ``"int8"``); ``strategy``, ``fused`` and ``search`` as :meth:`Model.estimate
-    <npu_jax.model.network.Model.estimate>` takes them. Returns cycles, images/s, % of peak, GM bytes, launches and the
-    bottleneck of the most cycles."""
+    (``"fp16"`` or ``"int8"``); ``strategy``, ``fused``, ``search`` and ``schedule`` (``"layer"`` or
+    ``"l2"``) as :meth:`Model.estimate <npu_jax.model.network.Model.estimate>` takes them. Returns
+    cycles, images/s, % of peak, GM bytes, launches, the DRAM bytes of the kernels, the stacks (1 a
+    layer under the layer schedule) and the bottleneck of the most cycles."""
     unknown = set(point) - set(KEYS)
     missing = {"hw", "network"} - set(point)
     if unknown or missing:
@@ -72,6 +73,8 @@ def network_point(point: Mapping) -> dict:
         "pct_peak": rep.pct_peak,
         "gm_bytes": rep.gm_bytes,
         "launches": rep.launches,
+        "dram_bytes": sum(k.hbm_bytes for la in rep.layers for k in la.kernels),
+        "stacks": len(rep.schedule.stacks) or len(rep.layers),
         "bottleneck": max(by_lane, key=by_lane.get),
     }
 
