@@ -30,13 +30,17 @@ def _network(m, hw):
 
 
 @pytest.mark.slow
-def test_l2_schedule_runs_as_it_is_priced(small):
-    """small_cnn on a 310P whose L2 holds a few images' activations, under a schedule given as data
-    (stacks of several layers, sliced): the run's report equals the estimate's layer by layer, and
-    its logits the layer schedule's exactly."""
-    hw = npu_jax.presets.ascend310p().replace(l2_bytes=40 * 1024)
-    x = np.random.default_rng(7).standard_normal((4, 3, 16, 16)).astype(np.float32)
-    sched = small.make_schedule(4, [(2, 2), (2, 1), (7, 2), (1, 4)], hw=hw)
+def test_l2_schedule_runs_as_it_is_priced(small, rng):
+    """small_cnn on a 310P whose L2 holds a few images' activations, under a random schedule given as
+    data (random stack cuts and slice sizes; the classifier alone): the run's report equals the
+    estimate's layer by layer, and its logits the layer schedule's exactly."""
+    hw = npu_jax.presets.ascend310p().replace(l2_bytes=int(rng.choice([24, 40, 64])) * 1024)
+    x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    cuts = sorted(set(rng.choice(np.arange(1, 11), size=int(rng.integers(1, 5)), replace=False).tolist()))
+    bounds = [0, *cuts, 11]
+    stacks = [(j - i, int(rng.choice([1, 2, 4]))) for i, j in zip(bounds, bounds[1:])] + [(1, 4)]
+    sched = small.make_schedule(4, stacks, hw=hw)
+    print(f"schedule: {stacks} on L2 {hw.l2_bytes} B")
     ref, _ = small.run(x, hw=hw, checks="none")
     est = small.estimate(batch=4, hw=hw, schedule=sched)
     out, run = small.run(x, hw=hw, schedule=sched, checks="none")
