@@ -11,6 +11,8 @@ import json
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
+from test_model import G
 
 import npu_jax
 from npu_jax.errors import InputError, InputTypeError
@@ -202,3 +204,22 @@ def test_cli_model_schedule(capsys):
     )
     out = capsys.readouterr().out
     assert "schedule 'l2', batch 2" in out and "images/s" in out
+
+
+def test_a_fixed_batch_is_not_sliced():
+    """A Reshape that fixes the batch (2) cannot take a slice of it: the model's choice runs every
+    stack over the whole batch, and a schedule given with slices is refused by name."""
+    rng = np.random.default_rng(0)
+    g = G(rng, 4, 8, batch=2)
+    c = g.op("Relu", [g.conv("x", "c1", 4, 8)], "r1")
+    r = g.op(
+        "Reshape", [g.op("Relu", [g.conv(c, "c2", 8, 4)], "r2"), g.const("shape", np.array([2, 256]))], "flat"
+    )
+    g.inits[-1] = numpy_helper.from_array(np.array([2, 256], np.int64), "shape")
+    y = g.op("Gemm", [r, g.const("fc.b", rng.standard_normal((256, 3)))], "fc")
+    m = npu_jax.model.load(g.model(y, [3]))
+    hw = npu_jax.presets.ascend310p().replace(l2_bytes=4096)
+    rep = m.estimate(batch=2, hw=hw, schedule="l2")
+    assert all(st.slices == 1 for st in rep.schedule.stacks), rep.schedule.table()
+    with pytest.raises(InputError, match="fixes its batch"):
+        m.make_schedule(2, [(2, 1), (1, 2)], hw=hw)

@@ -192,7 +192,13 @@ class Model:
         L2 what its own rule keeps, and only that is priced as resident."""
         s = self._setting("make_schedule", hw, policy, "img2col", False, True, "none")
         batch = self._batch("make_schedule", batch)
-        return make(self._network(s), self.name, batch, stacks, s.hw.l2_bytes)
+        sched = make(self._network(s), self.name, batch, stacks, s.hw.l2_bytes)
+        if self._fixed_reshape() and any(st.slices > 1 for st in sched.stacks):
+            raise InputError(
+                f"Model.make_schedule: {self.name!r} fixes its batch in a Reshape; a stack cannot run a slice "
+                f"of it. Give every stack {batch} images."
+            )
+        return sched
 
     def _check_schedule(self, fn: str, schedule, batch: int):
         if isinstance(schedule, Schedule):
@@ -231,7 +237,8 @@ class Model:
                 )
             kept = [price(index[st.layers[0]], index[st.layers[-1]] + 1, st.images)[1] for st in stacks]
         else:
-            stacks, kept = choose(net, batch, s.hw.l2_bytes, price)
+            # a Reshape that fixes the batch cannot take a slice of it
+            stacks, kept = choose(net, batch, s.hw.l2_bytes, price, slicing=not self._fixed_reshape())
         sched = Schedule("l2", batch, s.hw.l2_bytes, tuple(stacks))
         return sched, [r for rows in kept for r in rows]
 

@@ -41,7 +41,7 @@ the batch whose working set fits, priced in full, the cheapest cover found by dy
 over the layer sequence (exact for this cost: a stack's price depends on its own layers alone). A
 single layer may also run over the whole batch as the layer schedule runs it (``fits`` False where
 its working set does not fit), and GEMM layers (the matmul kernel takes nothing resident) and int8
-QDQ layers always do, each a stack of its own.
+QDQ layers always do, each a stack of its own. A model whose Reshape fixes the batch is not sliced.
 """
 
 from __future__ import annotations
@@ -275,14 +275,15 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def choose(net: Network, batch: int, l2_bytes: int, price) -> tuple[list[Stack], list]:
+def choose(net: Network, batch: int, l2_bytes: int, price, slicing: bool = True) -> tuple[list[Stack], list]:
     """The cheapest cover of the kernel layers by stacks (module notes). ``price(i, j, images)`` ->
-    (cycles, whatever the caller keeps) of the stack of layers [i, j) at ``images`` a slice. Returns
-    the stacks and the kept values, in order."""
+    (cycles, whatever the caller keeps) of the stack of layers [i, j) at ``images`` a slice;
+    ``slicing`` False: every stack over the whole batch. Returns the stacks and the kept values, in
+    order."""
     n = len(net.kernels)
     best = [0] + [math.inf] * n
     back: list = [None] * (n + 1)
-    sizes = sorted(divisors(batch), reverse=True)
+    sizes = sorted(divisors(batch), reverse=True) if slicing else [batch]
     for j in range(1, n + 1):
         for i in range(max(0, j - MAX_LAYERS), j):
             if best[i] == math.inf or (j - i > 1 and any(net.alone[k] for k in range(i, j))):
