@@ -195,28 +195,27 @@ def _vector_cost(label, steps, rows, cols, mid, final, s, cache, resident=()):
     return cache[key]
 
 
-def _cost(label, name, q, hw, flops=0, kept=None, output="z") -> KernelCost:
-    """A closed form's prediction ``q`` as a KernelCost (``kept``: the tensors the L2 keeps after
-    the launch, default the prediction's own)."""
-    kept = q.l2_kept if kept is None else kept
+def _cost(label, name, q, hw, output="z") -> KernelCost:
+    """A vector-side closed form's prediction ``q`` as a KernelCost (``output``: the GM tensor the
+    kernel writes, kept in L2 or not)."""
     return KernelCost(
         label,
         name,
         q.cycles,
         hw.launch_cycles,
         q.gm_bytes,
-        flops,
+        0,
         q.bottleneck,
         None,
         q.hbm_bytes,
-        output in kept,
+        output in q.l2_kept,
     )
 
 
-def _roles(l2, layer: Layer, names: dict) -> tuple[str, ...] | None:
-    """The GM names a kernel's launch finds resident: ``l2`` (a schedule's roles, None: the layer
-    rule) mapped through ``names`` (role -> this kernel's GM input)."""
-    return None if l2 is None else tuple(names[r] for r in l2 if r in names)
+def _roles(l2, names: dict) -> tuple[str, ...]:
+    """The GM inputs a vector kernel's launch finds resident: a schedule's roles ``l2`` (None: none,
+    the layer schedule) mapped through ``names`` (role -> this kernel's GM input)."""
+    return tuple(names[r] for r in (l2 or ()) if r in names)
 
 
 def _resident_plan(p, l2):
@@ -365,7 +364,7 @@ def _pool_args(layer: Layer) -> dict:
 def estimate_pool(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     """The pooling kernel's closed form (``cost.pool.predict`` of the plan ``pool2d`` launches)."""
     p = pool_plan(tuple(shapes[0]), hw=s.hw, policy=s.policy, **_pool_args(layer))
-    resident = _roles(l2, layer, {"x": "x"}) or ()
+    resident = _roles(l2, {"x": "x"})
     key = ("pool", p, resident)
     if key not in cache:
         q = pool_predict(p, l2_resident=resident)
@@ -374,7 +373,7 @@ def estimate_pool(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
 
 
 def run_pool(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
-    resident = _roles(l2, layer, {"x": "x"}) or ()
+    resident = _roles(l2, {"x": "x"})
     y, rep = pool_nchw(
         jnp.asarray(inputs[0]), s.hw, s.policy, checks=s.checks, l2_resident=resident, **_pool_args(layer)
     )
@@ -398,7 +397,7 @@ ELTWISE_ROLES = {"x": "y", "res": "res"}  # a vector layer's inputs: the data, t
 def estimate_eltwise(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     rows, cols = _rc(shapes[0])
     fmt = s.policy.output
-    resident = _roles(l2, layer, ELTWISE_ROLES) or ()
+    resident = _roles(l2, ELTWISE_ROLES)
     return [_vector_cost("eltwise", layer.steps, rows, cols, fmt, fmt, s, cache, resident)], (None, "eltwise")
 
 
@@ -416,7 +415,7 @@ def run_eltwise_layer(layer: Layer, inputs, s: Setting, cache: dict, l2=None):
         fmt,
         s,
         res=_rows(inputs[1]) if len(inputs) > 1 else None,
-        resident=_roles(l2, layer, ELTWISE_ROLES) or (),
+        resident=_roles(l2, ELTWISE_ROLES),
     )
     if x.ndim == 2:
         return z, [kc], (None, "eltwise")

@@ -116,7 +116,7 @@ class Model:
         search: bool = False,
         fused: bool = True,
         policy: Policy | None = None,
-        schedule: str = "layer",
+        schedule: str | Schedule = "layer",
     ) -> NetworkReport:
         """Price every layer at ``batch`` images, timing only; returns a :class:`NetworkReport`.
 
@@ -183,7 +183,7 @@ class Model:
 
     def make_schedule(
         self, batch: int, stacks, hw: HardwareConfig | None = None, policy: Policy | None = None
-    ):
+    ) -> Schedule:
         """A :class:`~npu_jax.model.schedule.Schedule` of your own, for ``estimate`` / ``run``:
         ``stacks`` a list of ``(layers, images)``, the number of kernel layers of each stack in order
         (``[la.name for la in report.layers]`` lists them) and the images of its slices (a divisor of
@@ -320,7 +320,7 @@ class Model:
         keep: bool = False,
         search: bool = False,
         checks=None,
-        schedule: str = "layer",
+        schedule: str | Schedule = "layer",
     ):
         """Run the network on data through the emulator's kernels. Returns ``(outputs, report)``.
 

@@ -389,6 +389,10 @@ class NetworkReport:
                 bottom = [b + v for b, v in zip(bottom, h)]
         launches = [la.launch_cycles / mhz for la in self.layers]
         ax.bar(xs, launches, bottom=bottom, color="lightgrey", hatch="//", label="launch")
+        waits = [la.wait_cycles / mhz for la in self.layers]  # an "l2" stack's DRAM wait, on its last layer
+        if any(waits):
+            bottom = [b + v for b, v in zip(bottom, launches)]
+            ax.bar(xs, waits, bottom=bottom, color="tab:red", alpha=0.5, label="DRAM wait")
         ax.set_xticks(xs, [la.name for la in self.layers], rotation=90, fontsize=6)
         ax.set_ylabel("time (us)")
         ax.legend(fontsize=7, ncols=5, loc="upper left")
