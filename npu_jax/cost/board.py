@@ -58,8 +58,8 @@ class Board:
         self.h = costs.HwNumbers.of(hw)
         self.ncores = ncores
         self.mode = dict(l2.modes(hw, tuple(gm), tuple(l2_resident)))
-        self.outputs = {s.name: l2.write_back(hw, tuple(gm), s.name) for s in gm if s.output}  # charged?
-        self.kept = l2.kept(hw, tuple(gm))
+        self.kept = l2.kept(hw, tuple(gm))  # what L2 keeps after the launch
+        self.outputs = {s.name: s.name not in self.kept for s in gm if s.output}  # writes charged to HBM?
         self.rate, self.wrate = costs.gm_rate(self.h, ncores), costs.write_rate(self.h, ncores)
         self.counts: collections.Counter = collections.Counter()
         self.starts = collections.defaultdict(list)  # per GM input: bytes entered L2 before each read

@@ -151,14 +151,8 @@ class Model:
 
     # ---- the "l2" schedule (npu_jax.model.schedule) ---------------------------------------------------
     def _network(self, s: Setting) -> Network:
-        fmt = s.policy.output
         net_layers = [la for la in self.plan.layers if la.op not in CONVERSIONS]
-        acts = {}
-        for la in net_layers:
-            for t in (*la.inputs, la.output):
-                acts.setdefault(t, None)
-        for t in self.graph.inputs:
-            acts.setdefault(t, None)
+        tensors = {*self.graph.inputs, *(t for la in net_layers for t in (*la.inputs, la.output))}
 
         def weights(la: Layer) -> int:
             if la.weight is None:
@@ -167,7 +161,7 @@ class Model:
             bias = 0 if la.bias is None else la.bias.size * 4
             return int(la.weight.size) * isz + bias
 
-        acts = {t: activation_bytes(self.graph, t, fmt) for t in acts}
+        acts = {t: activation_bytes(self.graph, t, s.policy.output) for t in tensors}
         alone = [la.op in ALONE for la in net_layers]
         return Network(self.graph, self.plan.items, acts, [weights(la) for la in net_layers], alone)
 
@@ -229,12 +223,7 @@ class Model:
 
         if isinstance(given, Schedule):
             index = {la.name: k for k, la in enumerate(net.kernels)}
-            stacks = list(given.stacks)
-            if [n for st in stacks for n in st.layers] != [la.name for la in net.kernels]:
-                raise InputError(
-                    "the schedule given does not cover this model's kernel layers in order; make it with "
-                    "Model.make_schedule on this model."
-                )
+            stacks = list(self._covering(net, given))
             kept = [price(index[st.layers[0]], index[st.layers[-1]] + 1, st.images)[1] for st in stacks]
         else:
             # a Reshape that fixes the batch cannot take a slice of it
@@ -242,11 +231,24 @@ class Model:
         sched = Schedule("l2", batch, s.hw.l2_bytes, tuple(stacks))
         return sched, [r for rows in kept for r in rows]
 
+    @staticmethod
+    def _covering(net: Network, given: Schedule) -> tuple:
+        """A given schedule's stacks, refused unless they cover the model's kernel layers in order."""
+        if [n for st in given.stacks for n in st.layers] != [la.name for la in net.kernels]:
+            raise InputError(
+                "the schedule given does not cover this model's kernel layers in order; make it with "
+                "Model.make_schedule on this model."
+            )
+        return given.stacks
+
     def _run_l2(self, values: dict, s: Setting, batch: int, keep: bool, kept: dict, given):
         """Run the "l2" schedule the estimate chooses (same setting, timing only) on data: each stack
         slice by slice, every kernel with the roles it was priced with. Returns (schedule, layer reports)."""
         net = self._network(s)
-        sched, _ = self._l2_schedule(net, dataclasses.replace(s, checks="none"), batch, given)
+        if isinstance(given, Schedule):  # run as given (the coverage checked as the estimate checks it)
+            sched = Schedule("l2", batch, s.hw.l2_bytes, self._covering(net, given))
+        else:  # the estimate's choice (timing only)
+            sched, _ = self._l2_schedule(net, dataclasses.replace(s, checks="none"), batch)
         index = {la.name: k for k, la in enumerate(net.kernels)}
         owner, cur = [], 0  # the stack each plan item runs in (views / conversions: the one before)
         starts = {index[st.layers[0]]: n for n, st in enumerate(sched.stacks)}

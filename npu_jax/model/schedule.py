@@ -55,6 +55,7 @@ from npu_jax.errors import InputError, InputTypeError, check_int
 from npu_jax.hw import costs
 from npu_jax.hw.formats import itemsize
 from npu_jax.model.plan import Layer, View
+from npu_jax.model.qkernels import CONVERSIONS
 
 SCHEDULES = ("layer", "l2")
 MAX_LAYERS = 24  # kernel layers a stack may hold (the dynamic programme's window)
@@ -126,18 +127,18 @@ class Network:
     it, and bytes per image."""
 
     def __init__(self, graph, items, act_bytes: dict, weight_bytes: list[int], alone: list[bool]):
-        self.graph = graph
-        self.items = items
+        """``graph``: the typed graph (its outputs); ``items``: the plan's layers and views in order;
+        per source tensor its bytes per image; per kernel layer its weight bytes and whether it
+        takes nothing resident."""
         self.alias: dict[str, str] = {}
         self.kernels: list[Layer] = []
         for it in items:
             if isinstance(it, View):
                 self.alias[it.output] = it.input
-            elif it.op in ("quantize", "dequantize"):
+            elif it.op in CONVERSIONS:
                 self.alias[it.output] = it.inputs[0]
             else:
                 self.kernels.append(it)
-        self.producer = {la.output: k for k, la in enumerate(self.kernels)}
         self.reads = [tuple(self.source(t) for t in la.inputs) for la in self.kernels]
         n = len(self.kernels)
         self.last_read = {}  # tensor -> the last kernel reading it (n: a graph output)
@@ -238,7 +239,7 @@ def make(net: Network, name: str, batch: int, stacks, l2_bytes: int) -> Schedule
         raise InputTypeError(
             f"Model.make_schedule: stacks must be a list of (layers, images), got {stacks!r}."
         )
-    out, i = [], 0
+    checked = []
     for n, st in enumerate(stacks):
         if not (isinstance(st, (list, tuple)) and len(st) == 2):
             raise InputError(f"Model.make_schedule: stacks[{n}] must be (layers, images), got {st!r}.")
@@ -249,12 +250,16 @@ def make(net: Network, name: str, batch: int, stacks, l2_bytes: int) -> Schedule
                 f"Model.make_schedule: stacks[{n}] has {images} images a slice, not a divisor of batch {batch}; "
                 f"use one of {divisors(batch)}."
             )
+        checked.append((k, images))
+    held = sum(k for k, _ in checked)
+    if held != len(net.kernels):
+        raise InputError(
+            f"Model.make_schedule: the stacks hold {held} layers but {name!r} has {len(net.kernels)} kernel "
+            f"layers; the counts must add up to {len(net.kernels)}."
+        )
+    out, i = [], 0
+    for n, (k, images) in enumerate(checked):
         j = i + k
-        if j > len(net.kernels):
-            raise InputError(
-                f"Model.make_schedule: the stacks hold {j} layers but {name!r} has {len(net.kernels)} kernel "
-                f"layers; the counts must add up to {len(net.kernels)}."
-            )
         lone = [net.kernels[m].name for m in range(i, j) if net.alone[m]]
         if lone and (k > 1 or images != batch):
             raise InputError(
@@ -263,11 +268,6 @@ def make(net: Network, name: str, batch: int, stacks, l2_bytes: int) -> Schedule
             )
         out.append(net.stack(i, j, batch, images, l2_bytes))
         i = j
-    if i != len(net.kernels):
-        raise InputError(
-            f"Model.make_schedule: the stacks hold {i} layers but {name!r} has {len(net.kernels)} kernel "
-            f"layers; the counts must add up to {len(net.kernels)}."
-        )
     return Schedule("l2", batch, l2_bytes, tuple(out))
 
 
