@@ -80,7 +80,11 @@ def conv2d_fused(
         scale, offset: int8 operands (``Policy(operand="int8", output="int8" | "fp16")``): the
             requantisation's, as :func:`npu_jax.conv2d`'s. Its chain is one activation (``relu``,
             ``leaky_relu``, ``clipped_relu``) fused in the requantisation on either chip, applied to the
-            scaled value before its rounding (a ReLU of an int8 output clamps at its zero point). ``tiling=None`` lets the chooser pick under the fused
+            scaled value before its rounding (a ReLU of an int8 output clamps at its zero point); or,
+            on a 910 / 310P with ``output="fp16"``, a residual chain (``"residual"`` with ``"abs"`` and
+            activations around it): the deq conversion writes the fp16 tile and the vector unit adds the
+            fp16 residual and applies the rest in fp16 before the one write (the vendor's conv +
+            dequant + vadd + ReLU kernel). ``tiling=None`` lets the chooser pick under the fused
             kernel's own constraints (its UB / L1 buffers count too).
 
     Returns:

@@ -321,3 +321,83 @@ def test_int8_fused_activation_in_the_requantisation(chip, chains):
         fusion.conv2d_fused(x, w, ["relu"], padding=1, hw=hw, policy=pol, scale=scale, fused=False)
     with pytest.raises(ValueError, match="at most one activation"):
         fusion.conv2d_fused(x, w, ["relu", "abs"], padding=1, hw=hw, policy=pol, scale=scale)
+
+
+def numpy_residual_chain(acc, scale, chain, res):
+    """An independent numpy reading of the int8 residual chain: the int32 sums scaled in fp32 and
+    rounded to fp16, then each step in fp32 on fp16 values, its result rounded to fp16."""
+    r16 = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
+    v = r16(acc.astype(np.float32) * scale[None, :, None, None])
+    for st in canonical_steps(chain):
+        if st.op == "residual":
+            v = r16(v + res.astype(np.float32))
+        elif st.op == "relu":
+            v = np.maximum(v, 0)
+        elif st.op == "abs":
+            v = np.abs(v)
+        elif st.op == "leaky_relu":
+            v = np.where(v >= 0, v, r16(v * np.float32(st.arg)))
+    return v.astype(np.float16)
+
+
+@pytest.mark.parametrize(
+    "chain, strategies, paths",
+    [
+        (["residual", "relu"], [], []),
+        pytest.param(
+            ["abs", "residual", ("leaky_relu", 0.1)],
+            STRATEGIES,
+            ["values", "instructions"],
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_int8_residual_chain_fused_after_the_dequantisation(chain, strategies, paths):
+    """The vendor's conv + dequant + vadd + ReLU kernel (310P): the deq conversion writes the fp16 tile,
+    the vector unit adds the fp16 residual and applies the rest in fp16, one write to GM. An independent
+    numpy reading, both data paths and the model agree; the 910B (no UB beside its Cube), an int8 output
+    and an unfused chain are refused."""
+    rng = np.random.default_rng(23)
+    x, w = ints(rng, (2, 24, 9, 9)), ints(rng, (20, 24, 3, 3))
+    acc = np.asarray(int_conv(x, w, 1, 1, 1, 1))
+    scale = rng.uniform(1e-4, 4e-4, 20).astype(np.float32)
+    res = (rng.standard_normal((2, 20, 9, 9)) * 2).astype(np.float16)
+    hw, pol = CHIPS["310p"](), Policy(operand="int8", output="fp16")
+    want = numpy_residual_chain(acc, scale, chain, res)
+    y, rep = fusion.conv2d_fused(x, w, chain, padding=1, hw=hw, policy=pol, scale=scale, residual=res)
+    np.testing.assert_array_equal(np.asarray(y), want)
+    assert [label for label, _ in rep.parts] == ["conv"]
+    g = canonicalize(x.shape, w.shape, 1, 1, 1, 1)
+    epi = split(canonical_steps(chain), hw, pol, True)[0]
+    assert epi.int8_chain and epi.deq_args() == {} and not epi.widens_residual
+    t = choose_tiling(g, "img2col", hw, "int8", "fp16", epi)  # the tiling conv2d_fused chose
+    pred = predict(make_plan(g, "img2col", t, hw, "int8", "fp16", epi=epi))
+    assert (pred.cycles, pred.gm_bytes) == (int(rep.parts[0][1].cycles), int(rep.parts[0][1].gm_bytes))
+    for strategy in strategies:
+        t = choose_tiling(g, strategy, hw, "int8", "fp16", epi)
+        p = make_plan(g, strategy, t, hw, "int8", "fp16", epi=epi)
+        runs = [
+            run_plan(
+                p,
+                jnp.asarray(x),
+                jnp.asarray(w),
+                pol,
+                scale=jnp.asarray(scale),
+                residual=jnp.asarray(res.transpose(0, 2, 3, 1)),
+                data_path=dp,
+            )
+            for dp in paths
+        ]
+        pred = predict(p)
+        for yy, r in runs:
+            np.testing.assert_array_equal(np.asarray(yy), want.transpose(0, 2, 3, 1), err_msg=strategy)
+            assert (pred.cycles, pred.gm_bytes) == (int(r.cycles), int(r.gm_bytes)), strategy
+    for bad_hw, bad_pol, fused in (
+        (CHIPS["910b"](), pol, True),
+        (hw, Policy(operand="int8", output="int8"), True),
+        (hw, pol, False),
+    ):
+        with pytest.raises((ValueError, InputError), match="residual chain|fused=True"):
+            fusion.conv2d_fused(
+                x, w, chain, padding=1, hw=bad_hw, policy=bad_pol, scale=scale, residual=res, fused=fused
+            )

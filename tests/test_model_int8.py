@@ -377,6 +377,24 @@ def test_float_network_priced_as_int8_moves_fewer_bytes():
     assert int8.cycles < fp16.cycles
 
 
+def test_int8_residual_chains_fuse_on_the_coupled_chips():
+    """Priced as int8, a conv with a residual add after it is one kernel on the 310P (the vendor's
+    conv + dequant + vadd + ReLU: the chain on the dequantised fp16 tile in UB), and a conv kernel then
+    a vector kernel unfused or on the 910B (no UB beside its Cube); the fused network is faster."""
+    m = npu_jax.model.load(zoo.small_cnn(image=16))
+    runs = {}
+    for hw, fused in ((npu_jax.presets.ascend310p(), True), (npu_jax.presets.ascend310p(), False)) + (
+        (npu_jax.presets.ascend910b(), True),
+    ):
+        rep = m.estimate(batch=2, hw=hw, policy=INT8, fused=fused)
+        res = [la for la in rep.layers if "residual" in la.steps]
+        assert res
+        runs[hw.name, fused] = rep.cycles, {len(la.kernels) for la in res}
+    assert runs["ascend310p", True][1] == {1} and runs["ascend910b", True][1] == {2}
+    assert runs["ascend310p", False][1] == {2}
+    assert runs["ascend310p", True][0] < runs["ascend310p", False][0]
+
+
 # ---- refusals ---------------------------------------------------------------------------------------------
 def test_run_of_a_float_network_with_an_int8_policy_is_refused():
     m = npu_jax.model.load(one_conv(1))

@@ -20,7 +20,7 @@ def emit(core, e: EpiloguePlan, a: dict, c_l0, y_win, res_win, bias_col, m, n, t
     """L0C -> (chain) -> GM for one output tile of ``m`` positions x ``n`` channels."""
     row = a["row"].at(0, (0, bias_col)) if e.row is not None else None
     quant = {"scale": row, "offset": e.offset} if e.has("dequant") else {}
-    deq_acts = e.fixpipe_args() if e.has("dequant") else {}  # the UB path's deq conversion applies it
+    deq_acts = e.deq_args() if e.has("dequant") else {}  # the UB path's deq conversion applies it
     if e.where == "fixpipe":
         bias = row if e.has("bias") else None
         core = core.set_flag("M_FIX", 0, live).wait_flag("M_FIX", 0, live)

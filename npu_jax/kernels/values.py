@@ -63,7 +63,7 @@ def covers(p: ConvPlan, policy: Policy) -> bool:
         policy.rounding != "stochastic"
         and p.bound is None
         and p.tiling_bound is None
-        and not (p.epi is not None and p.sgroups > 1 and not p.epi.has("dequant"))
+        and not (p.epi is not None and p.sgroups > 1 and (p.epi.int8_chain or not p.epi.has("dequant")))
     )
 
 
@@ -164,7 +164,9 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
         return acc
     if e is None:  # Fixpipe and L0C -> UB convert alike; MTE3 copies UB to GM as it is
         return policy.convert_out(acc, p.output, hw)
-    if e.has("dequant"):  # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales
+    if (
+        e.has("dequant") and not e.int8_chain
+    ):  # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales
         over = policy.overflow_mode(hw)
         return requantize(acc, bias, e.offset, p.output, overflow=over, **e.fixpipe_args())
     if e.where == "fixpipe":
@@ -177,7 +179,10 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
             args.get("clip"),
         )
         return policy.convert_out(nd, p.output, hw)
-    cur = policy.convert_out(acc, e.vector, hw).astype(jnp.float32)  # L0C -> UB
+    if e.int8_chain:  # the deq conversion writes the fp16 tile the residual chain works on
+        cur = requantize(acc, bias, 0, e.vector, overflow=policy.overflow_mode(hw)).astype(jnp.float32)
+    else:
+        cur = policy.convert_out(acc, e.vector, hw).astype(jnp.float32)  # L0C -> UB
     clip = [s.arg for s in e.steps if s.op == "clipped_relu"]
     alpha = [s.arg for s in e.steps if s.op == "leaky_relu"]
     fmt = e.vector

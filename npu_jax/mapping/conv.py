@@ -376,7 +376,7 @@ class ConvPlan:
             )
         # an int8 chain (the dequantisation and at most one activation) of several super-groups reads
         # one super-group's scales: the caller gives it scales every super-group shares
-        if sg > 1 and self.epi is not None and not self.epi.has("dequant"):
+        if sg > 1 and self.epi is not None and (self.epi.int8_chain or not self.epi.has("dequant")):
             raise InputError(
                 f"a fused epilogue needs a conv of one super-group; {self.g.describe()} runs {sg} "
                 f"super-groups of {self.pack} groups: run the conv unfused (npu_jax.conv2d) and the "

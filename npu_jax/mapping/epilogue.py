@@ -13,7 +13,10 @@ add of a second tensor, cast; for int8 operands the dequantisation). Where it ru
 An int8 kernel's int32 accumulator leaves L0C scaled (``dequant``: one fp32 scale per output channel
 and the int8 output's zero point, :func:`npu_jax.requantize`'s formula): in the Fixpipe's quantisation
 stage on the 910B, in the L0C -> UB conversion on the 910 / 310P (the vector unit's deq conversion).
-Its scale row is the chain's per-channel row, loaded as a bias row is.
+Its scale row is the chain's per-channel row, loaded as a bias row is. On the coupled chips an fp16
+output may go on through a **residual chain** (:data:`INT8_CHAIN`: the residual add and activations
+after it) on the dequantised fp16 tile in UB before MTE3 writes it: the vendor's fused
+conv + dequant + vadd + ReLU kernels of its int8 networks (CANN's UB-fusion passes).
 
 This module holds the chain's description, the split and the buffers it needs;
 ``kernels/epilogue.py`` issues its instructions, :mod:`npu_jax.cost` charges exactly the same ones,
@@ -28,6 +31,8 @@ from npu_jax.errors import check_number
 
 ACTIVATIONS = ("relu", "leaky_relu", "clipped_relu")
 STEP_OPS = ("bias", "residual", "cast", "abs", "dequant") + ACTIVATIONS
+# the steps an int8 kernel's dequantised fp16 tile may go through in UB (coupled chips, fp16 output)
+INT8_CHAIN = ("residual", "abs") + ACTIVATIONS
 FORMATS = ("fp16", "bf16", "fp32")
 
 
@@ -181,6 +186,17 @@ class EpiloguePlan:
         return next((s.arg for s in self.steps if s.op == "dequant"), 0)
 
     @property
+    def int8_chain(self) -> bool:
+        """An int8 kernel's dequantised fp16 tile goes on through vector steps in UB (the residual
+        chain); else its one activation, if any, rides in the deq conversion / Fixpipe."""
+        return self.has("dequant") and self.has("residual")
+
+    def deq_args(self) -> dict:
+        """The activation the dequantisation itself applies (none under a residual chain: there the
+        activations follow the add, on the vector unit)."""
+        return {} if self.int8_chain else self.fixpipe_args()
+
+    @property
     def needs_out_tile(self) -> bool:
         return self.where == "ub" and self.output != self.vector and not self.has("dequant")
 
@@ -209,9 +225,10 @@ class EpiloguePlan:
         """The UB path's vector instructions as (op, role): role ``bias`` / ``residual`` name the
         second source; ``widen_residual`` converts the residual tile to the vector format (into its
         own tile); ``cast`` writes the output tile; the rest work in place. The dequantisation is
-        the L0C -> UB conversion itself: no vector instruction."""
+        the L0C -> UB conversion itself: no vector instruction (nor its activation, except under a
+        residual chain, where the steps after it are the vector's)."""
         ops = []
-        if self.has("dequant"):  # the activation rides in the deq conversion too
+        if self.has("dequant") and not self.int8_chain:  # the activation rides in the deq conversion
             return ops
         for s in self.steps:
             if s.op == "bias":
@@ -243,13 +260,20 @@ def split(steps: tuple[Step, ...], hw, policy, fused: bool, offset: int = 0):
     For int8 operands the chain is the dequantisation (``offset``: the int8 output's zero point) and
     at most one activation, fused in it whatever ``fused`` says: an int32 accumulator leaves L0C
     scaled (the Fixpipe's quantisation and activation stages on the 910B, the L0C -> UB deq conversion
-    with its ReLU on the 910 / 310P) or as int32."""
+    with its ReLU on the 910 / 310P) or as int32. On a coupled chip with fp16 output and ``fused``, the
+    chain may be a residual chain instead (:data:`INT8_CHAIN`, a residual add among them): the deq
+    conversion writes the fp16 tile and the vector unit adds the residual (fp16 in GM) and applies the
+    rest, in fp16."""
     if policy.quantised:
+        if steps and int8_chain_fuses(steps, hw, policy, fused):
+            e = EpiloguePlan((Step("dequant", offset),) + tuple(steps), "ub", "fp16", "fp16", "fp16")
+            return e, (), "fp16", "fp16"
         if len(steps) > 1 or any(st.op not in ACTIVATIONS for st in steps):
             raise ValueError(
                 f"epilogue steps {[str(st) for st in steps]} with int8 operands: an int8 kernel's way out is its "
-                "(re)quantisation with at most one activation (relu, leaky_relu, clipped_relu) fused in it; run "
-                "the other steps on its fp16 output."
+                "(re)quantisation with at most one activation (relu, leaky_relu, clipped_relu) fused in it, or on "
+                "a 910 / 310P with output 'fp16' a residual chain (a residual add and activations, fused=True); "
+                "run the other steps on its fp16 output."
             )
         if policy.output == "int32":
             if steps:
@@ -271,6 +295,20 @@ def split(steps: tuple[Step, ...], hw, policy, fused: bool, offset: int = 0):
     on, rest = steps[:k], steps[k:]
     mid = final_format(on, policy.output)
     return EpiloguePlan(on, "fixpipe", policy.vector, mid), rest, mid, final
+
+
+def int8_chain_fuses(steps: tuple[Step, ...], hw, policy, fused: bool) -> bool:
+    """Whether an int8 kernel takes ``steps`` as a residual chain after its dequantisation: a coupled
+    chip (a UB beside the Cube), fp16 output, ``fused``, a residual add and nothing but
+    :data:`INT8_CHAIN` steps."""
+    return (
+        policy.quantised
+        and fused
+        and hw.coupled
+        and policy.output == "fp16"
+        and any(st.op == "residual" for st in steps)
+        and all(st.op in INT8_CHAIN for st in steps)
+    )
 
 
 # ---- buffers and flags of the fused chain ------------------------------------------------------------------------

@@ -126,9 +126,11 @@ def _conv_plan(layer: Layer, x_shape, s: Setting, cache: dict):
         if epi is None:
             raise
         why = str(e)
-        _, rest, mid, final = split(layer.steps, s.hw, s.policy, False)
-        t, by = _tiling(g, None, mid, s, cache)
-        p = make_plan(g, s.strategy, t, s.hw, op, mid)
+        # unfused: the whole chain after the kernel (an int8 kernel keeps its own way out)
+        e0, rest, mid, final = split(() if s.policy.quantised else layer.steps, s.hw, s.policy, False)
+        rest = rest or layer.steps
+        t, by = _tiling(g, e0, mid, s, cache)
+        p = make_plan(g, s.strategy, t, s.hw, op, mid, epi=e0)
         try:  # the kernel's own refusal names the reason better than the chooser's
             make_plan(g, s.strategy, t, s.hw, op, final, epi=epi)
         except NpuError as refusal:

@@ -26,6 +26,7 @@ from npu_jax.api.gemm import matmul
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.policy import Policy
 from npu_jax.core.quant import requantize, to_int8
+from npu_jax.mapping.epilogue import int8_chain_fuses
 from npu_jax.model.kernels import Setting, _vector_cost, conv_flops, estimate_conv, estimate_gemm
 from npu_jax.model.plan import Layer
 from npu_jax.model.report import KernelCost
@@ -147,13 +148,19 @@ def estimate_as_int8(layer: Layer, shapes, s: Setting, cache: dict, l2=None):
     """A float conv / GEMM under an int8 policy: the int8 Cube kernel (``s.policy``'s output; fp16
     when a vector kernel follows), its bias and leading ReLU / clipped ReLU carried by the
     requantisation, and the rest of the chain (a residual add and what follows it, a leaky ReLU) in a
-    vector kernel in fp16 after it."""
+    vector kernel in fp16 after it -- or, on a coupled chip (910 / 310P) with ``s.fused``, a conv's
+    residual chain fused after its dequantisation, in UB (the vendor's conv + dequant + vadd + ReLU
+    kernel; :func:`npu_jax.mapping.epilogue.int8_chain_fuses`), its output fp16."""
     k = 0
     while k < len(layer.steps) and layer.steps[k].op in CARRIED:
         k += 1
     rest = layer.steps[k:]
     fmt = "fp16" if rest and s.policy.output != "int32" else s.policy.output
     op = "conv" if layer.op == "conv" else "gemm"
+    s16 = int8_setting(s, "fp16")
+    if op == "conv" and rest and int8_chain_fuses(rest, s.hw, s16.policy, s.fused):
+        fused = dataclasses.replace(layer, steps=rest, bias=None)
+        return estimate_conv(fused, shapes, s16, cache, l2=l2)
     cube = estimate_conv if op == "conv" else estimate_gemm
     kernels, tiling = cube(_cube_layer(layer, op), shapes, int8_setting(s, fmt), cache, l2=l2)
     if rest:
