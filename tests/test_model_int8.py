@@ -383,9 +383,8 @@ def test_int8_residual_chains_fuse_on_the_coupled_chips():
     a vector kernel unfused or on the 910B (no UB beside its Cube); the fused network is faster."""
     m = npu_jax.model.load(zoo.small_cnn(image=16))
     runs = {}
-    for hw, fused in ((npu_jax.presets.ascend310p(), True), (npu_jax.presets.ascend310p(), False)) + (
-        (npu_jax.presets.ascend910b(), True),
-    ):
+    p310, p910b = npu_jax.presets.ascend310p(), npu_jax.presets.ascend910b()
+    for hw, fused in ((p310, True), (p310, False), (p910b, True)):
         rep = m.estimate(batch=2, hw=hw, policy=INT8, fused=fused)
         res = [la for la in rep.layers if "residual" in la.steps]
         assert res

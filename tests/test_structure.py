@@ -269,7 +269,7 @@ def test_npu_jax_does_not_import_fusion_or_precision():
 
 
 # The layers of npu_jax, lowest first: a module may import its own layer and those below.
-# Modules under no prefix here (the root package, report, workloads, studies) are not ranked.
+# Modules under no prefix here (the root package, workloads, studies) are not ranked.
 # A module's layer is its longest prefix here: the launch (core.run) builds the Report, whose module
 # reads core's tables (pipes, sanitizers), so it sits above the report, and asc above the launch.
 LAYERS = (
@@ -294,6 +294,12 @@ LAYERS = (
 def _layer(name: str) -> int | None:
     ranks = [(len(p), rank) for rank, p in enumerate(LAYERS) if name == p or name.startswith(p + ".")]
     return max(ranks)[1] if ranks else None
+
+
+def test_a_module_takes_its_longest_prefix_layer():
+    assert _layer("npu_jax.core.pipes") < _layer("npu_jax.report.report") < _layer("npu_jax.core.run")
+    assert _layer("npu_jax.core.run") < _layer("npu_jax.asc.launcher") < _layer("npu_jax.kernels.conv")
+    assert _layer("npu_jax.core.runner") == _layer("npu_jax.core") and _layer("npu_jax") is None
 
 
 def test_layers_import_downward():

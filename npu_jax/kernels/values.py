@@ -164,9 +164,8 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
         return acc
     if e is None:  # Fixpipe and L0C -> UB convert alike; MTE3 copies UB to GM as it is
         return policy.convert_out(acc, p.output, hw)
-    if (
-        e.has("dequant") and not e.int8_chain
-    ):  # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales
+    # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales (a residual chain goes on below)
+    if e.has("dequant") and not e.int8_chain:
         over = policy.overflow_mode(hw)
         return requantize(acc, bias, e.offset, p.output, overflow=over, **e.fixpipe_args())
     if e.where == "fixpipe":
