@@ -1,18 +1,22 @@
 """A network under the layer schedule and the "l2" schedule, and what each part of the l2 schedule gives.
 
     python benchmarks/network_schedule.py resnet50 --preset 310p --batch 64 [--int8] [--stacks]
+        [--hbm-sustained F] [--schedules layer l2]
 
 Prints images/s under: the layer schedule; the l2 schedule the model chooses; the same stacks run
 over the whole batch (no slicing: the working sets do not fit, each kernel keeps what its own rule
 keeps); every layer alone at the slice sizes the l2 schedule chose (slicing without stacking); and
 the cycles the stacks' weights save by staying in L2 across slices (each sliced layer's first-slice
 kernels against its later slices'). Every figure is an estimate of the same model (timing only);
-``Model.run(schedule=...)`` gives the same cycles (tests/test_model_schedule.py).
+``Model.run(schedule=...)`` gives the same cycles (tests/test_model_schedule.py). ``--hbm-sustained``
+replaces the preset's ``Assumed.hbm_sustained`` (a what-if of the chip's DRAM rate: docs/fidelity.md);
+``--schedules`` prints only those rows (the parts of the l2 schedule need "l2").
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import npu_jax
@@ -27,8 +31,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--int8", action="store_true", help="price the convs and GEMMs as int8")
     ap.add_argument("--stacks", action="store_true", help="print the chosen stacks")
+    ap.add_argument("--hbm-sustained", type=float, help="the fraction of the nominal DRAM rate sustained")
+    ap.add_argument("--schedules", nargs="+", choices=("layer", "l2"), default=("layer", "l2"))
     args = ap.parse_args()
     hw = npu_jax.presets.get(args.preset)
+    if args.hbm_sustained is not None:
+        hw = hw.replace(assumed=dataclasses.replace(hw.assumed, hbm_sustained=args.hbm_sustained))
     policy = npu_jax.Policy(operand="int8", output="int8") if args.int8 else None
     m = npu_jax.model.load(zoo.build(args.network))
     b = args.batch
@@ -46,10 +54,14 @@ def main() -> None:
         )
         return rep
 
-    print(f"{args.network} on {hw.name}, batch {b}, {'int8' if args.int8 else 'fp16'}")
+    what = f", hbm_sustained {hw.assumed.hbm_sustained}" if args.hbm_sustained is not None else ""
+    print(f"{args.network} on {hw.name}, batch {b}, {'int8' if args.int8 else 'fp16'}{what}")
     print("| schedule | cycles | img/s | kernels | launches | DRAM waits | kernels' DRAM MB | estimated in |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    row("layer", "layer")
+    if "layer" in args.schedules:
+        row("layer", "layer")
+    if "l2" not in args.schedules:
+        return
     l2 = row("l2 (the model's choice)", "l2")
     stacks = l2.schedule.stacks
     row("l2's stacks, not sliced", m.make_schedule(b, [(len(s.layers), b) for s in stacks], hw, policy))

@@ -164,11 +164,12 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
         return acc
     if e is None:  # Fixpipe and L0C -> UB convert alike; MTE3 copies UB to GM as it is
         return policy.convert_out(acc, p.output, hw)
-    # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales (a residual chain goes on below)
-    if e.has("dequant") and not e.int8_chain:
-        over = policy.overflow_mode(hw)
-        return requantize(acc, bias, e.offset, p.output, overflow=over, **e.fixpipe_args())
-    if e.where == "fixpipe":
+    if e.has("dequant"):  # Fixpipe and L0C -> UB (re)quantise alike: the row is the scales
+        y = requantize(acc, bias, e.offset, p.output, overflow=policy.overflow_mode(hw), **e.deq_args())
+        if not e.int8_chain:
+            return y
+        # a residual chain goes on from the fp16 tile the deq conversion wrote
+    elif e.where == "fixpipe":
         args = e.fixpipe_args()
         nd = fixpipe_values(
             acc,
@@ -178,10 +179,9 @@ def _out_step(acc, p: ConvPlan, policy: Policy, bias, residual):
             args.get("clip"),
         )
         return policy.convert_out(nd, p.output, hw)
-    if e.int8_chain:  # the deq conversion writes the fp16 tile the residual chain works on
-        cur = requantize(acc, bias, 0, e.vector, overflow=policy.overflow_mode(hw)).astype(jnp.float32)
     else:
-        cur = policy.convert_out(acc, e.vector, hw).astype(jnp.float32)  # L0C -> UB
+        y = policy.convert_out(acc, e.vector, hw)  # L0C -> UB
+    cur = y.astype(jnp.float32)
     clip = [s.arg for s in e.steps if s.op == "clipped_relu"]
     alpha = [s.arg for s in e.steps if s.op == "leaky_relu"]
     fmt = e.vector

@@ -127,8 +127,8 @@ def _conv_plan(layer: Layer, x_shape, s: Setting, cache: dict):
             raise
         why = str(e)
         # unfused: the whole chain after the kernel (an int8 kernel keeps its own way out)
-        e0, rest, mid, final = split(() if s.policy.quantised else layer.steps, s.hw, s.policy, False)
-        rest = rest or layer.steps
+        e0, _, mid, final = split(() if s.policy.quantised else layer.steps, s.hw, s.policy, False)
+        rest = layer.steps
         t, by = _tiling(g, e0, mid, s, cache)
         p = make_plan(g, s.strategy, t, s.hw, op, mid, epi=e0)
         try:  # the kernel's own refusal names the reason better than the chooser's
