@@ -193,3 +193,20 @@ def check_size(fn: str, parts: dict) -> int:
             f"fewer cores), or raise the limit with npu_jax.set_max_bytes(n) or {_MAX_BYTES_ENV}=n."
         )
     return total
+
+
+# public: the errors a caller may catch (the checks above are the package's own)
+__all__ = [
+    "AlignmentError",
+    "CapacityError",
+    "ConfigError",
+    "GradientError",
+    "InputError",
+    "InputTypeError",
+    "NpuError",
+    "SanitizerError",
+    "SanitizerWarning",
+    "SizeError",
+    "TilingError",
+    "WindowError",
+]

@@ -114,3 +114,6 @@ def format_rows(rows: list[StrategyRow]) -> str:
             f"{(f'{r.relayout_cycles:,}' if r.relayout_cycles else '-'):>9}"
         )
     return "\n".join(out)
+
+
+__all__ = ["StrategyRow", "conv_strategies", "format_rows"]

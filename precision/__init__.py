@@ -13,8 +13,10 @@ accumulator, output and vector formats inside the machine)::
     xq = precision.quantize(x, scale=cal.scale, zero_point=cal.zero_point)   # ONNX QuantizeLinear
 """
 
+import importlib
+
 from npu_jax.core.policy import Policy
-from precision import formats
+from precision import baselines, formats, strategies
 from precision.baselines import assert_precision
 from precision.budgets import (
     BUDGETS,
@@ -57,6 +59,7 @@ __all__ = [
     "StackSpec",
     "assert_precision",
     "assert_within_budget",
+    "baselines",
     "budget_for",
     "calibrate",
     "compare",
@@ -66,13 +69,21 @@ __all__ = [
     "gamma_K",
     "gamma_tilde",
     "get_format",
-    "int8_budget",
     "int8_bounds",
+    "int8_budget",
     "layer_bounds",
     "layer_budget",
+    "network",
     "prob_bound",
     "quantize",
     "round_to",
     "run_experiments",
     "run_strategy",
+    "strategies",
 ]
+
+
+def __getattr__(name: str):
+    if name == "network":  # the network study reads ONNX models: loaded on first use
+        return importlib.import_module("precision.network")
+    raise AttributeError(f"module 'precision' has no attribute {name!r}")

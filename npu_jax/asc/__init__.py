@@ -210,6 +210,8 @@ from npu_jax.asc.xcore import (
 )
 
 __all__ = [
+    "lib",  # pyasc's asc.lib.runtime / asc.lib.host and asc.runtime.config, at the same paths
+    "runtime",
     "Autotuned",
     "autotune",
     "bilinear_interpolation",

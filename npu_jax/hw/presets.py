@@ -227,3 +227,6 @@ def get(name: str) -> HardwareConfig:
     if key not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}.")
     return PRESETS[key]()
+
+
+__all__ = ["PRESETS", "ascend310p", "ascend910", "ascend910b", "ascend910b1", "get", "tiny"]

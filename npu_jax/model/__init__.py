@@ -20,6 +20,7 @@ except ImportError as e:  # an optional dependency: say how to get it
         'npu_jax.model reads ONNX models with the onnx package, which is not installed: pip install "npu-jax[onnx]"'
     ) from e
 
+from npu_jax.model import zoo
 from npu_jax.model.network import Model, load
 from npu_jax.model.plan import Decision, Layer, NetworkPlan
 from npu_jax.model.report import FusionSaving, KernelCost, LayerReport, NetworkReport, fusion_saving
@@ -35,4 +36,5 @@ __all__ = [
     "NetworkReport",
     "fusion_saving",
     "load",
+    "zoo",
 ]

@@ -285,3 +285,6 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+__all__ = ["NETWORKS", "build", "mobilenet_v2", "resnet18", "resnet50", "small_cnn"]

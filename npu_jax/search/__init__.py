@@ -12,10 +12,13 @@ The default tiling chooser (``search.choose``) sits in this layer too; the packa
 
 import importlib
 
-__all__ = ["SearchResult", "tile_search"]
+__all__ = ["SearchResult", "baselines", "codesign", "tile_search"]
+_SUBMODULES = ("baselines", "codesign")  # public modules of the package, loaded on first use
 
 
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"npu_jax.search.{name}")
     if name in __all__:
         return getattr(importlib.import_module("npu_jax.search.optimise"), name)
     raise AttributeError(f"module 'npu_jax.search' has no attribute {name!r}")

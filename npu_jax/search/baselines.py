@@ -104,3 +104,6 @@ def chooser(g: ConvGeometry, hw: HardwareConfig, fused: bool = False) -> Baselin
     return Baseline(
         "chooser", t, int(cyc), len(candidate_tilings(g, "img2col", hw, "fp16", mid, epi)), secs, inside
     )
+
+
+__all__ = ["Baseline", "chooser", "exhaustive", "random_draws", "random_search"]

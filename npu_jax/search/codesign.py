@@ -164,3 +164,6 @@ def plot_l1(sizes, totals, path=None, ax=None, clock_ghz: float | None = None):
         fig.tight_layout()
         fig.savefig(path, dpi=120)
     return ax
+
+
+__all__ = ["hw_gradient", "l1_sweep", "l2_sweep", "plot_l1", "smallest_sufficient"]

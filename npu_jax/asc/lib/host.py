@@ -244,3 +244,14 @@ class MultiCoreMatmulTiling:
 
 def _divisors(x: int) -> list[int]:
     return [d for d in range(1, x + 1) if x % d == 0]
+
+
+__all__ = [
+    "CubeFormat",
+    "DataType",
+    "MatrixTraverse",
+    "MultiCoreMatmulTiling",
+    "PlatformAscendC",
+    "TPosition",
+    "get_ascendc_platform",
+]

@@ -95,3 +95,25 @@ def set_device(device_id: int) -> None:
 
 def device_count() -> int:
     return 1
+
+
+__all__ = [
+    "Stream",
+    "create_stream",
+    "current_device",
+    "current_platform",
+    "current_stream",
+    "default_device",
+    "destroy_stream",
+    "device_count",
+    "get_soc_version",
+    "is_available",
+    "is_initialized",
+    "is_model",
+    "set_device",
+    "set_soc_version",
+    "synchronize",
+    "synchronize_device",
+    "use_model",
+    "use_npu",
+]

@@ -25,6 +25,9 @@ from npu_jax.core.findings import Finding
 
 PLAN, RUN = "plan", "run"
 
+# public: pyasc's ``asc.runtime.config`` (the submodule); the rest is the launch's own state
+__all__ = ["config"]
+
 
 class AscError(ValueError):
     """A kernel broke a rule of the vendor's programming model that has no run to wait for (a queue

@@ -129,3 +129,17 @@ def device_id() -> int:
 
 def set_device(device_id: int) -> None:
     _STATE["device_id"] = device_id
+
+
+__all__ = [
+    "PRESET_OF",
+    "Backend",
+    "KernelType",
+    "Platform",
+    "current_backend",
+    "current_platform",
+    "device_id",
+    "hardware",
+    "set_device",
+    "set_platform",
+]
