@@ -330,8 +330,18 @@ def launch(
             core_kind,
             policy,
         )
+        # a kernel that reads no value into a scalar has the same report for every input: a repeat
+        # call runs its outputs' program alone (core.run.launch's values_apart)
         outs, report = core_run.launch(
-            kernel_fn, ctx, gm, name=kname, workload="asc", key=key, keep_unwritten=True, finish=finish
+            kernel_fn,
+            ctx,
+            gm,
+            name=kname,
+            workload="asc",
+            key=key,
+            keep_unwritten=True,
+            finish=finish,
+            values_apart=not any(p.reads_data for p in paths),
         )
     else:
         with jax.disable_jit():

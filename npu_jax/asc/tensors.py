@@ -222,6 +222,7 @@ class LocalTensor(metaclass=_LocalTensorType):
         The value is traced: use it as a scalar argument (``asc.duplicate(t, v, n)``), not in an ``if``."""
         op = self._element(index, "get_value")
         run = runtime.current()
+        run.reads_data = True
         if op is None:
             return 0.0 if self.dtype.fmt in ("fp16", "bf16", "fp32") else 0
         run.core, value = run.core.get_value(op)

@@ -28,6 +28,7 @@ hits, misses, evictions, purges and the bytes held.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import ctypes
 import dataclasses
 import gc
@@ -168,6 +169,7 @@ class _Cache:
         ``jax.clear_caches`` too, 0.3 MB. So once as many programs were dropped as are kept, all go
         (each is compiled again on its next use; other jitted code in the process too)."""
         self.entries.clear()
+        _LATER.clear()
         self.since_purge = 0
         self.compiled_since_purge = 0
         self.purges += 1
@@ -211,6 +213,39 @@ def call(key: Hashable, fn: Callable, *args, fast_compile: bool = False):
     return _CACHE.get(key, fn, fast_compile)(*args)
 
 
+# Programs compiled in the background (``compile_later``): key -> Future of the compiled program, the
+# last 64; one thread compiles them (XLA's compile releases the GIL: it runs beside the caller)
+_LATER: collections.OrderedDict = collections.OrderedDict()
+_LATER_KEPT = 64
+_COMPILER: list = []
+
+
+def compile_later(key: Hashable, fn: Callable, *args) -> concurrent.futures.Future:
+    """``jax.jit(fn)`` compiled for the shapes and dtypes of ``args`` in a background thread, kept under
+    ``key`` (the last 64; dropped with the rest of the cache): the Future of the compiled program,
+    the same one for every later call with ``key`` (``fn`` is traced only the first time).
+
+    ``fn`` is traced in that thread too: it must not read another thread's trace-time state
+    (npu_jax's own is per thread: the asc runtime's, the sanitizers' site tables)."""
+    fut = _LATER.get(key)
+    if fut is None:
+        shapes = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), args)
+        if not _COMPILER:
+            _COMPILER.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="npu_jax-compile"))
+        fut = _LATER[key] = _COMPILER[0].submit(lambda: jax.jit(fn).lower(*shapes).compile())
+        while len(_LATER) > _LATER_KEPT:
+            _LATER.popitem(last=False)
+    else:
+        _LATER.move_to_end(key)
+    return fut
+
+
+def wait_compiled(timeout: float | None = None) -> None:
+    """Wait until every program compiling in the background (:func:`compile_later`) is done (for
+    benchmarks and tests that time or check the calls after them)."""
+    concurrent.futures.wait(list(_LATER.values()), timeout)
+
+
 def set_program_cache_size(n: int) -> None:
     """Keep at most ``n`` compiled programs (least recently used dropped first); 0 keeps none.
 
@@ -248,6 +283,7 @@ def set_program_cache_bytes(n: int | None) -> None:
 def clear_program_cache() -> None:
     """Drop every kept compiled program (counters stay)."""
     _CACHE.entries.clear()
+    _LATER.clear()
     _CACHE.since_purge = 0
 
 

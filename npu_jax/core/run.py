@@ -141,6 +141,7 @@ def launch(
     key: Hashable = None,
     keep_unwritten: bool = False,
     finish: Callable[[Report], Report] | None = None,
+    values_apart: bool = False,
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
@@ -153,6 +154,15 @@ def launch(
 
     ``l2_resident`` names the GM inputs an earlier kernel of the same sequence left in L2 (see
     ``l2.py``: each is resident if this kernel keeps it too).
+
+    ``values_apart``: the caller promises that no address, count or flag of the kernel depends on
+    the data (an ``asc`` kernel that reads no value into a scalar). Then only the first concrete run
+    of a ``key`` computes the report; later ones run a program of the outputs alone (no clocks, L2
+    record, trace or sanitizer log: XLA keeps none of it) and return the first run's report, its
+    findings raised or warned again. One figure of a report can depend on the data: two cores
+    writing one element race only if their bits differ. So the outputs' program counts the races
+    too, and runs only where the first run had none; where it finds one, the whole program runs
+    again and its report is returned (:func:`_values_run`).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
@@ -195,12 +205,60 @@ def launch(
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
     fast = not ctx.move_data  # a timing-only program runs once: compile it fast (programs.jit)
+    apart = values_apart and ctx.move_data and full is not None and _nbytes(gm) >= VALUES_APART_BYTES
+    if apart:
+        kept = _REPORTS.get(("run",) + full)
+        if kept is not None:
+            outs = _values_run(kernel, ctx, gm, full, name, extents, keep_unwritten)
+            if outs is not None:
+                _REPORTS.move_to_end(("run",) + full)
+                sanitize.raise_or_warn(kept)  # (the first run raised or warned them the first time)
+                return outs, kept
     if full is None:
         outs, report = programs.jit(run, fast)(gm)
     else:
         outs, report = programs.call(full, run, gm, fast_compile=fast)
     sanitize.raise_or_warn(report)
+    if apart and ("run",) + full not in _REPORTS and int(report.overlapping_writes) == 0:
+        _keep(("run",) + full, report)
     return outs, report
+
+
+# A launch's outputs computed apart from its report (``launch``'s ``values_apart``): only where the GM
+# data is this large. Below it a whole repeat run takes a few ms, not worth a second compiled program.
+VALUES_APART_BYTES = 1 << 20
+
+
+def _nbytes(gm: dict) -> int:
+    return sum(int(getattr(v, "nbytes", 0)) for v in gm.values())
+
+
+def _values_run(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_unwritten: bool):
+    """The outputs of :func:`launch`'s kernel alone, or None: while their program is still compiling
+    (in the background, ``programs.compile_later``, started by the first call that asks: the call
+    itself runs the whole program, so no call waits for a compile), where that compile failed, or
+    where two cores raced on an element (the report then differs from the kept one). The program is
+    the same kernel on a context without sanitizers or trace, its Report never built: XLA computes
+    only what the outputs need."""
+    vctx = dataclasses.replace(ctx, checks="none", trace_capacity=0)
+
+    def values(gm):
+        with sanitize.tracing(sanitize.SiteTable(name, vctx)):
+            core0 = init_core(vctx, gm, extents)
+            own, shared = jax.vmap(
+                lambda b: split_shared(kernel(core0.replace(block=b), b)),
+                axis_name=CORE_AXIS,
+                out_axes=(0, None),
+            )(jnp.arange(vctx.n_cores, dtype=jnp.int32))
+        initial = core0.gm if keep_unwritten else None
+        outs, overlap, _ = merge_outputs(vctx, join_shared(own, shared), initial=initial)
+        return outs, overlap
+
+    fut = programs.compile_later(("values",) + key, values, gm)
+    if not fut.done() or fut.exception() is not None:
+        return None
+    outs, overlap = fut.result()(gm)
+    return outs if int(overlap) == 0 else None
 
 
 _REPORTS: collections.OrderedDict = collections.OrderedDict()
@@ -230,14 +288,19 @@ def kept_report(key: Hashable, make: Callable[[], Report], traced: bool = False)
     report = _REPORTS.get(key)
     if report is None:
         report = outside(make)
-        _REPORTS[key] = report
-        nbytes = {k: sum(getattr(a, "nbytes", 0) for a in jax.tree.leaves(r)) for k, r in _REPORTS.items()}
-        while len(_REPORTS) > 1 and (len(_REPORTS) > _REPORTS_KEPT or sum(nbytes.values()) > _REPORTS_BYTES):
-            nbytes.pop(_REPORTS.popitem(last=False)[0])
+        _keep(key, report)
     else:
         _REPORTS.move_to_end(key)
         outside(sanitize.raise_or_warn, report)  # (make's launch raised or warned them the first time)
     return report
+
+
+def _keep(key: Hashable, report: Report) -> None:
+    """Keep ``report`` under ``key`` (the last 256, at most 256 MB of arrays: least recently used out)."""
+    _REPORTS[key] = report
+    nbytes = {k: sum(getattr(a, "nbytes", 0) for a in jax.tree.leaves(r)) for k, r in _REPORTS.items()}
+    while len(_REPORTS) > 1 and (len(_REPORTS) > _REPORTS_KEPT or sum(nbytes.values()) > _REPORTS_BYTES):
+        nbytes.pop(_REPORTS.popitem(last=False)[0])
 
 
 def timing_apart() -> bool:

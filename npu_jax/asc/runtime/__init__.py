@@ -106,6 +106,9 @@ class KernelRun:
         self.decision_i = 0
         self.mask_mode = None  # asc.MaskMode of the vector mask (None: NORMAL), set_mask_count / _norm
         self.vector_mask = None  # the mask of the calls with is_set_mask=False (None: every lane)
+        # a value read into a scalar (get_value): data can then reach an address, so the launch's report
+        # is not the same for every input (core.run.launch's values_apart)
+        self.reads_data = False
 
     @property
     def planning(self) -> bool:

@@ -10,10 +10,10 @@ mutation test (``mutation.py``); both are pushed and popped by context managers.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -124,16 +124,18 @@ class FlagOp(NamedTuple):
     pipe: str = ""  # a barrier's pipe: "ALL" or one pipe
 
 
-@dataclasses.dataclass
-class TraceState:
+class TraceState(threading.local):
     """The sanitizers' trace-time state, all of it: the site tables of the launches being traced
-    (innermost last) and the flag transforms in force (the mutation test's, innermost last)."""
+    (innermost last) and the flag transforms in force (the mutation test's, innermost last). Each
+    thread has its own, as JAX's trace state is per thread: a program traced in another thread
+    (``core.run``'s outputs-only programs, compiled in the background) never sees this one's."""
 
-    tables: list[SiteTable]
-    flag_transforms: list[Callable[[FlagOp], FlagOp]]
+    def __init__(self):
+        self.tables: list[SiteTable] = []
+        self.flag_transforms: list[Callable[[FlagOp], FlagOp]] = []
 
 
-TRACE = TraceState(tables=[], flag_transforms=[])
+TRACE = TraceState()
 _FALLBACK = SiteTable("(no launch)")
 
 
