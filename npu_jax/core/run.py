@@ -254,7 +254,8 @@ def _values_run(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_un
         outs, overlap, _ = merge_outputs(vctx, join_shared(own, shared), initial=initial)
         return outs, overlap
 
-    fut = programs.compile_later(("values",) + key, values, gm)
+    # keyed on the context without sanitizers: a kernel run with checks on and off shares it
+    fut = programs.compile_later(("values", key[0], vctx) + key[2:], values, gm)
     if not fut.done() or fut.exception() is not None:
         return None
     outs, overlap = fut.result()(gm)

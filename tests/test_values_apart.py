@@ -1,6 +1,7 @@
-"""A repeat call of an ``asc`` kernel runs its outputs' program alone (``core.run.launch``'s
-values_apart): the same bits, the first call's report, and a whole run wherever the report could
-differ (a value read into a scalar, two cores racing on an element)."""
+"""A repeat call of an ``asc`` kernel (and of the pooling and element-wise kernels) runs its outputs'
+program alone (``core.run.launch``'s values_apart): the same bits, the first call's report, and a
+whole run wherever the report could differ (a value read into a scalar, two cores racing on an
+element)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,27 @@ def test_a_race_the_first_data_did_not_have_runs_the_whole_program(apart, rng):
     other = rng.uniform(-4, 4, 2 * N).astype(np.float32)  # now they differ: the race is reported
     with pytest.raises(SanitizerError, match=f"{N} output elements were written by more than one core"):
         every_core_writes_the_front[2](other, np.zeros_like(other), hw=HW, checks="none")
+
+
+def test_checks_on_and_off_share_the_outputs_program(apart, rng):
+    for checks in ("none", "none", "all", "all"):
+        x, y = _data(rng)
+        (_, _, z), rep = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks=checks)
+        programs.wait_compiled()
+        np.testing.assert_array_equal(z, x + y)
+    assert len(programs._LATER) == 1  # compiled once, for the first setting's second call
+
+
+def test_pooling_repeats_with_its_outputs_alone(apart, rng):
+    xs = [rng.uniform(-4, 4, (1, 32, 16, 16)).astype(np.float16) for _ in range(3)]
+    got = []
+    for x in xs:
+        y, rep = npu_jax.pool2d(x, "max", 3, stride=2, padding=1, hw=HW, checks="all")
+        programs.wait_compiled()
+        got.append((np.asarray(y), rep))
+    assert len(programs._LATER) == 1 and got[2][1] is got[0][1]
+    programs._LATER.clear()
+    core_run._REPORTS.clear()
+    whole, rep = npu_jax.pool2d(xs[2], "max", 3, stride=2, padding=1, hw=HW, checks="all")
+    np.testing.assert_array_equal(np.asarray(whole).view(np.uint16), got[2][0].view(np.uint16))
+    assert rep.cycles == got[0][1].cycles
