@@ -100,6 +100,19 @@ def join_shared(core: Core, shared: dict) -> Core:
 _SHARED_SAN = ("gm_site", "gm_clash")
 
 
+def per_core(core: Core, b) -> Core:
+    """``core`` as core ``b`` starts it under the cores' vmap: its block index ``b``, and every state
+    of its own (clocks, buffers, flags, counters) already one per core, each leaf selected by a
+    predicate on ``b`` (the same bits). Otherwise each starts as one value for all cores and becomes
+    per core inside the kernel's first loop, and vmap's rule for a loop then traces the body twice
+    (its fixpoint over which carries are per core): the trace of a loop-heavy kernel took 2.2 s
+    longer (the row softmax, ``benchmarks/asc_ladder.py``)."""
+    own, shared = split_shared(core.replace(block=b))
+    mine = b >= 0
+    own = jax.tree.map(lambda x: jnp.where(mine, x, x) if isinstance(x, jax.Array) else x, own)
+    return join_shared(own, shared)
+
+
 def _mapping_count() -> tuple[int, int]:
     """(memory mappings this process holds, the kernel's limit); (0, 0) where /proc is not there."""
     try:
@@ -204,8 +217,10 @@ def launch(
         hash(full)
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
-    fast = not ctx.move_data  # a timing-only program runs once: compile it fast (programs.jit)
     apart = values_apart and ctx.move_data and full is not None and _nbytes(gm) >= VALUES_APART_BYTES
+    # a timing-only program runs once, and where the outputs are computed apart the whole program runs
+    # twice: compile it fast (programs.jit)
+    fast = not ctx.move_data or apart
     if apart:
         kept = _REPORTS.get(("run",) + full)
         if kept is not None:
@@ -246,7 +261,7 @@ def _values_run(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_un
         with sanitize.tracing(sanitize.SiteTable(name, vctx)):
             core0 = init_core(vctx, gm, extents)
             own, shared = jax.vmap(
-                lambda b: split_shared(kernel(core0.replace(block=b), b)),
+                lambda b: split_shared(kernel(per_core(core0, b), b)),
                 axis_name=CORE_AXIS,
                 out_axes=(0, None),
             )(jnp.arange(vctx.n_cores, dtype=jnp.int32))
@@ -352,7 +367,7 @@ def _launch(
             # cores always under vmap (one core too), their shared state one array along this axis
             # (core/shared.py): vmap hands it back unbatched (out_axes None), never a copy per core
             def one(b):
-                return split_shared(kernel(core0.replace(block=b), b))
+                return split_shared(kernel(per_core(core0, b), b))
 
             own, shared = jax.vmap(one, axis_name=CORE_AXIS, out_axes=(0, None))(
                 jnp.arange(ctx.n_cores, dtype=jnp.int32)
