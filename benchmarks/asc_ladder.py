@@ -19,6 +19,7 @@ of 5 calls of the same work as one jitted jnp function on the same host; the rat
 
     python benchmarks/asc_ladder.py [--sizes 65536,1048576,4194304] [--kernels add,gelu,...]
         [--checks none,all]
+    python benchmarks/asc_ladder.py --sizes 1048576 --compare   # beside: every call the whole program
     python benchmarks/asc_ladder.py --profile add:1048576 --checks none   # where a repeat call goes
 """
 
@@ -326,12 +327,15 @@ def profile_here(name: str, n: int, checks: str, top: int = 15) -> None:
         print(f"  {us / 2e3:8.2f} ms  {count[op] // 2:6d} x  {op}")
 
 
-def measure(name: str, n: int, checks: str) -> dict:
+def measure(name: str, n: int, checks: str, whole: bool = False) -> dict:
+    """One case in a fresh process; ``whole``: every call runs the whole program (the outputs never
+    computed apart: ``npu_jax.core.run.VALUES_APART_BYTES`` past any size)."""
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
     code = (
         f"import sys, json; sys.path[:0] = [{here!r}, {os.path.join(root, 'examples', 'asc')!r}]; "
-        f"import asc_ladder; print(json.dumps(asc_ladder.measure_here({name!r}, {n}, {checks!r})))"
+        + ("from npu_jax.core import run; run.VALUES_APART_BYTES = 1 << 62; " if whole else "")
+        + f"import asc_ladder; print(json.dumps(asc_ladder.measure_here({name!r}, {n}, {checks!r})))"
     )
     env = {**os.environ, "NPU_JAX_CACHE_DIR": "off"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
@@ -346,6 +350,11 @@ def main(argv=None):
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--checks", default="none,all", help="sanitizer settings, comma-separated")
     ap.add_argument("--profile", metavar="KERNEL:SIZE", help="print XLA's profile of one case's repeat call")
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="each case also with every call the whole program, side by side",
+    )
     a = ap.parse_args(argv)
     if a.profile:
         name, size = a.profile.split(":")
@@ -364,6 +373,13 @@ def main(argv=None):
         for n in sizes:
             for ck in a.checks.split(","):
                 r = measure(name, n, ck)
+                if a.compare:
+                    w = measure(name, n, ck, whole=True)
+                    print(
+                        f"{name:<11} {n:>9,} {ck:<6} {w['first']:>8.2f} {w['second'] * 1e3:>10.1f} {'whole':>8} "
+                        f"{w['repeat'] * 1e3:>10.1f} {w['jnp'] * 1e3:>8.2f} {w['repeat'] / w['jnp']:>7.0f}x",
+                        flush=True,
+                    )
                 print(
                     f"{name:<11} {n:>9,} {ck:<6} {r['first']:>8.2f} {r['second'] * 1e3:>10.1f} {r['ready']:>8.2f} "
                     f"{r['repeat'] * 1e3:>10.1f} "
