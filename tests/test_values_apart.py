@@ -160,3 +160,23 @@ def test_pooling_repeats_with_its_outputs_alone(apart, rng):
     whole, rep = npu_jax.pool2d(xs[2], "max", 3, stride=2, padding=1, hw=HW, checks="all")
     np.testing.assert_array_equal(np.asarray(whole).view(np.uint16), got[2][0].view(np.uint16))
     assert rep.cycles == got[0][1].cycles
+
+
+def test_checks_none_traces_and_compiles_nothing_of_the_sanitizers(monkeypatch, rng):
+    """With checks="none" no event is logged and no analysis is traced or compiled: the analysis
+    would fail here if anything called it."""
+    from npu_jax.core import findings, sanitize
+
+    def refuse(*a, **k):
+        raise AssertionError("the sanitizers' analysis ran with checks='none'")
+
+    monkeypatch.setattr(sanitize, "run_analysis", refuse)
+    monkeypatch.setattr(findings, "run_analysis", refuse)
+    x, y = _data(rng)
+    (_, _, z), rep = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="none")
+    np.testing.assert_array_equal(z, x + y)
+    assert rep.san_log is None and rep.san_findings is None and rep.san_logged is None
+    xc = rng.uniform(-1, 1, (1, 16, 8, 8)).astype(np.float16)
+    wc = rng.uniform(-1, 1, (16, 16, 3, 3)).astype(np.float16)
+    _, rep = npu_jax.conv2d(xc, wc, padding=1, hw=HW, checks="none")
+    assert rep.san_log is None and rep.san_findings is None and rep.san_logged is None
