@@ -96,23 +96,7 @@ class Autotuned:
         return f"asc.autotune({self.__name__}, {len(self.configs)} configs, key={list(self.key)})"
 
     def _bind(self, args: tuple, cfg: Mapping) -> tuple:
-        try:
-            bound = self._sig.bind_partial(*args)
-        except TypeError:
-            raise TypeError(f"{self.__name__}: too many arguments ({len(args)}).") from None
-        given = sorted(set(bound.arguments) & set(cfg))
-        if given:
-            raise AscError(
-                f"{self.__name__}: {given} are tuned by asc.autotune; leave them out of the call (the kept "
-                f"config gives them)."
-            )
-        bound.arguments.update(cfg)
-        try:
-            full = self._sig.bind(**bound.arguments)
-        except TypeError as e:
-            raise TypeError(f"{self.__name__}: {e}") from None
-        full.apply_defaults()
-        return tuple(full.arguments[p] for p in self._sig.parameters)
+        return bind(self._sig, self.__name__, args, cfg, "asc.autotune")
 
     def _key_of(self, args: tuple) -> tuple:
         bound = self._sig.bind_partial(*args)
@@ -140,26 +124,10 @@ class Autotuned:
         return launch(self.kernel, num_blocks, *self._bind(args, cfg), **kw)
 
     def _tune(self, num_blocks, args: tuple, hw, policy):
-        shapes = tuple(
-            jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") and not np.isscalar(a) else a
-            for a in args
-        )
-        timings = []
-        for cfg in self.configs:
-            try:
-                _, rep = launch(
-                    self.kernel,
-                    num_blocks,
-                    *self._bind(shapes, cfg),
-                    hw=hw,
-                    policy=policy,
-                    checks="none",
-                    timing_only=True,
-                )
-            except (AscError, NpuError) as e:
-                timings.append((cfg, f"{type(e).__name__}: {e}"))
-                continue
-            timings.append((cfg, int(rep.cycles)))
+        shapes = shapes_of(args)
+        timings = [
+            (cfg, price(self.kernel, num_blocks, self._bind(shapes, cfg), hw, policy)) for cfg in self.configs
+        ]
         priced = [(c, t) for c, t in timings if isinstance(t, int)]
         if not priced:
             lines = "\n".join(f"  {_label(c)}: {t}" for c, t in timings)
@@ -186,6 +154,45 @@ class Autotuned:
             if k == kv:
                 return [(dict(c), v) for c, v in t]
         raise KeyError(f"{self.__name__}: no call tuned for key {dict(zip(self.key, key_values))}.")
+
+
+def bind(sig: inspect.Signature, name: str, args: tuple, cfg: Mapping, who: str) -> tuple:
+    """A kernel's arguments in order: ``args`` (positional, the call's) with ``cfg``'s keyword
+    arguments and the defaults filled in; a tuned argument also passed is refused (``who`` tunes it)."""
+    try:
+        bound = sig.bind_partial(*args)
+    except TypeError:
+        raise TypeError(f"{name}: too many arguments ({len(args)}).") from None
+    given = sorted(set(bound.arguments) & set(cfg))
+    if given:
+        raise AscError(
+            f"{name}: {given} are tuned by {who}; leave them out of the call (the config gives them)."
+        )
+    bound.arguments.update(cfg)
+    try:
+        full = sig.bind(**bound.arguments)
+    except TypeError as e:
+        raise TypeError(f"{name}: {e}") from None
+    full.apply_defaults()
+    return tuple(full.arguments[p] for p in sig.parameters)
+
+
+def shapes_of(args: tuple) -> tuple:
+    """Array arguments as their shapes and dtypes (what pricing needs), the others as they are."""
+    return tuple(
+        jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") and not np.isscalar(a) else a
+        for a in args
+    )
+
+
+def price(kern: Kernel, num_blocks: int, args: tuple, hw, policy) -> int | str:
+    """A kernel's cycles with these (bound) arguments, timing-only (no data, no sanitizers), or the
+    error that refused it (a buffer that overflows, a bad alignment: ``"CapacityError: ..."``)."""
+    try:
+        _, rep = launch(kern, num_blocks, *args, hw=hw, policy=policy, checks="none", timing_only=True)
+    except (AscError, NpuError) as e:
+        return f"{type(e).__name__}: {e}"
+    return int(rep.cycles)
 
 
 def autotune(configs: Sequence[Mapping], key: Sequence[str] = ()):
