@@ -77,17 +77,23 @@ def test_below_the_size_the_whole_program_runs(monkeypatch, rng):
     assert not programs._LATER
 
 
-@asc.kernel
-def scaled_by_first(x, z):
-    """z = x * x[0]: a value read into a scalar (its value could reach an address)."""
+def _staged(x, z, x_at=0):
+    """The small kernels' set-up: N fp32 of x from element ``x_at`` copied into a UB buffer, and z."""
     pipe = asc.TPipe()
     q = asc.TBuf(asc.TPosition.VECCALC)
     pipe.init_buffer(q, N * 4)
     t = q.get(asc.float32)
     xg, zg = asc.GlobalTensor(), asc.GlobalTensor()
-    xg.set_global_buffer(x, N)
+    xg.set_global_buffer(x + x_at, N)
     zg.set_global_buffer(z, N)
     asc.data_copy(t, xg, N)
+    return t, zg
+
+
+@asc.kernel
+def scaled_by_first(x, z):
+    """z = x * x[0]: a value read into a scalar (its value could reach an address)."""
+    t, zg = _staged(x, z)
     asc.set_flag(asc.HardEvent.MTE2_S, 0)
     asc.wait_flag(asc.HardEvent.MTE2_S, 0)
     s = t.get_value(0)
@@ -111,14 +117,7 @@ def test_a_kernel_that_reads_a_value_into_a_scalar_runs_whole(apart, rng):
 @asc.kernel
 def every_core_writes_the_front(x, z):
     """Core b copies its own part of x to the front of z: the cores race unless the parts are equal."""
-    pipe = asc.TPipe()
-    q = asc.TBuf(asc.TPosition.VECCALC)
-    pipe.init_buffer(q, N * 4)
-    t = q.get(asc.float32)
-    xg, zg = asc.GlobalTensor(), asc.GlobalTensor()
-    xg.set_global_buffer(x + asc.get_block_idx() * N, N)
-    zg.set_global_buffer(z, N)
-    asc.data_copy(t, xg, N)
+    t, zg = _staged(x, z, asc.get_block_idx() * N)
     asc.set_flag(asc.HardEvent.MTE2_MTE3, 0)
     asc.wait_flag(asc.HardEvent.MTE2_MTE3, 0)
     asc.data_copy(zg, t, N)
