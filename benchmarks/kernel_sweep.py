@@ -1,0 +1,74 @@
+"""A tiling sweep of a user's kernel, timing only: 100 base-block configs of the Matmul + bias kernel.
+
+The kernel is ``benchmarks/asc_ladder.py``'s (the high-level ``asc.Matmul``, C = A @ B + bias, fp16 in,
+fp32 out, 8 blocks on the 910B preset: 128 rows of C each) at 1024 x 1024 x 256. The space is every base block
+``baseM`` in (16, 32, 64, 128) x ``baseN`` in (16, 32, 64, 128, 256) x ``baseK`` in (16, 32, 64, 128,
+256): 100 ``TCubeTiling`` values, searched exactly by ``npu_jax.search.kernel_search`` (each priced
+timing-only; those the chip refuses kept with their reason). Prints the wall time, the time a config,
+the pick and its verified run.
+
+    python benchmarks/kernel_sweep.py [--side 1024] [--k 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path[:0] = [
+    os.path.dirname(os.path.abspath(__file__)),
+    os.path.join(os.path.dirname(__file__), "..", "examples", "asc"),
+]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--side", type=int, default=1024, help="M = N")
+    ap.add_argument("--k", type=int, default=256, help="K")
+    a = ap.parse_args(argv)
+
+    import asc_ladder
+
+    import npu_jax
+    from npu_jax import asc
+
+    kern = asc_ladder._kernels()["matmul"]
+    side, k, blocks = a.side, a.k, 8
+    sm = side // blocks
+    space = {
+        "tiling": [
+            asc.TCubeTiling(side, side, k, sm, side, k, bm, bn, bk)
+            for bm in (16, 32, 64, 128)
+            for bn in (16, 32, 64, 128, 256)
+            for bk in (16, 32, 64, 128, 256)
+        ]
+    }
+    rng = np.random.default_rng(0)
+    args = (
+        rng.integers(-4, 5, (side, k)).astype(np.float16),
+        rng.integers(-4, 5, (k, side)).astype(np.float16),
+        rng.integers(-50, 51, side).astype(np.float32),
+        np.zeros((side, side), np.float32),
+    )
+    hw = npu_jax.presets.ascend910b()
+    t0 = time.perf_counter()
+    r = npu_jax.search.kernel_search(kern, blocks, *args, space=space, hw=hw)
+    wall = time.perf_counter() - t0
+    t = r.best["tiling"]
+    refused = sum(not isinstance(c, int) for _, c in r.priced)
+    print(
+        f"{len(r.priced)} configs priced ({refused} refused) in {wall:.1f} s: {wall / len(r.priced):.2f} s a config"
+    )
+    print(
+        f"pick: base {t.base_m} x {t.base_n} x {t.base_k}, {r.cycles:,} cycles (its full run: {int(r.report.cycles):,})"
+    )
+    want = args[0].astype(np.float64) @ args[1].astype(np.float64) + args[2]
+    assert np.array_equal(np.asarray(r.outputs[3], np.float64), want), "the pick's output"
+
+
+if __name__ == "__main__":
+    main()
