@@ -84,5 +84,15 @@ def test_bad_spaces_are_refused_by_name():
         )
     with pytest.raises(AscError, match="@asc.kernel"):
         npu_jax.search.kernel_search(add_custom.fn, 8, *shapes, BLOCK, space={"tile_num": [1]}, hw=HW)
+    with pytest.raises(AscError, match="relaxed cost takes numbers"):
+        npu_jax.search.kernel_search(
+            add_custom,
+            8,
+            *shapes,
+            BLOCK,
+            space={"tile_num": [1, "two"]},
+            relaxed=lambda p: p["tile_num"],
+            hw=HW,
+        )
     with pytest.raises(AscError, match="tuned by kernel_search"):
         npu_jax.search.kernel_search(add_custom, 8, *shapes, BLOCK, 4, space={"tile_num": [1]}, hw=HW)

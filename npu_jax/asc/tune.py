@@ -32,7 +32,8 @@ from npu_jax.errors import NpuError
 from npu_jax.hw import presets
 
 
-def _label(cfg: Mapping) -> str:
+def label(cfg: Mapping) -> str:
+    """A config as ``tile_num=8, buffer_num=2`` (report names, tables, errors)."""
     return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
@@ -120,7 +121,7 @@ class Autotuned:
             self._picks[at] = self._tune(num_blocks, args, hw, kw.get("policy"))
         cfg, _ = self._picks[at]
         self._latest[kv] = cfg
-        kw = {"name": f"{self.__name__}[{_label(cfg)}]", **kw, "hw": hw}
+        kw = {"name": f"{self.__name__}[{label(cfg)}]", **kw, "hw": hw}
         return launch(self.kernel, num_blocks, *self._bind(args, cfg), **kw)
 
     def _tune(self, num_blocks, args: tuple, hw, policy):
@@ -130,7 +131,7 @@ class Autotuned:
         ]
         priced = [(c, t) for c, t in timings if isinstance(t, int)]
         if not priced:
-            lines = "\n".join(f"  {_label(c)}: {t}" for c, t in timings)
+            lines = "\n".join(f"  {label(c)}: {t}" for c, t in timings)
             raise AscError(f"asc.autotune: {self.__name__} refused every config on {hw.name}:\n{lines}")
         best = min(priced, key=lambda ct: ct[1])[0]  # min keeps the first of equal cycles
         return best, tuple(timings)
@@ -207,4 +208,4 @@ def autotune(configs: Sequence[Mapping], key: Sequence[str] = ()):
     return deco
 
 
-__all__ = ["Autotuned", "autotune"]
+__all__ = ["Autotuned", "autotune"]  # bind, label, price, shapes_of: for npu_jax.search.kernel

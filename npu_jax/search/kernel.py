@@ -33,7 +33,7 @@ import optax
 
 from npu_jax.asc.launcher import Kernel, launch
 from npu_jax.asc.runtime import AscError
-from npu_jax.asc.tune import bind, price, shapes_of
+from npu_jax.asc.tune import bind, label, price, shapes_of
 from npu_jax.hw import presets
 
 
@@ -55,13 +55,9 @@ class KernelSearch:
     def table(self) -> str:
         """The priced configs, fewest cycles first (refused ones last, with their reason)."""
         ok = sorted(((c, t) for c, t in self.priced if isinstance(t, int)), key=lambda ct: ct[1])
-        rows = [f"{_label(c)}: {t:,} cycles" for c, t in ok]
-        rows += [f"{_label(c)}: {t}" for c, t in self.priced if not isinstance(t, int)]
+        rows = [f"{label(c)}: {t:,} cycles" for c, t in ok]
+        rows += [f"{label(c)}: {t}" for c, t in self.priced if not isinstance(t, int)]
         return "\n".join(rows)
-
-
-def _label(cfg: Mapping) -> str:
-    return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
 def _grid(space: Mapping[str, Sequence], constraint) -> list[dict]:
@@ -151,6 +147,12 @@ def kernel_search(
     at = None
     todo = grid
     if relaxed is not None:
+        named = sorted(k for k, vs in space.items() if not all(isinstance(v, (int, float)) for v in vs))
+        if named:
+            raise AscError(
+                f"kernel_search(relaxed=...): the relaxed cost takes numbers, and space{named} holds other values; "
+                f"search those exactly (relaxed=None) or give their numeric parts as parameters."
+            )
         at = _descend(relaxed, space, steps, learning_rate)
         inside = {tuple(c.items()) for c in grid}
         todo = [c for c in _around(at, space, around) if tuple(c.items()) in inside] or grid
@@ -161,7 +163,7 @@ def kernel_search(
     )
     ok = [(c, t) for c, t in priced if isinstance(t, int)]
     if not ok:
-        lines = "\n".join(f"  {_label(c)}: {t}" for c, t in priced)
+        lines = "\n".join(f"  {label(c)}: {t}" for c, t in priced)
         raise AscError(f"kernel_search: {hw.name} refused every config priced:\n{lines}")
     best, cycles = min(ok, key=lambda ct: ct[1])
     report = outputs = None
@@ -172,7 +174,7 @@ def kernel_search(
         )
         if int(report.cycles) != cycles:
             raise AssertionError(
-                f"kernel_search: {_label(best)} priced {cycles:,} cycles and ran {int(report.cycles):,}; the "
+                f"kernel_search: {label(best)} priced {cycles:,} cycles and ran {int(report.cycles):,}; the "
                 f"timing-only run must equal the full one (a bug: please report it)."
             )
     return KernelSearch(dict(best), cycles, priced, len(grid), at, report, outputs)
