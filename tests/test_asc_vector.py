@@ -220,6 +220,52 @@ def test_jit_false_gives_the_same_outputs_and_cycles_and_both_print(rng, capsys)
     np.testing.assert_allclose(printed, want[:4], rtol=1e-6, err_msg=eager)
 
 
+_RAN: list = []
+
+
+@asc.kernel
+def _scaled(x, z, scale: float):
+    _RAN.append(scale)  # the kernel's Python ran: its plan pass, or its trace
+    n = x.size
+    g, o = asc.GlobalTensor(), asc.GlobalTensor()
+    g.set_global_buffer(x, n)
+    o.set_global_buffer(z, n)
+    pipe = asc.TPipe()
+    qi, qo = asc.TQue(asc.TPosition.VECIN, 1), asc.TQue(asc.TPosition.VECOUT, 1)
+    pipe.init_buffer(qi, 1, n * 4)
+    pipe.init_buffer(qo, 1, n * 4)
+    t = qi.alloc_tensor(asc.float32)
+    asc.data_copy(t, g, n)
+    qi.enque(t)
+    t, u = qi.deque(asc.float32), qo.alloc_tensor(asc.float32)
+    asc.muls(u, t, scale, n)
+    qo.enque(u)
+    qi.free_tensor(t)
+    u = qo.deque(asc.float32)
+    asc.data_copy(o, u, n)
+    qo.free_tensor(u)
+
+
+def test_a_repeat_call_runs_none_of_the_kernels_python(rng):
+    """The plan pass is kept with the compiled program: a repeat call (same function, statics, GM
+    shapes, blocks, chip) runs no Python of the kernel's; a new static or shape plans it again."""
+    _RAN.clear()
+    x = rng.uniform(-4, 4, 64).astype(np.float32)
+    (_, z), first = _scaled[1](x, np.zeros_like(x), 2.0, hw=HW)
+    ran = len(_RAN)
+    assert ran >= 2  # planned, then traced
+    y = rng.uniform(-4, 4, 64).astype(np.float32)
+    (_, z2), again = _scaled[1](y, np.zeros_like(y), 2.0, hw=HW)
+    np.testing.assert_array_equal(z2, y * np.float32(2))
+    assert len(_RAN) == ran and again.cycles == first.cycles
+    (_, z3), _ = _scaled[1](y, np.zeros_like(y), 3.0, hw=HW)
+    np.testing.assert_array_equal(z3, y * np.float32(3))
+    assert _RAN[ran:] and set(_RAN[ran:]) == {3.0}
+    w = rng.uniform(-4, 4, 128).astype(np.float32)
+    (_, z4), _ = _scaled[1](w, np.zeros_like(w), 3.0, hw=HW)
+    np.testing.assert_array_equal(z4, w * np.float32(3))
+
+
 def test_more_blocks_than_cores_run_in_waves(rng):
     hw = npu_jax.presets.tiny()
     cores = hw.num_vector_cores

@@ -244,6 +244,26 @@ def test_round_to_fp32_is_identity(rng):
         np.testing.assert_array_equal(np.asarray(round_to(x, "fp32", mode)), x)
 
 
+@pytest.mark.parametrize("mode", DETERMINISTIC)
+def test_fp32_to_fp32_shortcut_keeps_the_general_roundings_bits(rng, mode):
+    """Every fp32 vector result is stored through a rounding to fp32, done by a five-operation
+    shortcut (``rounding._fp32_as_is``): the general rounding's bits for every pattern, NaNs with
+    their sign and any payload, infinities, subnormals, both zeros."""
+    from npu_jax.core import rounding
+
+    edges = np.array([0, 1, 0x7FFFFF, 0x800000, 0x7F7FFFFF, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF], np.uint32)
+    bits = np.concatenate([rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32), edges])
+    bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
+    general = rounding._finish(jax.numpy.asarray(bits), rounding.FORMATS["fp32"], mode, True, "inf", None)
+    assert rounding.fp32_as_is(jax.numpy.zeros(1, np.float32), "fp32", mode, True, "inf")
+    got = round_to(jax.numpy.asarray(bits.view(np.float32)), "fp32", mode)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(general).view(np.uint32))
+    # the shortcut stops where the rounding does change bits
+    assert not rounding.fp32_as_is(jax.numpy.zeros(1, np.float32), "fp32", mode, True, "saturate")
+    assert not rounding.fp32_as_is(jax.numpy.zeros(1, np.float32), "fp32", mode, False, "inf")
+    assert not rounding.fp32_as_is(jax.numpy.zeros(1, np.float16), "fp32", mode, True, "inf")
+
+
 def test_argument_errors():
     x = np.ones(3, np.float32)
     with pytest.raises(ValueError, match="fmt"):

@@ -10,6 +10,7 @@ left.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -34,6 +35,11 @@ from npu_jax.hw.config import HardwareConfig
 
 CORES = ("vector", "cube", "mix")
 _LAST: list = [None]
+# A kernel's plan pass (its buffers, GM use, paths through it) is the same for the same function,
+# static arguments, GM shapes and formats, blocks and chip (what its compiled program is keyed on
+# too): kept, the last 256, so a repeat call runs none of the kernel's Python (1-2 ms a call)
+_PLANS: collections.OrderedDict = collections.OrderedDict()
+_PLANS_KEPT = 256
 
 
 class Kernel:
@@ -222,11 +228,20 @@ def launch(
             fn(*call_args())
         return p
 
-    plan = plan_pass(0)
-    paths = [plan]  # one plan per path through the kernel
-    group_of = None
-    if plan.decisions:
-        plan, paths, group_of = blockidx.paths(plan, plan_pass, num_blocks, fn.__name__)
+    pkey = (fn, tuple(statics), tuple((p, v[2], v[1].fmt) for p, v in gm_args.items()), num_blocks, hw)
+    kept = _PLANS.get(pkey)
+    if kept is None:
+        plan = plan_pass(0)
+        paths = [plan]  # one plan per path through the kernel
+        group_of = None
+        if plan.decisions:
+            plan, paths, group_of = blockidx.paths(plan, plan_pass, num_blocks, fn.__name__)
+        kept = _PLANS[pkey] = (plan, paths, group_of)
+        while len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    else:
+        _PLANS.move_to_end(pkey)
+    plan, paths, group_of = kept
     core_kind = kern.core or ("cube" if any(r.buffer != "UB" for r in plan.requests) else "vector")
     physical = hw.num_vector_cores if core_kind == "vector" else hw.num_cores
     if (

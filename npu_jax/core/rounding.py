@@ -388,8 +388,34 @@ def _ints_to_f64_odd(xn: np.ndarray) -> np.ndarray:
 def _round_jit(x, fmt: str, mode: str, subnormals: bool, overflow: str, key, bits_in: bool):
     """One compiled program per (shape, dtype, settings): eager calls do not dispatch (and
     compile) dozens of small ops each; inside a trace it simply inlines."""
+    if fp32_as_is(x, fmt, mode, subnormals, overflow, bits_in):
+        return _fp32_as_is(x)
     b32 = x if bits_in else _to_bits32(x)
     return _finish(b32, FORMATS[fmt], mode, subnormals, overflow, key)
+
+
+def fp32_as_is(x, fmt: str, mode: str, subnormals: bool, overflow: str, bits_in: bool = False) -> bool:
+    """Whether rounding float32 ``x`` to fp32 keeps every value: a deterministic mode (nothing lies
+    below fp32's quantum), overflow to inf (saturate turns inf into the largest finite), subnormals
+    kept. Every vector instruction's fp32 result is stored through that rounding."""
+    return (
+        not bits_in
+        and fmt == "fp32"
+        and jnp.dtype(x.dtype) == jnp.float32
+        and mode != "stochastic"
+        and subnormals
+        and overflow == "inf"
+    )
+
+
+def _fp32_as_is(x):
+    """What :func:`_finish` makes of float32 ``x`` rounded to fp32 where :func:`fp32_as_is`: the same
+    bits, a NaN made the quiet NaN with its sign (``FloatFormat.nan_bits``). Five operations for its
+    fifty (the rounding of every fp32 vector result: the largest part of such kernels' programs)."""
+    b = lax.bitcast_convert_type(x, jnp.uint32)
+    nan = (b & jnp.uint32(0x7FFFFFFF)) > jnp.uint32(0x7F800000)
+    quiet = (b & jnp.uint32(0x80000000)) | jnp.uint32(FORMATS["fp32"].nan_bits)
+    return lax.bitcast_convert_type(jnp.where(nan, quiet, b), jnp.float32)
 
 
 def _finish(b32, f: FloatFormat, mode, subnormals, overflow, key):

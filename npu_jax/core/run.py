@@ -22,6 +22,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import gc
+import time
 from collections.abc import Callable, Hashable
 
 import jax
@@ -141,6 +142,19 @@ def release_compiled_if_near_limit(fraction: float = 0.6) -> bool:
     return False
 
 
+# Reading the mappings takes about a millisecond (thousands of lines): a launch reads them at most
+# every _MAP_CHECK_S (a compile takes 10 ms or more and adds tens of mappings, far inside the margin)
+_MAP_CHECK_S = 0.25
+_LAST_MAP_CHECK = [-1e9]  # time.monotonic() of the launch that last read them
+
+
+def _release_if_due() -> None:
+    now = time.monotonic()
+    if now - _LAST_MAP_CHECK[0] >= _MAP_CHECK_S:
+        _LAST_MAP_CHECK[0] = now
+        release_compiled_if_near_limit()
+
+
 def launch(
     kernel: Callable[[Core, jax.Array], Core],
     ctx: Context,
@@ -204,7 +218,7 @@ def launch(
     traced = any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((gm, extents)))
     if traced:
         return run(gm)
-    release_compiled_if_near_limit()
+    _release_if_due()
     # one program instead of thousands of op-by-op dispatches (each a small compile of its own),
     # reused by every later launch with the same key; never under the mutation test's transforms,
     # which change what is traced without changing the key
