@@ -251,7 +251,9 @@ def test_fp32_to_fp32_shortcut_keeps_the_general_roundings_bits(rng, mode):
     their sign and any payload, infinities, subnormals, both zeros."""
     from npu_jax.core import rounding
 
-    edges = np.array([0, 1, 0x7FFFFF, 0x800000, 0x7F7FFFFF, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF], np.uint32)
+    edges = np.array(
+        [0, 1, 0x7FFFFF, 0x800000, 0x7F7FFFFF, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF], np.uint32
+    )
     bits = np.concatenate([rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32), edges])
     bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
     general = rounding._finish(jax.numpy.asarray(bits), rounding.FORMATS["fp32"], mode, True, "inf", None)
