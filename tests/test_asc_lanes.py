@@ -59,6 +59,31 @@ def bits(words, lanes):
 
 # ---- the mask + repeat form -------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_repeats_that_are_whole_runs_apart(rng, dtype):
+    """Every lane on and each repeat one run of elements (block stride 1), the runs apart (repeat
+    strides past a repeat, as a row walk takes them): read and written a run at a time. Overlapping
+    destination repeats (a later one wins) and a gap of one block on the way back."""
+    lanes, per = 256 // np.dtype(dtype).itemsize, 32 // np.dtype(dtype).itemsize
+    n = 8192 // np.dtype(dtype).itemsize
+    x, y, out = (rng.uniform(-4, 4, n).astype(dtype) for _ in range(3))
+    repeats = 4
+
+    def body(xl, yl, ol):
+        asc.add(ol, xl, yl, lanes, repeats, asc.BinaryRepeatParams(1, 1, 1, 16, 12, 9))
+        asc.mul(ol[n // 2 :], xl, yl, lanes, repeats, asc.BinaryRepeatParams(1, 1, 1, 4, 8, 8))
+
+    got, rep = run(body, x, y, out)
+    want = out.copy()
+    d, a, b = (walk(0, repeats, 1, s, per, lanes) for s in (16, 12, 9))
+    want[d] = x[a] + y[b]
+    d2, a2 = walk(n // 2, repeats, 1, 4, per, lanes), walk(0, repeats, 1, 8, per, lanes)
+    for r in range(repeats):  # overlapping repeats: in order, a later one wins
+        want[d2[r]] = x[a2[r]] * y[a2[r]]
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert not rep.findings()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_binary_repeat_form_walks_strides_and_a_bit_mask(rng, dtype):
     lanes, per = 256 // np.dtype(dtype).itemsize, 32 // np.dtype(dtype).itemsize
     n = 4096 // np.dtype(dtype).itemsize

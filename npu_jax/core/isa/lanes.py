@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from npu_jax.core.buffers import Ref
+from npu_jax.core.buffers import DTYPES, Ref
 from npu_jax.core.isa.data import bytes_to, to_bytes
 from npu_jax.core.state import Core
 from npu_jax.hw.formats import itemsize
@@ -200,6 +200,57 @@ def stage_elements(op: Lanes) -> int:
     return a.shape[0] * itemsize(a.dtype) // itemsize(op.elem)
 
 
+def _at(core: Core, op: Lanes, idx: np.ndarray):
+    """(the allocation's array, index arrays) of the elements ``idx`` (static offsets of the
+    operand's type from its start) of the operand's stage; for a byte allocation read as another
+    type, every byte of each element (a trailing axis of its size)."""
+    a = op.alloc
+    stage = jnp.asarray(op.stage, _i32)
+    at = jnp.asarray(op.start, _i32) + jnp.asarray(idx, _i32)
+    if op.elem != a.dtype:
+        isz = itemsize(op.elem)
+        at = at[..., None] * isz + jnp.arange(isz, dtype=_i32)
+    return core.buf[a.name], (stage, at)
+
+
+def _runs(idx: np.ndarray) -> bool:
+    """Each row of ``idx`` (R, L) is L consecutive elements and no two rows overlap."""
+    if idx.ndim != 2 or idx.shape[1] < 2 or np.any(np.diff(idx, axis=1) != 1):
+        return idx.ndim == 2 and idx.shape[1] == 1 and len(np.unique(idx)) == idx.shape[0]
+    first = np.sort(idx[:, 0])
+    return bool(np.all(np.diff(first) >= idx.shape[1]))
+
+
+def _windows(core: Core, op: Lanes, idx: np.ndarray):
+    """(the allocation's array, the start of each row's window (R, 2), the window's size in the
+    array's elements): ``idx`` (R, L) whose rows are runs (``_runs``)."""
+    a = op.alloc
+    isz = 1 if op.elem == a.dtype else itemsize(op.elem)
+    first = (jnp.asarray(op.start, _i32) + jnp.asarray(idx[:, 0], _i32)) * isz
+    stage = jnp.broadcast_to(jnp.asarray(op.stage, _i32), first.shape)
+    return core.buf[a.name], jnp.stack([stage, first], -1), idx.shape[1] * isz
+
+
+_DIMS = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0, 1))
+_SDIMS = lax.ScatterDimensionNumbers(
+    update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0, 1)
+)
+
+
+def _gather(core: Core, op: Lanes, idx: np.ndarray) -> jax.Array:
+    """The operand's elements at the static offsets ``idx`` (any shape), in its type: a gather of
+    those elements alone, not of the span they lie in (rows that are runs: one window each)."""
+    if _runs(idx):
+        buf, starts, w = _windows(core, op, idx)
+        got = lax.gather(buf, starts, _DIMS, (1, w), mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+        if op.elem != op.alloc.dtype:
+            got = got.reshape(idx.shape + (itemsize(op.elem),))
+    else:
+        buf, at = _at(core, op, idx)
+        got = buf[at]
+    return got if op.elem == op.alloc.dtype else lax.bitcast_convert_type(got, DTYPES[op.elem])
+
+
 def read(core: Core, op: Lanes) -> jax.Array:
     """The operand's lanes, (R, L), in its type (a lane that does not run reads some element of the
     stage: its value is never used)."""
@@ -208,7 +259,7 @@ def read(core: Core, op: Lanes) -> jax.Array:
     if p.contiguous and p.idx.size <= size:
         return _span(core, op, p.idx.size).reshape(p.shape)
     n = max(min(p.extent, size), 1)  # the lanes that run; one that does not reads any element
-    return _span(core, op, n)[np.minimum(p.idx, n - 1)]
+    return _gather(core, op, np.minimum(p.idx, n - 1))
 
 
 def write(core: Core, op: Lanes, vals, when) -> Core:
@@ -224,6 +275,25 @@ def write(core: Core, op: Lanes, vals, when) -> Core:
     elems, src = p.last_writer
     if not elems.size:
         return core
-    span = _span(core, op, p.extent)
-    span = span.at[elems].set(vals.reshape(-1)[src].astype(span.dtype), unique_indices=True)
-    return _put(core, op, span, when)
+    if p.on.all() and _runs(p.idx):  # every lane runs, each repeat one window: scatter the windows
+        same = op.elem == op.alloc.dtype
+        new = vals.astype(op.alloc.jdtype if same else DTYPES[op.elem])
+        if not isinstance(when, bool) or not when:
+            new = jnp.where(jnp.asarray(when), new, _gather(core, op, p.idx))
+        if not same:
+            new = lax.bitcast_convert_type(new, jnp.uint8).reshape(new.shape[0], -1)
+        buf, starts, _ = _windows(core, op, p.idx)
+        out = lax.scatter(
+            buf, starts, new, _SDIMS, unique_indices=True, mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS
+        )
+        return core.replace(buf={**core.buf, op.alloc.name: out})
+    # the written elements alone, scattered in place (a strided walk's span, read and written back
+    # whole, cost the row softmax's repeat call most of its time)
+    same = op.elem == op.alloc.dtype
+    new = vals.reshape(-1)[src].astype(op.alloc.jdtype if same else DTYPES[op.elem])
+    if not isinstance(when, bool) or not when:
+        new = jnp.where(jnp.asarray(when), new, _gather(core, op, elems))
+    if not same:
+        new = lax.bitcast_convert_type(new, jnp.uint8)
+    buf, at = _at(core, op, elems)
+    return core.replace(buf={**core.buf, op.alloc.name: buf.at[at].set(new, unique_indices=True)})
