@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from npu_jax.core import programs
 from npu_jax.core.checks import initcheck, memcheck, racecheck, synccheck
 from npu_jax.core.checks.columns import (
     KEEP,
@@ -159,10 +160,16 @@ def replay(logs, counts, flags, sites, cands, *, n_stages: int, n_events: int, c
     return find
 
 
-@functools.partial(jax.jit, static_argnames=("n_stages", "n_events", "checks"))
-def analyze_cores(logs, counts, flags, sites, cands, *, n_stages: int, n_events: int, checks: tuple):
+def _analyze(logs, counts, flags, sites, cands, *, n_stages: int, n_events: int, checks: tuple):
     """:func:`replay`, compiled once per shape (the tables are arguments)."""
     return replay(logs, counts, flags, sites, cands, n_stages=n_stages, n_events=n_events, checks=checks)
+
+
+_STATIC = ("n_stages", "n_events", "checks")
+analyze_cores = jax.jit(_analyze, static_argnames=_STATIC)  # inside a kernel's program (inline)
+# on a run's concrete logs: compiled once a process with LLVM's optimisations off (the replay takes
+# milliseconds; its compile, 1.5 s on a 2-core machine, 0.8 s so: every checked kernel's first call)
+_analyze_concrete = jax.jit(_analyze, static_argnames=_STATIC, compiler_options=programs.FAST_COMPILE)
 
 
 def run_analysis(ctx, logs, counts, flags, table: SiteTable):
@@ -182,7 +189,8 @@ def run_analysis(ctx, logs, counts, flags, table: SiteTable):
         return xp.pad(xp.asarray(a), ((0, pad),) + ((0, 0),) * (a.ndim - 1))
 
     ch = ctx.checks
-    out = analyze_cores(
+    inline = any(isinstance(a, jax.core.Tracer) for a in (logs, counts, flags))
+    out = (analyze_cores if inline else _analyze_concrete)(
         padded(logs),
         padded(counts),
         padded(flags),
