@@ -43,6 +43,8 @@ def add(a, b) -> jnp.ndarray:
 def add_int(a, x) -> jnp.ndarray:
     """a + x for wide a and a non-negative int32 x (< 2^31): ``add(a, from_int(x))`` in fewer
     operations (every instruction adds to its pipe's clocks and its counters)."""
+    if isinstance(x, (int, np.integer)) and not 0 <= x < (1 << 31):
+        return add(a, from_int(x))  # (a Python int past int32, or a negative one refused there)
     x = jnp.asarray(x, jnp.int32)
     lo = a[..., 1] + (x & MASK)
     hi = a[..., 0] + (x >> BITS) + (lo >> BITS)

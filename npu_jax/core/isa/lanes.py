@@ -239,15 +239,17 @@ _SDIMS = lax.ScatterDimensionNumbers(
 
 def _gather(core: Core, op: Lanes, idx: np.ndarray) -> jax.Array:
     """The operand's elements at the static offsets ``idx`` (any shape), in its type: a gather of
-    those elements alone, not of the span they lie in (rows that are runs: one window each)."""
+    those elements alone, not of the span they lie in (rows that are runs: one window each). Indices
+    are clamped into the allocation, as a dynamic slice's start is (a lane that would leave its
+    tensor is a memcheck finding and does not run; with the checks off it reads or writes inside)."""
     if _runs(idx):
         buf, starts, w = _windows(core, op, idx)
-        got = lax.gather(buf, starts, _DIMS, (1, w), mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+        got = lax.gather(buf, starts, _DIMS, (1, w), mode=lax.GatherScatterMode.CLIP)
         if op.elem != op.alloc.dtype:
             got = got.reshape(idx.shape + (itemsize(op.elem),))
     else:
         buf, at = _at(core, op, idx)
-        got = buf[at]
+        got = buf.at[at].get(mode="clip")
     return got if op.elem == op.alloc.dtype else lax.bitcast_convert_type(got, DTYPES[op.elem])
 
 
@@ -283,9 +285,7 @@ def write(core: Core, op: Lanes, vals, when) -> Core:
         if not same:
             new = lax.bitcast_convert_type(new, jnp.uint8).reshape(new.shape[0], -1)
         buf, starts, _ = _windows(core, op, p.idx)
-        out = lax.scatter(
-            buf, starts, new, _SDIMS, unique_indices=True, mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS
-        )
+        out = lax.scatter(buf, starts, new, _SDIMS, unique_indices=True, mode=lax.GatherScatterMode.CLIP)
         return core.replace(buf={**core.buf, op.alloc.name: out})
     # the written elements alone, scattered in place (a strided walk's span, read and written back
     # whole, cost the row softmax's repeat call most of its time)
@@ -296,4 +296,6 @@ def write(core: Core, op: Lanes, vals, when) -> Core:
     if not same:
         new = lax.bitcast_convert_type(new, jnp.uint8)
     buf, at = _at(core, op, elems)
-    return core.replace(buf={**core.buf, op.alloc.name: buf.at[at].set(new, unique_indices=True)})
+    return core.replace(
+        buf={**core.buf, op.alloc.name: buf.at[at].set(new, unique_indices=True, mode="clip")}
+    )
