@@ -261,9 +261,11 @@ def test_a_repeat_call_runs_none_of_the_kernels_python(rng):
     (_, z3), _ = _scaled[1](y, np.zeros_like(y), 3.0, hw=HW)
     np.testing.assert_array_equal(z3, y * np.float32(3))
     assert _RAN[ran:] and set(_RAN[ran:]) == {3.0}
+    ran = len(_RAN)
     w = rng.uniform(-4, 4, 128).astype(np.float32)
     (_, z4), _ = _scaled[1](w, np.zeros_like(w), 3.0, hw=HW)
     np.testing.assert_array_equal(z4, w * np.float32(3))
+    assert len(_RAN) > ran  # a new GM shape: planned again
 
 
 def test_more_blocks_than_cores_run_in_waves(rng):
