@@ -83,6 +83,28 @@ def test_repeats_that_are_whole_runs_apart(rng, dtype):
     assert not rep.findings()
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16])
+def test_integer_copies_walk_runs_and_masked_repeats(rng, dtype):
+    """Copy (VCopy) of 1- and 2-byte integers read from and written to byte buffers: whole runs apart
+    (a window a repeat) and half-masked repeats (element by element)."""
+    n = 4096 // np.dtype(dtype).itemsize
+    lanes, per = 256 // np.dtype(dtype).itemsize, 32 // np.dtype(dtype).itemsize
+    x = rng.integers(0, 100, n).astype(dtype)
+    out = rng.integers(0, 100, n).astype(dtype)
+
+    def body(xl, yl, ol):
+        asc.copy(ol, xl, lanes, 3, asc.CopyRepeatParams(1, 1, 12, 9))
+        asc.copy(ol[n // 2 :], xl, lanes // 2, 2, asc.CopyRepeatParams(1, 1, 10, 8))
+
+    got, rep = run(body, x, x.copy(), out)
+    want = out.copy()
+    want[walk(0, 3, 1, 12, per, lanes)] = x[walk(0, 3, 1, 9, per, lanes)]
+    half = lanes // 2
+    want[walk(n // 2, 2, 1, 10, per, lanes)[:, :half]] = x[walk(0, 2, 1, 8, per, lanes)[:, :half]]
+    np.testing.assert_array_equal(got, want)
+    assert not rep.findings()
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_binary_repeat_form_walks_strides_and_a_bit_mask(rng, dtype):
     lanes, per = 256 // np.dtype(dtype).itemsize, 32 // np.dtype(dtype).itemsize

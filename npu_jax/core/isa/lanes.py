@@ -207,10 +207,17 @@ def _at(core: Core, op: Lanes, idx: np.ndarray):
     a = op.alloc
     stage = jnp.asarray(op.stage, _i32)
     at = jnp.asarray(op.start, _i32) + jnp.asarray(idx, _i32)
-    if op.elem != a.dtype:
-        isz = itemsize(op.elem)
+    isz = itemsize(op.elem)
+    if op.elem != a.dtype and isz > 1:
         at = at[..., None] * isz + jnp.arange(isz, dtype=_i32)
     return core.buf[a.name], (stage, at)
+
+
+def _elements(raw, fmt: str, shape) -> jax.Array:
+    """Bytes gathered for ``shape`` elements of ``fmt`` (each element's bytes in a row) as those
+    elements (``data.bytes_to``'s reading: little-endian)."""
+    isz = itemsize(fmt)
+    return lax.bitcast_convert_type(raw.reshape(tuple(shape) + ((isz,) if isz > 1 else ())), DTYPES[fmt])
 
 
 def _runs(idx: np.ndarray) -> bool:
@@ -245,12 +252,10 @@ def _gather(core: Core, op: Lanes, idx: np.ndarray) -> jax.Array:
     if _runs(idx):
         buf, starts, w = _windows(core, op, idx)
         got = lax.gather(buf, starts, _DIMS, (1, w), mode=lax.GatherScatterMode.CLIP)
-        if op.elem != op.alloc.dtype:
-            got = got.reshape(idx.shape + (itemsize(op.elem),))
     else:
         buf, at = _at(core, op, idx)
         got = buf.at[at].get(mode="clip")
-    return got if op.elem == op.alloc.dtype else lax.bitcast_convert_type(got, DTYPES[op.elem])
+    return got.reshape(idx.shape) if op.elem == op.alloc.dtype else _elements(got, op.elem, idx.shape)
 
 
 def read(core: Core, op: Lanes) -> jax.Array:
