@@ -228,7 +228,8 @@ def launch(
             fn(*call_args())
         return p
 
-    pkey = (fn, tuple(statics), tuple((p, v[2], v[1].fmt) for p, v in gm_args.items()), num_blocks, hw)
+    gm_key = tuple((p, v[2], v[1].fmt) for p, v in gm_args.items())  # GM shapes and formats
+    pkey = (fn, tuple(statics), gm_key, num_blocks, hw)
     kept = _PLANS.get(pkey)
     if kept is None:
         plan = plan_pass(0)
@@ -340,7 +341,7 @@ def launch(
             "asc",
             fn,
             tuple(statics),
-            tuple((p, v[2], v[1].fmt) for p, v in gm_args.items()),
+            gm_key,
             num_blocks,
             core_kind,
             policy,

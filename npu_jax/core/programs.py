@@ -191,17 +191,19 @@ _CACHE = _Cache(maxsize=_size_from_env(), max_bytes=_bytes_from_env())
 
 
 # XLA:CPU's backend (LLVM) optimisation off: what a program that runs once wants
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
+_FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
-def jit(fn: Callable, fast_compile: bool = False) -> Callable:
-    """``jax.jit(fn)``; with ``fast_compile``, compiled with LLVM's optimisations off.
+def jit(fn: Callable, fast_compile: bool = False, **jit_kwargs) -> Callable:
+    """``jax.jit(fn, **jit_kwargs)``; with ``fast_compile``, compiled with LLVM's optimisations off.
 
     For the timing-only kernels (no data, a scalar recurrence over the instructions), which run
     once per key (their reports are kept): on the ResNet-50 conv2_x layer (910B, every sanitizer
     on) the kernel's trace and compile fell from 4.8 s to 3.4 s and its run rose from 11 ms to
     44 ms at batch 1 (0.1 s to 0.33 s at batch 8)."""
-    return jax.jit(fn, compiler_options=FAST_COMPILE) if fast_compile else jax.jit(fn)
+    if fast_compile:
+        jit_kwargs["compiler_options"] = _FAST_COMPILE
+    return jax.jit(fn, **jit_kwargs)
 
 
 def call(key: Hashable, fn: Callable, *args, fast_compile: bool = False):

@@ -169,7 +169,7 @@ _STATIC = ("n_stages", "n_events", "checks")
 analyze_cores = jax.jit(_analyze, static_argnames=_STATIC)  # inside a kernel's program (inline)
 # on a run's concrete logs: compiled once a process with LLVM's optimisations off (the replay takes
 # milliseconds; its compile, 1.5 s on a 2-core machine, 0.8 s so: every checked kernel's first call)
-_analyze_concrete = jax.jit(_analyze, static_argnames=_STATIC, compiler_options=programs.FAST_COMPILE)
+_analyze_concrete = programs.jit(_analyze, fast_compile=True, static_argnames=_STATIC)
 
 
 def run_analysis(ctx, logs, counts, flags, table: SiteTable):

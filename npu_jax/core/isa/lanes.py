@@ -282,25 +282,28 @@ def write(core: Core, op: Lanes, vals, when) -> Core:
     elems, src = p.last_writer
     if not elems.size:
         return core
-    if p.on.all() and _runs(p.idx):  # every lane runs, each repeat one window: scatter the windows
-        same = op.elem == op.alloc.dtype
-        new = vals.astype(op.alloc.jdtype if same else DTYPES[op.elem])
-        if not isinstance(when, bool) or not when:
-            new = jnp.where(jnp.asarray(when), new, _gather(core, op, p.idx))
-        if not same:
-            new = lax.bitcast_convert_type(new, jnp.uint8).reshape(new.shape[0], -1)
-        buf, starts, _ = _windows(core, op, p.idx)
-        out = lax.scatter(buf, starts, new, _SDIMS, unique_indices=True, mode=lax.GatherScatterMode.CLIP)
-        return core.replace(buf={**core.buf, op.alloc.name: out})
     # the written elements alone, scattered in place (a strided walk's span, read and written back
-    # whole, cost the row softmax's repeat call most of its time)
+    # whole, cost the row softmax's repeat call most of its time); where every lane runs and each
+    # repeat is a run of elements, a window a repeat
+    windows = p.on.all() and _runs(p.idx)
+    idx, new = (p.idx, vals) if windows else (elems, vals.reshape(-1)[src])
     same = op.elem == op.alloc.dtype
-    new = vals.reshape(-1)[src].astype(op.alloc.jdtype if same else DTYPES[op.elem])
+    new = new.astype(op.alloc.jdtype if same else DTYPES[op.elem])
     if not isinstance(when, bool) or not when:
-        new = jnp.where(jnp.asarray(when), new, _gather(core, op, elems))
+        new = jnp.where(jnp.asarray(when), new, _gather(core, op, idx))
     if not same:
         new = lax.bitcast_convert_type(new, jnp.uint8)
-    buf, at = _at(core, op, elems)
-    return core.replace(
-        buf={**core.buf, op.alloc.name: buf.at[at].set(new, unique_indices=True, mode="clip")}
-    )
+    if windows:
+        buf, starts, _ = _windows(core, op, idx)
+        out = lax.scatter(
+            buf,
+            starts,
+            new.reshape(idx.shape[0], -1),
+            _SDIMS,
+            unique_indices=True,
+            mode=lax.GatherScatterMode.CLIP,
+        )
+    else:
+        buf, at = _at(core, op, idx)
+        out = buf.at[at].set(new, unique_indices=True, mode="clip")
+    return core.replace(buf={**core.buf, op.alloc.name: out})
