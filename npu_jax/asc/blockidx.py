@@ -115,7 +115,8 @@ class BlockValue:
             v = convert(self.concrete)
             run.decisions.append((kind, v))
             return v
-        if self.traced is None or not isinstance(self.traced, jax.core.Tracer):
+        per_core = isinstance(self.traced, jax.core.Tracer) or np.ndim(self.traced) > 0  # (the Board's)
+        if self.traced is None or not per_core:
             return convert(self.traced if self.traced is not None else self.concrete)
         if run.decision_i >= len(run.decisions):
             raise AscError(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax.numpy as jnp
-
 from npu_jax.asc import ops, runtime
 from npu_jax.asc.runtime import AscError
 from npu_jax.asc.tensors import GlobalTensor, LocalTensor
@@ -374,7 +372,7 @@ def mmad(c: LocalTensor, a: LocalTensor, b: LocalTensor, params: MmadParams) -> 
     br = _shaped(b, (kk, nn), "ZN", call, "right operand (b)")
     init = params.cmatrix_init_val
     if cr is not None:
-        ops.issue(lambda core: core.mmad(dst=cr, a=ar, b=br, m=m, n=n, k=k, init=jnp.asarray(init)))
+        ops.issue(lambda core: core.mmad(dst=cr, a=ar, b=br, m=m, n=n, k=k, init=init))
 
 
 # ---- Fixpipe --------------------------------------------------------------------------------------

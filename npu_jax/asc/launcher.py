@@ -20,12 +20,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.asc import blockidx, runtime
+from npu_jax.asc import blockidx, onboard, runtime
+from npu_jax.asc.onboard import board_run, check_board
 from npu_jax.asc.runtime import AscError, KernelRun
 from npu_jax.asc.tensors import GlobalAddress
 from npu_jax.asc.types import dtype_of
 from npu_jax.core import l2, sanitize, wide
 from npu_jax.core import run as core_run
+from npu_jax.core.board import BoardUnsupported
 from npu_jax.core.buffers import Plan
 from npu_jax.core.policy import Policy
 from npu_jax.core.state import Context, GmSpec
@@ -90,8 +92,8 @@ def loop(n: int, *, unroll: int = 1):
 
     def deco(body):
         run = runtime.current()
-        if run.planning or run.eager:
-            for i in range(n if run.eager else min(n, 1)):
+        if run.planning or run.eager or run.board:
+            for i in range(min(n, 1) if run.planning else n):
                 body(i)
             return body
         before = [(q.n_alloc, q.n_queued, q.n_deq) for q in run.queues]
@@ -136,6 +138,7 @@ def launch(
     trace: bool | int = False,
     policy: Policy | None = None,
     name: str | None = None,
+    board: bool | None = None,
 ):
     """Run ``kern`` on ``num_blocks`` blocks; returns (outs, Report).
 
@@ -152,6 +155,13 @@ def launch(
         trace: keep a timeline (True, or the number of events per core) for ``report.to_chrome_trace``.
         policy: precision what-ifs (rounding of vector ops); the hardware's rules by default.
         name: the report's kernel name (default: the function's).
+        board: where the report's figures come from the timing Board (``core/board.py``: numpy clocks,
+            nothing compiled; the emulator's figures, ``tests/test_board.py``) instead of the compiled
+            program, for a launch with no checks and no trace: None (default) for a run with data
+            (its outputs then come from a program of the data alone), True for ``timing_only`` too
+            (what the tile search and autotune price with; the instructions' own operand checks then
+            run only when the pick runs), False never. A kernel that reads data (GetValue, a print of a
+            tensor) or syncs across cores always runs on the emulator.
 
     Returns:
         outs: every GM array argument's final contents, in order, each in its shape and dtype;
@@ -173,6 +183,8 @@ def launch(
         raise TypeError(
             f"hw must be a HardwareConfig (npu_jax.presets.ascend910b()), got {type(hw).__name__}."
         )
+    if board not in (None, True, False):
+        raise TypeError(f"board must be None, True or False, got {board!r}.")
     for flag, v in (("jit", jit), ("timing_only", timing_only)):
         if not isinstance(v, bool):
             raise TypeError(f"{flag} must be True or False, got {v!r}.")
@@ -336,6 +348,13 @@ def launch(
         return dataclasses.replace(report, static_findings=fs, pipe_free=_waves(report.pipe_free, physical))
 
     kname = name or fn.__name__
+    if board and timing_only and jit and not ctx.trace_capacity and not ctx.checks.any:  # (else: below)
+        try:
+            report = board_run(kernel_fn, ctx, num_blocks, kname, finish)
+        except BoardUnsupported:
+            pass
+        else:
+            return [None for p in params if p in gm_args], report
     if jit:
         key = (
             "asc",
@@ -358,7 +377,10 @@ def launch(
             keep_unwritten=True,
             finish=finish,
             values_apart=not any(p.reads_data for p in paths),
+            timing=None if board is False else lambda: board_run(kernel_fn, ctx, num_blocks, kname, finish),
         )
+        if onboard.BOARD_CHECK[0]:  # every launch held to the Board's figures (tests/test_board.py)
+            check_board(kernel_fn, ctx, num_blocks, kname, finish, report)
     else:
         with jax.disable_jit():
             outs, report = core_run._launch(

@@ -166,7 +166,7 @@ def gm_window(
     if run.planning or count == 0:
         return None
     spec = run.core.ctx.gm_spec(a.name)
-    off = jnp.asarray(a.offset, _i32)
+    off = a.offset if run.board else jnp.asarray(a.offset, _i32)
     if len(spec.shape) == 1:
         return run.core.gm_window(a.name, (off,), (builtins.min(count, a.size),))
     p = spec.shape[1]

@@ -14,6 +14,7 @@ FreeTensor) is checked at the call.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from npu_jax.asc import runtime
 from npu_jax.asc.runtime import AscError, BufferRequest
@@ -22,6 +23,11 @@ from npu_jax.asc.types import DType, Hardware, TPosition, buffer_of, dtype_of, h
 from npu_jax.hw.costs import round_up
 
 _i32 = jnp.int32
+
+
+def _xp(run):
+    """The array module of the queues' state: numpy on the timing Board (no trace), else jax."""
+    return np if run.board else jnp
 
 
 def flags_of(position: TPosition, hw) -> tuple[str, str] | None:
@@ -146,12 +152,13 @@ class TQue:
             self.base = tuple(bases)
         if not run.planning:
             cap = max(num, self.depth)
+            xp = _xp(run)
             run.state[self.key] = {
-                "ptr": jnp.zeros((), _i32),
-                "head": jnp.zeros((), _i32),
-                "tail": jnp.zeros((), _i32),
-                "fifo": jnp.zeros((cap,), _i32),
-                "freed": jnp.zeros((num,), jnp.bool_),
+                "ptr": xp.zeros((), _i32),
+                "head": xp.zeros((), _i32),
+                "tail": xp.zeros((), _i32),
+                "fifo": xp.zeros((cap,), _i32),
+                "freed": xp.zeros((num,), jnp.bool_),
             }
 
     # ---- the four calls ---------------------------------------------------------------------------
@@ -190,7 +197,7 @@ class TQue:
         run.state[self.key] = {
             **st,
             "ptr": st["ptr"] + 1,
-            "freed": st["freed"] & (jnp.arange(num) != slot),
+            "freed": st["freed"] & (_xp(run).arange(num) != slot),
         }
         return LocalTensor(self.req, slot, 0, length, dtype, token)
 
@@ -218,12 +225,12 @@ class TQue:
         if run.planning:
             return
         st = run.state[self.key]
-        cap = st["fifo"].shape[0]
+        cap, xp = st["fifo"].shape[0], _xp(run)
         if self.flags is not None:
             run.core = run.core.set_flag(self.flags[0], self.base[0] + t.slot)
         run.state[self.key] = {
             **st,
-            "fifo": jnp.where(jnp.arange(cap) == st["tail"] % cap, jnp.asarray(t.slot, _i32), st["fifo"]),
+            "fifo": xp.where(xp.arange(cap) == st["tail"] % cap, xp.asarray(t.slot, _i32), st["fifo"]),
             "tail": st["tail"] + 1,
         }
 
@@ -270,7 +277,7 @@ class TQue:
         st = run.state[self.key]
         if self.flags is not None:
             run.core = run.core.set_flag(self.flags[1], self.base[1] + t.slot)
-        run.state[self.key] = {**st, "freed": st["freed"] | (jnp.arange(self.req.num) == t.slot)}
+        run.state[self.key] = {**st, "freed": st["freed"] | (_xp(run).arange(self.req.num) == t.slot)}
 
     def _own(self, t, call: str) -> Token:
         if not isinstance(t, LocalTensor) or t.token is None or t.token.queue is not self:

@@ -190,7 +190,9 @@ def price(kern: Kernel, num_blocks: int, args: tuple, hw, policy) -> int | str:
     """A kernel's cycles with these (bound) arguments, timing-only (no data, no sanitizers), or the
     error that refused it (a buffer that overflows, a bad alignment: ``"CapacityError: ..."``)."""
     try:
-        _, rep = launch(kern, num_blocks, *args, hw=hw, policy=policy, checks="none", timing_only=True)
+        _, rep = launch(
+            kern, num_blocks, *args, hw=hw, policy=policy, checks="none", timing_only=True, board=True
+        )
     except (AscError, NpuError) as e:
         return f"{type(e).__name__}: {e}"
     return int(rep.cycles)

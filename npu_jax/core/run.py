@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from npu_jax.core import l2, programs, sanitize
+from npu_jax.core.board import BoardUnsupported
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.checks.sites import TRACE
 from npu_jax.core.isa.data import CLASH, UNWRITTEN
@@ -169,6 +170,7 @@ def launch(
     keep_unwritten: bool = False,
     finish: Callable[[Report], Report] | None = None,
     values_apart: bool = False,
+    timing: Callable[[], Report] | None = None,
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
@@ -190,6 +192,12 @@ def launch(
     writing one element race only if their bits differ. So the outputs' program counts the races
     too, and runs only where the first run had none; where it finds one, the whole program runs
     again and its report is returned (:func:`_values_run`).
+
+    ``timing``: with ``values_apart``, no checks and no trace, a function that computes the launch's
+    report without XLA (an asc kernel's Board, ``core/board.py``: the same figures), or raises
+    :class:`~npu_jax.core.board.BoardUnsupported`. Then no call compiles the whole program: the report
+    is computed once, the outputs by their own program (which counts races too: where two cores wrote
+    one element, the whole program runs for its report).
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
@@ -231,6 +239,12 @@ def launch(
         hash(full)
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
+    if timing is not None and values_apart and ctx.move_data and full is not None:
+        if not ctx.checks.any and not ctx.trace_capacity:
+            got = _timed_apart(kernel, ctx, gm, full, name, extents, keep_unwritten, timing)
+            if got is not None:
+                sanitize.raise_or_warn(got[1])
+                return got
     apart = values_apart and ctx.move_data and full is not None and _nbytes(gm) >= VALUES_APART_BYTES
     # a timing-only program runs once, and where the outputs are computed apart the whole program runs
     # twice: compile it fast (programs.jit)
@@ -269,6 +283,16 @@ def _values_run(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_un
     where two cores raced on an element (the report then differs from the kept one). The program is
     the same kernel on a context without sanitizers or trace, its Report never built: XLA computes
     only what the outputs need."""
+    fut = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten)
+    if not fut.done() or fut.exception() is not None:
+        return None
+    outs, overlap, _ = fut.result()(gm)
+    return outs if int(overlap) == 0 else None
+
+
+def _values_program(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_unwritten: bool):
+    """The future of the compiled outputs' program (:func:`_values_run`): ``gm -> (outputs, elements
+    two cores wrote, output elements no core wrote)``."""
     vctx = dataclasses.replace(ctx, checks="none", trace_capacity=0)
 
     def values(gm):
@@ -280,15 +304,38 @@ def _values_run(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_un
                 out_axes=(0, None),
             )(jnp.arange(vctx.n_cores, dtype=jnp.int32))
         initial = core0.gm if keep_unwritten else None
-        outs, overlap, _ = merge_outputs(vctx, join_shared(own, shared), initial=initial)
-        return outs, overlap
+        outs, overlap, unwritten = merge_outputs(vctx, join_shared(own, shared), initial=initial)
+        return outs, overlap, unwritten
 
     # keyed on the context without sanitizers: a kernel run with checks on and off shares it
-    fut = programs.compile_later(("values", key[0], vctx) + key[2:], values, gm)
-    if not fut.done() or fut.exception() is not None:
+    return programs.compile_later(("values", key[0], vctx) + key[2:], values, gm)
+
+
+def _timed_apart(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_unwritten: bool, timing):
+    """(outputs, report) of a launch whose report ``timing()`` computes without XLA (the Board), its
+    outputs by the outputs' program alone; None where the Board cannot price the kernel or two cores
+    raced on an element (the whole program's report then)."""
+    tkey = ("timing",) + key
+    report = _REPORTS.get(tkey)
+    if report is None:
+        try:
+            report = timing()
+        except BoardUnsupported:
+            report = _UNPRICED
+        _keep(tkey, report)
+    else:
+        _REPORTS.move_to_end(tkey)
+    if report is _UNPRICED:
         return None
-    outs, overlap = fut.result()(gm)
-    return outs if int(overlap) == 0 else None
+    outs, overlap, unwritten = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten).result()(
+        gm
+    )
+    if int(overlap):
+        return None
+    return outs, dataclasses.replace(report, unwritten=unwritten)
+
+
+_UNPRICED = "the Board does not price this kernel"
 
 
 _REPORTS: collections.OrderedDict = collections.OrderedDict()

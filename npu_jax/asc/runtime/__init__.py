@@ -114,6 +114,11 @@ class KernelRun:
     def planning(self) -> bool:
         return self.mode == PLAN
 
+    @property
+    def board(self) -> bool:
+        """Whether the run pass is on the timing Board (``core/board.py``): no trace, Python loops."""
+        return getattr(self.core, "on_board", False)
+
     # ---- findings at the user's line ------------------------------------------------------------
     def finding(
         self,

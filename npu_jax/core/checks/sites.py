@@ -46,11 +46,18 @@ def caller(depth: int = 2) -> str:
     out = []
     f = sys._getframe(1)
     while f is not None and len(out) < depth:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(_SKIP_DIRS):
-            out.append(f"{_short(fn)}:{f.f_lineno} ({f.f_code.co_name})")
+        short = _user_file(f.f_code.co_filename)
+        if short is not None:
+            out.append(f"{short}:{f.f_lineno} ({f.f_code.co_name})")
         f = f.f_back
     return " <- ".join(out) or "?"
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_file(filename: str) -> str | None:
+    """A code object's file as :func:`caller` names it, or None where it is skipped (once a file)."""
+    fn = os.path.abspath(filename)
+    return None if fn.startswith(_SKIP_DIRS) else _short(fn)
 
 
 class SiteTable:

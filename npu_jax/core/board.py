@@ -1,0 +1,470 @@
+"""The Board: a launch's timing without XLA -- the Core's instruction protocol on numpy clocks.
+
+A :class:`BoardCore` has the instruction methods of :class:`~npu_jax.core.state.Core` (``data_copy``,
+``load2d``, ``load3d``, ``mmad``, ``fixpipe``, ``l0c_to_ub``, ``vector``, ``vector_lanes``, ``scalar``,
+``set_value``, the flags and barriers) and runs every core of a launch at once: each clock, flag and
+counter is a numpy array over the cores, an operand's address may be an array over the cores (one
+block's offset each), and an instruction is charged in plain Python, nothing traced or compiled. It
+moves no data. What it computes is what :func:`~npu_jax.core.isa.execute.issue` charges: the same
+declarations (``isa/table.py``: pipe, counters) and cost rules (``hw/costs.py``, evaluated on numpy),
+with each rule's operands (bytes, bursts, L2 hits, bank conflicts, repeats) taken from the instruction's
+operands as its semantics take them; in order on each pipe, SetFlag / WaitFlag / PipeBarrier as
+``sync.py`` keeps them; the L2's read record (``l2.py``: whole tensors, recency) kept per element and
+shared by the cores, core after core within an instruction. :func:`report` then builds the emulator's
+:class:`~npu_jax.report.report.Report` from the clocks, so every figure of it (cycles, busy per pipe,
+bytes, the bottleneck) is computed by the same code as a run's.
+
+Where an operation needs data (GetValue, a print of a tensor, a collective across cores) the Board
+raises :class:`BoardUnsupported`, and its caller runs the emulator instead. The tests hold the Board to
+the emulator's timing-only run figure for figure (``tests/test_board.py``); no figure is fitted.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from npu_jax.core import l2, wide
+from npu_jax.core.buffers import Ref
+from npu_jax.core.isa import table, vecops
+from npu_jax.core.isa.data import View
+from npu_jax.core.isa.decl import hw_numbers
+from npu_jax.core.isa.lanes import Lanes
+from npu_jax.core.isa.vector import BINARY, REDUCE, sources
+from npu_jax.core.pipes import COUNTER_INDEX, COUNTERS, PIPE_INDEX, PIPES
+from npu_jax.core.state import Context, GmWindow
+from npu_jax.core.sync import parse_event
+from npu_jax.errors import NpuError
+from npu_jax.hw import costs
+from npu_jax.hw.formats import itemsize
+
+
+class BoardUnsupported(NpuError):
+    """An operation the Board does not price (it needs data, or a collective): run the emulator."""
+
+
+def _int(x) -> np.ndarray:
+    """An operand (Python int, numpy or concrete jax array; a block-index value) as int64 numpy."""
+    if hasattr(x, "traced") and hasattr(x, "concrete"):  # asc's BlockValue
+        x = x.traced if x.traced is not None else x.concrete
+    return np.asarray(x).astype(np.int64)
+
+
+class BoardCore:
+    """Every core of one launch, timing only (see the module's docstring). ``ctx`` is the launch's
+    :class:`~npu_jax.core.state.Context`; ``active``: cores moving data at once where fewer than
+    launched (blocks in waves)."""
+
+    on_board = True
+
+    def __init__(self, ctx: Context, active: int | None = None):
+        n = ctx.n_cores
+        P, E = len(PIPES), ctx.hw.num_event_ids
+        self.ctx, self.n, self.h = ctx, n, hw_numbers(ctx.hw)
+        self.free = np.zeros((n, P), np.int64)
+        self.busy = np.zeros((n, P), np.int64)
+        self.n_instr = np.zeros((n, P), np.int64)
+        self.flag_time = np.zeros((n, P, P, E), np.int64)
+        self.flag_set = np.zeros((n, P, P, E), bool)
+        self.counters = np.zeros((n, len(COUNTERS)), np.int64)
+        self.block = np.arange(n, dtype=np.int64)
+        self._all = np.ones(n, bool)
+        self._costs: dict = {}  # (cost rule, its operands) -> cycles: loops repeat their operands
+        self.active = active
+        self.pred = None  # (n,) bool: the cores whose path this is (asc's branches on the block index)
+        dtypes = {l2.TRACK: np.uint8, l2.RECENT: np.int64}
+        self.record = {
+            name: np.zeros(ctx.gm_spec(name).padded, dtypes[m]) for name, m in ctx.l2_modes if m in dtypes
+        }
+        self.clock = [0, 0]  # the L2's clock under recency: [32-B units entered, bytes over them]
+        self.modes = dict(ctx.l2_modes)
+        self.kept = l2.kept(ctx.hw, ctx.gm)
+
+    # ---- what the Core is asked for besides instructions --------------------------------------
+    @property
+    def hw(self):
+        return self.ctx.hw
+
+    @property
+    def active_cores(self):
+        return self.n if self.active is None else self.active
+
+    def replace(self, **kw) -> BoardCore:
+        for k, v in kw.items():
+            if k not in ("active", "pred"):
+                raise BoardUnsupported(f"the Board does not change a core's {k!r}.")
+            setattr(self, k, None if v is None else np.asarray(v))
+        return self
+
+    def __getattr__(self, name):  # the data a Core holds (gm, buf, san, ...): none here
+        raise BoardUnsupported(
+            f"the timing Board holds no {name!r} (no data): a kernel that reads it is priced by the emulator."
+        )
+
+    def gm_window(self, name: str, starts, sizes, limit=None) -> GmWindow:
+        spec = self.ctx.gm_spec(name)
+        if len(starts) != len(spec.shape) or len(sizes) != len(spec.shape):
+            raise ValueError(
+                f"window of {name!r} needs {len(spec.shape)} starts and sizes, got {len(starts)} and {len(sizes)}."
+            )
+        return GmWindow(
+            name, tuple(starts), tuple(int(s) for s in sizes), None if limit is None else tuple(limit)
+        )
+
+    def at_tile(self, **coords) -> BoardCore:
+        return self
+
+    # ---- the clocks: issue's charge and count ----------------------------------------------------
+    def _when(self, when) -> np.ndarray:
+        w = self._all if when is True else np.broadcast_to(np.asarray(when, bool), (self.n,))
+        return w & self.pred if self.pred is not None else w
+
+    def charge(self, pipe: str, cycles, w: np.ndarray) -> BoardCore:
+        """``execute.charge``: ``cycles`` on ``pipe``, in order, where ``w``."""
+        p = PIPE_INDEX[pipe]
+        c = cycles if isinstance(cycles, int) else np.asarray(cycles).astype(np.int64)
+        if w is not self._all:
+            c = np.where(w, c, 0)
+        self.free[:, p] += c
+        self.busy[:, p] += c
+        self.n_instr[:, p] += w
+        return self
+
+    def _issue(self, instr, w, counts, **cost) -> BoardCore:
+        for path, amount in counts:
+            a = amount if isinstance(amount, int) else np.asarray(amount).astype(np.int64)
+            self.counters[:, COUNTER_INDEX[path]] += a if w is self._all else np.where(w, a, 0)
+        key = tuple((k, _key(v)) for k, v in cost.items())
+        if any(k is None for _, k in key):
+            cycles = instr.cost(self.h, **cost)
+        else:  # the same operands again (a loop's next iteration): the rule's answer again
+            key = (instr.cost, key)
+            cycles = self._costs.get(key)
+            if cycles is None:
+                cycles = self._costs[key] = instr.cost(self.h, **cost)
+        return self.charge(instr.pipe, cycles, w)
+
+    # ---- GM: windows, bursts, the L2 -------------------------------------------------------------
+    def _valid(self, win: GmWindow) -> list[np.ndarray]:
+        """``isa.data.valid_extents`` over the cores (the launch's logical extents are the specs')."""
+        shape = self.ctx.gm_spec(win.name).shape
+        ext = [
+            np.clip(shape[d] - _int(st), 0, size) for d, (st, size) in enumerate(zip(win.starts, win.sizes))
+        ]
+        if win.limit is not None:
+            ext = [
+                e if lim is None else np.clip(np.minimum(e, _int(lim)), 0, None)
+                for e, lim in zip(ext, win.limit)
+            ]
+        return [np.broadcast_to(e, (self.n,)) for e in ext]
+
+    def _bursts(self, win: GmWindow, valid):
+        """``isa.data.gm_bursts`` over the cores: (bytes, bursts)."""
+        spec = self.ctx.gm_spec(win.name)
+        nbytes = math.prod(valid) * itemsize(spec.dtype)
+        bursts = np.ones(self.n, np.int64)
+        suffix_full = np.ones(self.n, bool)
+        for d in range(len(spec.shape) - 1, -1, -1):
+            bursts = bursts * np.where(suffix_full, 1, valid[d])
+            suffix_full = suffix_full & (_int(win.starts[d]) == 0) & (valid[d] == spec.shape[d])
+        return nbytes, np.where(nbytes > 0, bursts, 0)
+
+    def _l2_read(self, win: GmWindow, valid, w, nbytes) -> np.ndarray:
+        """``l2.read`` over the cores, core after core: the bytes of each core's read already in L2."""
+        mode = self.modes.get(win.name, l2.STREAM)
+        if mode == l2.RESIDENT:
+            return nbytes
+        if mode == l2.STREAM:
+            return 0 * nbytes
+        rec = self.record[win.name]
+        isz = itemsize(self.ctx.gm_spec(win.name).dtype)
+        sizes = np.asarray(win.sizes)
+        # lax.dynamic_slice's start: clamped so that the window lies in the stored tensor
+        at = np.clip(
+            np.stack([np.broadcast_to(_int(s), (self.n,)) for s in win.starts]),
+            0,
+            (np.asarray(rec.shape) - sizes)[:, None],
+        )
+        ext = np.stack(valid)
+        hits = np.zeros(self.n, np.int64)
+        cap = self.hw.l2_bytes >> l2.UNIT
+        cores = np.flatnonzero(w)
+        full = (ext >= sizes[:, None]).all(axis=0)
+        if mode == l2.TRACK and len(cores) and full[cores].all() and (at[:, cores] == at[:, cores[:1]]).all():
+            # every core reads the same whole window: core i of them finds it read i times before (saturated)
+            sl = tuple(slice(a, a + size) for a, size in zip(at[:, cores[0]].tolist(), win.sizes))
+            r = rec[sl]
+            hits[cores] = r.size
+            hits[cores[0]] = np.count_nonzero(r)
+            np.minimum(r + len(cores), 2, out=r, casting="unsafe")
+            return hits * isz
+        if mode == l2.TRACK and len(cores) > 1 and full[cores].all() and _disjoint(at[:, cores], sizes):
+            # windows that share no element: every core's update at once
+            idx = np.ix_(*(np.arange(size) for size in win.sizes))
+            where = tuple(a[(slice(None),) + (None,) * len(win.sizes)] + i for a, i in zip(at[:, cores], idx))
+            r = np.minimum(rec[where] + 1, 2).astype(rec.dtype)
+            rec[where] = r
+            hits[cores] = np.count_nonzero((r == 2).reshape(len(cores), -1), axis=1)
+            return hits * isz
+        for b in cores:
+            sl = tuple(slice(a, a + size) for a, size in zip(at[:, b].tolist(), win.sizes))
+            if full[b]:
+                m = True
+            else:
+                m = np.ones(win.sizes, bool)
+                for d, e in enumerate(ext[:, b].tolist()):
+                    m[(slice(None),) * d + (slice(e, None),)] = False
+            if mode == l2.RECENT:
+                old = rec[sl]
+                hit = m & (old > 0) & (self.clock[0] - (old - 1) < cap)
+                hits[b] = np.count_nonzero(hit)
+                self._advance((np.count_nonzero(np.broadcast_to(m, old.shape)) - hits[b]) * isz)
+                rec[sl] = np.where(m, self.clock[0] + 1, old)
+            else:
+                r = rec[sl]
+                np.minimum(r + m, 2, out=r, casting="unsafe")
+                hits[b] = np.count_nonzero((r == 2) & m)
+        return hits * isz
+
+    def _advance(self, nbytes: int) -> None:
+        total = self.clock[1] + int(nbytes)
+        self.clock = [self.clock[0] + (total >> l2.UNIT), total & ((1 << l2.UNIT) - 1)]
+
+    def _enter(self, nbytes, w) -> None:
+        """``l2.enter``: a write's bytes on the L2's clock (recency; every core's at once)."""
+        if any(m == l2.RECENT for m in self.modes.values()):
+            self._advance(int(np.where(w, np.broadcast_to(nbytes, (self.n,)), 0).sum()))
+
+    def _write_back(self, name: str, nbytes):
+        return nbytes if name not in self.kept else 0 * nbytes
+
+    # ---- the instructions ------------------------------------------------------------------------
+    def data_copy(
+        self, *, dst, src, layout=None, kernel=None, block_n=None, outside="zero", atomic=None, when=True
+    ) -> BoardCore:
+        w = self._when(when)
+        if isinstance(src, GmWindow) and isinstance(dst, Ref):
+            if dst.buffer not in ("L1", "UB"):
+                raise ValueError(f"DataCopy from GM goes to L1 or UB, not {dst.buffer}.")
+            valid = self._valid(src)
+            nbytes, bursts = self._bursts(src, valid)
+            hit = self._l2_read(src, valid, w, nbytes)
+            rate = costs.gm_rate(self.h, self.active_cores)
+            counts = ((f"GM->{dst.buffer}", nbytes), ("HBM->L2", nbytes - hit))
+            return self._issue(
+                table.DATA_COPY_IN, w, counts, nbytes=nbytes, bursts=bursts, rate=rate, hit_bytes=hit
+            )
+        if isinstance(src, Ref) and isinstance(dst, GmWindow):
+            if src.buffer != "UB":
+                raise ValueError(f"DataCopy to GM comes from UB (MTE3), not {src.buffer}.")
+            valid = self._valid(dst)
+            nbytes, bursts = self._bursts(dst, valid)
+            self._enter(nbytes, w)
+            counts = (("UB->GM", nbytes), ("L2->HBM", self._write_back(dst.name, nbytes)))
+            rate = costs.write_rate(self.h, self.active_cores)
+            return self._issue(table.DATA_COPY_OUT, w, counts, nbytes=nbytes, bursts=bursts, rate=rate)
+        raise ValueError(
+            f"DataCopy supports GM->L1, GM->UB and UB->GM; got {type(src).__name__} -> {type(dst).__name__}."
+        )
+
+    def load2d(
+        self, *, dst, src, start=(0, 0), valid=None, when=True, transpose=False, shape=None
+    ) -> BoardCore:
+        rows, cols = dst.alloc.shape if shape is None else shape
+        isz = itemsize(src.alloc.dtype)
+        if valid is None:
+            nbytes = rows * cols * isz
+        else:
+            whole = costs.load_l0a_bytes if dst.buffer == "L0A" else costs.load_l0b_bytes
+            nbytes = whole(self.h, _int(valid[0]), _int(valid[1]), isz)
+        instr = table.LOAD2D_L0B if dst.buffer == "L0B" else table.LOAD2D_L0A
+        return self._issue(instr, self._when(when), ((f"L1->{dst.buffer}", nbytes),), nbytes=nbytes)
+
+    def load3d(self, *, dst, src, geom, m_valid=None, k_valid=None, when=True, **_) -> BoardCore:
+        m_ext, k_ext = dst.alloc.shape
+        rows = np.minimum(_int(m_ext if m_valid is None else m_valid), m_ext)
+        cols = k_ext if k_valid is None else np.minimum(_int(k_valid), k_ext)
+        nbytes = costs.load_l0a_bytes(self.h, rows, cols, itemsize(src.alloc.dtype))
+        return self._issue(table.LOAD3D, self._when(when), (("L1->L0A", nbytes),), nbytes=nbytes)
+
+    def mmad(self, *, dst, a, b, m, n, k, init=False, when=True) -> BoardCore:
+        m_, n_, k_ = _int(m), _int(n), _int(k)
+        isz = itemsize(a.alloc.dtype)
+        counts = (
+            ("flops", 2 * m_ * n_ * k_),
+            ("flops_issued", costs.mmad_flops_issued(self.h, m_, n_, k_, isz)),
+        )
+        return self._issue(table.MMAD, self._when(when), counts, m=m_, n=n_, k=k_, itemsize=isz)
+
+    def fixpipe(self, *, dst, src, m, n, when=True, **_) -> BoardCore:
+        if self.hw.coupled:
+            raise ValueError(f"{self.hw.name} has no Fixpipe (coupled data path): move L0C with l0c_to_ub.")
+        w, m_, n_ = self._when(when), _int(m), _int(n)
+        if isinstance(dst, GmWindow):  # isa.data.window_valid
+            valid = self._valid(dst)
+            valid[-1] = np.minimum(valid[-1], n_)
+            if len(valid) == 2:
+                valid[0] = np.minimum(valid[0], m_)
+            nbytes, bursts = self._bursts(dst, valid)
+            self._enter(nbytes, w)
+            counts = (("L0C->GM", nbytes), ("L2->HBM", self._write_back(dst.name, nbytes)))
+            rate = costs.write_rate(self.h, self.active_cores)
+            return self._issue(
+                table.FIXPIPE_GM, w, counts, m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=rate
+            )
+        counts = (("L0C->L1", m_ * n_ * itemsize(dst.alloc.dtype)),)
+        return self._issue(table.FIXPIPE_L1, w, counts, m=m_, n=n_)
+
+    def l0c_to_ub(self, *, dst, src, m, n, when=True, **_) -> BoardCore:
+        m_, n_ = _int(m), _int(n)
+        counts = (("L0C->UB", m_ * n_ * itemsize(dst.alloc.dtype)),)
+        return self._issue(table.L0C_TO_UB, self._when(when), counts, m=m_, n=n_)
+
+    def vector(self, op: str, dst, *srcs, count_elems=None, when=True, **_) -> BoardCore:
+        if op not in table.VECTOR:
+            raise ValueError(f"unknown vector op {op!r}.")
+        if len(srcs) != sources(op):
+            raise ValueError(f"{op} takes {sources(op)} source(s), got {len(srcs)}.")
+        shape = dst.shape if isinstance(dst, View) else dst.alloc.shape
+        width = max([itemsize(dst.alloc.dtype)] + [itemsize(s.alloc.dtype) for s in srcs])
+        if op in REDUCE:
+            n_el = math.prod(_shape(srcs[0])) if count_elems is None else _int(count_elems)
+        else:
+            n_el = math.prod(shape) if count_elems is None else _int(count_elems)
+        nbytes = n_el * width
+        conflict = False
+        if op in BINARY and self.hw.ub_bank_groups:
+            addrs = [_ub_address(s) for s in srcs]
+            if all(a is not None for a in addrs) and all(_shape(s) == tuple(shape) for s in srcs):
+                conflict = costs.ub_read_conflict(self.h, addrs[0], addrs[1])
+        cost = dict(nbytes=nbytes, conflict=conflict, cpr=vecops.cycles_per_repeat(op, width))
+        return self._issue(table.VECTOR[op], self._when(when), (("vector_bytes", nbytes),), **cost)
+
+    def vector_lanes(self, op: str, dst, *srcs, args: tuple = (), when=True, **_) -> BoardCore:
+        if op not in table.VECTOR_LANES:
+            raise ValueError(f"unknown lane-form vector op {op!r}.")
+        for r in (dst,) + srcs:
+            if not isinstance(r, Lanes):
+                raise TypeError(f"{op}: a lane-form operand is a lanes.Lanes, got {type(r).__name__}.")
+        o, shaped = vecops.OPS.get(op), vecops.SHAPED.get(op)
+        repeats = dst.pattern.shape[0]
+        if shaped is not None and shaped.repeats == "src" and srcs:
+            repeats = srcs[0].pattern.shape[0]
+        width = max(itemsize(r.elem) for r in (dst,) + srcs)
+        nbytes = dst.pattern.elements() * width
+        conflict = False
+        if o is not None and o.n_src == 2 and self.hw.ub_bank_groups:
+            a0, a1 = (_int(s.alloc.address(_int(s.stage))) + _int(s.start) * itemsize(s.elem) for s in srcs)
+            conflict = costs.ub_read_conflict(self.h, a0, a1)
+        cost = dict(repeats=repeats, cpr=vecops.cycles_per_repeat(op, width), conflict=conflict)
+        return self._issue(table.VECTOR_LANES[op], self._when(when), (("vector_bytes", nbytes),), **cost)
+
+    def get_value(self, src, when=True):
+        raise BoardUnsupported(
+            "GetValue reads data: a kernel that reads a value into a scalar runs on the emulator."
+        )
+
+    def set_value(self, dst, value, when=True) -> BoardCore:
+        return self._issue(table.SET_VALUE, self._when(when), (), cycles=self.hw.assumed.scalar_ub_cycles)
+
+    def scalar(self, cycles, when=True) -> BoardCore:
+        return self._issue(table.SCALAR, self._when(when), (), cycles=cycles)
+
+    # ---- flags (sync.py) ---------------------------------------------------------------------------
+    def _event(self, event_id) -> np.ndarray:
+        n = self.hw.num_event_ids
+        if isinstance(event_id, bool) or (isinstance(event_id, int) and not 0 <= event_id < n):
+            raise ValueError(f"event id must be in 0..{n - 1} on {self.hw.name}, got {event_id!r}.")
+        if isinstance(event_id, (int, np.integer)):
+            return np.int64(event_id)
+        return np.clip(_int(event_id), 0, n - 1)
+
+    def set_flag(self, event: str, event_id=0, when=True) -> BoardCore:
+        s, d = _parse_event(event)
+        e, w = self._event(event_id), self._when(when)
+        if e.ndim == 0 and w.all():
+            self.flag_time[:, s, d, e] = self.free[:, s]
+            self.flag_set[:, s, d, e] = True
+            return self
+        e, cores = np.broadcast_to(e, (self.n,)), np.flatnonzero(w)
+        self.flag_time[cores, s, d, e[cores]] = self.free[cores, s]
+        self.flag_set[cores, s, d, e[cores]] = True
+        return self
+
+    def wait_flag(self, event: str, event_id=0, when=True) -> BoardCore:
+        s, d = _parse_event(event)
+        e, w = self._event(event_id), self._when(when)
+        if e.ndim == 0 and w.all():
+            np.maximum(self.free[:, d], self.flag_time[:, s, d, e], out=self.free[:, d])
+            self.flag_set[:, s, d, e] = False
+            return self
+        e, cores = np.broadcast_to(e, (self.n,)), np.flatnonzero(w)
+        self.free[cores, d] = np.maximum(self.free[cores, d], self.flag_time[cores, s, d, e[cores]])
+        self.flag_set[cores, s, d, e[cores]] = False
+        return self
+
+    def pipe_barrier(self, pipe: str = "ALL", when=True) -> BoardCore:
+        if not isinstance(pipe, str) or (pipe.upper() != "ALL" and pipe.upper() not in PIPE_INDEX):
+            raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}.")
+        if pipe.upper() == "ALL":
+            w = self._when(when)
+            self.free[w] = self.free[w].max(axis=1, keepdims=True)
+        return self
+
+
+@functools.cache
+def _parse_event(event: str) -> tuple[int, int]:
+    return parse_event(event)
+
+
+def _disjoint(at: np.ndarray, sizes: np.ndarray) -> bool:
+    """Whether windows of ``sizes`` at starts ``at`` (dims x windows) share no element pairwise."""
+    apart = (np.abs(at[:, :, None] - at[:, None, :]) >= sizes[:, None, None]).any(axis=0)
+    return bool((apart | np.eye(at.shape[1], dtype=bool)).all())
+
+
+def _key(v):
+    """A cost rule's operand as a hashable key (arrays by their bytes), or None where it has none."""
+    if isinstance(v, (bool, int, float, np.generic)):
+        return v
+    if isinstance(v, np.ndarray):
+        return (v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, tuple):
+        ks = tuple(_key(x) for x in v)
+        return None if any(k is None for k in ks) else ks
+    return None
+
+
+def _shape(r) -> tuple:
+    return tuple(r.shape) if isinstance(r, View) else tuple(r.alloc.shape)
+
+
+def _ub_address(r):
+    """``isa.vector.ub_address`` on numpy: a contiguous operand's UB byte address, else None."""
+    a = r.alloc
+    base = a.address(_int(r.stage))
+    if isinstance(r, View):
+        if len(a.shape) != 1 or any(s != 1 for s in r.steps):
+            return None
+        return base + _int(r.offset[0]) * itemsize(a.dtype)
+    return base if r.offset is None else None
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """int64 -> the emulator's wide integers (``core/wide.py``: hi, lo limbs of 30 bits)."""
+    return np.stack([x >> wide.BITS, x & wide.MASK], axis=-1).astype(np.int32)
+
+
+def report_arrays(core: BoardCore) -> dict:
+    """The Report's arrays of the Board's launch (wide integers, as ``Report.from_cores`` takes them)."""
+    return dict(
+        pipe_free=_wide(core.free),
+        busy=_wide(core.busy),
+        n_instr=core.n_instr.astype(np.int32),
+        counters=_wide(core.counters),
+    )
+
+
+__all__ = ["BoardCore", "BoardUnsupported", "report_arrays"]
