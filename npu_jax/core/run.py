@@ -239,12 +239,17 @@ def launch(
         hash(full)
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
-    if timing is not None and values_apart and ctx.move_data and full is not None:
-        if not ctx.checks.any and not ctx.trace_capacity:
-            got = _timed_apart(kernel, ctx, gm, full, name, extents, keep_unwritten, timing)
-            if got is not None:
-                sanitize.raise_or_warn(got[1])
-                return got
+    timed = None
+    if timing is not None and values_apart and ctx.move_data and full is not None and not ctx.trace_capacity:
+        timed = _timing_report(full, timing)
+    if timed is not None and not ctx.checks.any:
+        got = _timed_apart(kernel, ctx, gm, full, name, extents, keep_unwritten, timed)
+        if got is not None:
+            sanitize.raise_or_warn(got[1])
+            return got
+    key = full
+    if timed is not None:  # checks on: their program without the clocks (XLA drops them), the Board's
+        key, run = ("clockless",) + full, _clockless(run)
     apart = values_apart and ctx.move_data and full is not None and _nbytes(gm) >= VALUES_APART_BYTES
     # a timing-only program runs once, and where the outputs are computed apart the whole program runs
     # twice: compile it fast (programs.jit)
@@ -260,7 +265,9 @@ def launch(
     if full is None:
         outs, report = programs.jit(run, fast)(gm)
     else:
-        outs, report = programs.call(full, run, gm, fast_compile=fast)
+        outs, report = programs.call(key, run, gm, fast_compile=fast)
+    if timed is not None:
+        report = dataclasses.replace(report, **{f: getattr(timed, f) for f in _CLOCKS})
     sanitize.raise_or_warn(report)
     if apart and ("run",) + full not in _REPORTS and int(report.overlapping_writes) == 0:
         _keep(("run",) + full, report)
@@ -311,11 +318,10 @@ def _values_program(kernel, ctx: Context, gm: dict, key, name: str, extents, kee
     return programs.compile_later(("values", key[0], vctx) + key[2:], values, gm)
 
 
-def _timed_apart(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_unwritten: bool, timing):
-    """(outputs, report) of a launch whose report ``timing()`` computes without XLA (the Board), its
-    outputs by the outputs' program alone; None where the Board cannot price the kernel or two cores
-    raced on an element (the whole program's report then)."""
-    tkey = ("timing",) + key
+def _timing_report(key, timing) -> Report | None:
+    """The launch's report from ``timing()`` (the Board: its clocks, busy cycles, instruction counts
+    and counters), computed once a ``key``; None where the Board does not price the kernel."""
+    tkey = ("timing", key[0]) + key[2:]  # (the context's checks change no figure of it)
     report = _REPORTS.get(tkey)
     if report is None:
         try:
@@ -325,14 +331,33 @@ def _timed_apart(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_u
         _keep(tkey, report)
     else:
         _REPORTS.move_to_end(tkey)
-    if report is _UNPRICED:
-        return None
-    outs, overlap, unwritten = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten).result()(
-        gm
-    )
+    return None if report is _UNPRICED else report
+
+
+def _timed_apart(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_unwritten: bool, timed):
+    """(outputs, report) of an unchecked launch whose report ``timed`` the Board computed: the outputs
+    by the outputs' program alone; None where two cores raced on an element (the whole program's
+    report then)."""
+    values = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten).result()
+    outs, overlap, unwritten = values(gm)
     if int(overlap):
         return None
-    return outs, dataclasses.replace(report, unwritten=unwritten)
+    return outs, dataclasses.replace(timed, unwritten=unwritten)
+
+
+# A launch's figures of time (the Board's where it prices the launch): a checked program drops them
+_CLOCKS = ("pipe_free", "busy", "n_instr", "counters")
+
+
+def _clockless(run):
+    """``run`` whose report's clocks, busy cycles, instruction counts and counters are zeros: XLA
+    computes none of them (the sanitizers' log and analysis, the outputs, the merge stay)."""
+
+    def fn(gm):
+        outs, report = run(gm)
+        return outs, dataclasses.replace(report, **{f: jnp.zeros_like(getattr(report, f)) for f in _CLOCKS})
+
+    return fn
 
 
 _UNPRICED = "the Board does not price this kernel"
