@@ -7,7 +7,14 @@ fp32 out, 8 blocks on the 910B preset: 128 rows of C each) at 1024 x 1024 x 256.
 timing-only; those the chip refuses kept with their reason). Prints the wall time, the time a config,
 the pick and its verified run.
 
-    python benchmarks/kernel_sweep.py [--side 1024] [--k 256]
+With ``--autotune`` the same 100 tilings are the configs of ``@asc.autotune`` on the same kernel: its
+first call prices every config, runs the fastest on the data and keeps it; the pick's cycles are then
+checked against the compiled program's own (``board=False``).
+
+Every config is priced on the timing Board (``npu_jax/core/board.py``: numpy clocks, nothing
+compiled); the pick's verifying run compiles its one program.
+
+    python benchmarks/kernel_sweep.py [--side 1024] [--k 256] [--autotune]
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--side", type=int, default=1024, help="M = N")
     ap.add_argument("--k", type=int, default=256, help="K")
+    ap.add_argument("--autotune", action="store_true", help="the configs of @asc.autotune instead")
     a = ap.parse_args(argv)
 
     import asc_ladder
@@ -55,6 +63,27 @@ def main(argv=None) -> None:
         np.zeros((side, side), np.float32),
     )
     hw = npu_jax.presets.ascend910b()
+    want = args[0].astype(np.float64) @ args[1].astype(np.float64) + args[2]
+    if a.autotune:
+        tuned = asc.autotune(configs=[{"tiling": t} for t in space["tiling"]])(kern)
+        t0 = time.perf_counter()
+        outs, rep = tuned[blocks](*args, hw=hw)
+        wall = time.perf_counter() - t0
+        timings = tuned.timings()
+        refused = sum(not isinstance(c, int) for _, c in timings)
+        t = tuned.best_config()["tiling"]
+        _, emu = asc.launch(kern, blocks, *args, t, hw=hw, board=False)
+        print(
+            f"autotune: {len(timings)} configs ({refused} refused) priced and the pick run in {wall:.1f} s: "
+            f"{wall / len(timings):.2f} s a config"
+        )
+        print(
+            f"pick: base {t.base_m} x {t.base_n} x {t.base_k}, {int(rep.cycles):,} cycles (the compiled "
+            f"program's: {int(emu.cycles):,})"
+        )
+        assert int(rep.cycles) == int(emu.cycles), "the Board's cycles against the emulator's"
+        assert np.array_equal(np.asarray(outs[3], np.float64), want), "the pick's output"
+        return
     t0 = time.perf_counter()
     r = npu_jax.search.kernel_search(kern, blocks, *args, space=space, hw=hw)
     wall = time.perf_counter() - t0
@@ -66,7 +95,6 @@ def main(argv=None) -> None:
     print(
         f"pick: base {t.base_m} x {t.base_n} x {t.base_k}, {r.cycles:,} cycles (its full run: {int(r.report.cycles):,})"
     )
-    want = args[0].astype(np.float64) @ args[1].astype(np.float64) + args[2]
     assert np.array_equal(np.asarray(r.outputs[3], np.float64), want), "the pick's output"
 
 

@@ -1,7 +1,8 @@
 """A repeat call of an ``asc`` kernel (and of the pooling and element-wise kernels) runs its outputs'
 program alone (``core.run.launch``'s values_apart): the same bits, the first call's report, and a
 whole run wherever the report could differ (a value read into a scalar, two cores racing on an
-element)."""
+element). An asc kernel's report comes from the timing Board where it can: unchecked, no call
+compiles more than the outputs' program; checked, the sanitizers' program drops the clocks."""
 
 from __future__ import annotations
 
@@ -48,14 +49,15 @@ def _data(rng, n=8 * 2048):
 @pytest.mark.parametrize("checks", ["none", "all"])
 def test_a_repeat_call_runs_the_outputs_alone_with_the_first_report(apart, rng, checks):
     x, y = _data(rng)
-    (_, _, z1), rep1 = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks=checks)
+    (_, _, z1), rep1 = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks=checks, board=False)
     x2, y2 = _data(rng)
-    (_, _, z2), rep2 = add_custom[8](x2, y2, np.zeros_like(x), hw=HW, checks=checks)  # starts the compile
+    # (board=False: the whole program's own clocks, not the Board's report)
+    (_, _, z2), rep2 = add_custom[8](x2, y2, np.zeros_like(x), hw=HW, checks=checks, board=False)
     programs.wait_compiled()
     assert len(programs._LATER) == 1
     x3, y3 = _data(rng)
     before = _calls_of_the_whole_program()
-    (_, _, z3), rep3 = add_custom[8](x3, y3, np.zeros_like(x), hw=HW, checks=checks)
+    (_, _, z3), rep3 = add_custom[8](x3, y3, np.zeros_like(x), hw=HW, checks=checks, board=False)
     assert _calls_of_the_whole_program() == before  # the whole program did not run
     assert rep3 is rep1 and rep2 is not rep1
     for (a, b), z in (((x, y), z1), ((x2, y2), z2), ((x3, y3), z3)):
@@ -63,7 +65,7 @@ def test_a_repeat_call_runs_the_outputs_alone_with_the_first_report(apart, rng, 
     # the same bits as the whole program on the same data
     programs._LATER.clear()
     core_run._REPORTS.clear()
-    (_, _, whole), rep = add_custom[8](x3, y3, np.zeros_like(x), hw=HW, checks=checks)
+    (_, _, whole), rep = add_custom[8](x3, y3, np.zeros_like(x), hw=HW, checks=checks, board=False)
     np.testing.assert_array_equal(whole.view(np.uint16), z3.view(np.uint16))
     assert (rep.cycles, rep.bytes, dict(rep.pipe_busy)) == (rep1.cycles, rep1.bytes, dict(rep1.pipe_busy))
 
@@ -73,8 +75,43 @@ def test_below_the_size_the_whole_program_runs(monkeypatch, rng):
     programs._LATER.clear()
     for _ in range(3):
         x, y = _data(rng)
-        add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="none")
+        add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="none", board=False)
     assert not programs._LATER
+
+
+def test_unchecked_the_report_is_the_boards_and_only_the_outputs_compile(apart, rng):
+    before = _calls_of_the_whole_program()
+    for _ in range(3):
+        x, y = _data(rng)
+        (_, _, z), rep = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="none")
+        np.testing.assert_array_equal(z, x + y)
+    assert _calls_of_the_whole_program() == before and len(programs._LATER) == 1
+    (_, _, whole), emu = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="none", board=False)
+    np.testing.assert_array_equal(whole.view(np.uint16), z.view(np.uint16))
+    for f in ("pipe_free", "busy", "n_instr", "counters", "overlapping_writes", "unwritten"):
+        np.testing.assert_array_equal(np.asarray(getattr(rep, f)), np.asarray(getattr(emu, f)), err_msg=f)
+
+
+def test_checked_the_clocks_are_the_boards_and_the_findings_the_programs(apart, rng):
+    x, y = _data(rng)
+    _, rep = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="all")
+    _, emu = add_custom[8](x, y, np.zeros_like(x), hw=HW, checks="all", board=False)
+    for f in ("pipe_free", "busy", "n_instr", "counters", "san_findings", "overlapping_writes", "unwritten"):
+        np.testing.assert_array_equal(np.asarray(getattr(rep, f)), np.asarray(getattr(emu, f)), err_msg=f)
+    assert not rep.findings() and rep.san_logged is not None
+    # a kernel with a finding: the program that found it has no clocks, its report the Board's
+    with pytest.raises(SanitizerError, match="racecheck"):
+        unsynced[1](np.zeros(N, np.float32), np.zeros(N, np.float32), hw=HW, checks="all")
+
+
+@asc.kernel
+def unsynced(x, z):
+    """The vector unit reads what MTE2 copies in with no flag between them: a race."""
+    t, zg = _staged(x, z)
+    asc.muls(t, t, 2.0, N)
+    asc.set_flag(asc.HardEvent.V_MTE3, 0)
+    asc.wait_flag(asc.HardEvent.V_MTE3, 0)
+    asc.data_copy(zg, t, N)
 
 
 def _staged(x, z, x_at=0):

@@ -10,10 +10,11 @@
 
 Each config gives keyword arguments of the kernel (the arguments the call leaves out). The first call
 for a key (the values of the arguments ``key`` names, with the block count, the chip and the policy)
-runs every config timing-only (:func:`npu_jax.asc.launch` with ``timing_only=True``, no sanitizers:
-the model's cycles, no data moved), keeps the one with the fewest cycles (ties: the first listed),
-runs it on the call's data and returns its outputs and report (named ``kernel[config]``); later calls
-for the key run the kept config at once. A config the chip refuses (a buffer that overflows, a bad
+runs every config timing-only (:func:`npu_jax.asc.launch` with ``timing_only=True, board=True``, no
+sanitizers: the model's cycles on the timing Board of ``core/board.py``, no data moved, nothing
+compiled), keeps the one with the fewest cycles (ties: the first listed), runs it on the call's data
+and returns its outputs and report (named ``kernel[config]``); later calls for the key run the kept
+config at once. A config the chip refuses (a buffer that overflows, a bad
 alignment, any :class:`~npu_jax.asc.runtime.AscError`) is skipped and its error kept
 (:meth:`Autotuned.timings`).
 """

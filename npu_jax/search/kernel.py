@@ -10,13 +10,14 @@ A config is one value of each parameter, passed to the kernel as a keyword argum
 ``asc.autotune``'s configs are). ``constraint`` drops configs before any is priced; the chip's own
 constraints (a buffer that overflows, an alignment) refuse a config when it is priced, and the
 refusal is kept with its reason. Every config left is priced timing-only (``asc.tune.price``: no
-data, no sanitizers, the same cycles as a full run) -- the **exact** search. With ``relaxed``, a
+data, no sanitizers, on the timing Board of ``core/board.py``, milliseconds a config, the same cycles
+as a full run) -- the **exact** search. With ``relaxed``, a
 differentiable cost of the parameters as real numbers that the user writes (a model of the kernel, in
 jnp), the search descends it with optax instead from the middle of the space, and prices only the
 grid points around where it ends (``around`` values of each parameter nearest to it): every
-candidate is still priced by the emulator, so a relaxed cost that misleads costs a worse pick, never
-a wrong figure. The pick is then run once on the call's data (``verify``), its report returned, and
-its cycles must equal its price.
+candidate is still priced by running its program, so a relaxed cost that misleads costs a worse pick, never
+a wrong figure. The pick is then run once on the call's data (``verify``), its report returned: the
+compiled program's, whose cycles must equal the Board's price.
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def kernel_search(
             parameters as real numbers; given, only the grid points ``around`` where its descent ends
             are priced (``around`` values of each parameter).
         steps, learning_rate: the descent's.
-        verify: run the pick on the data (when ``args`` hold data) and check its cycles.
+        verify: run the pick on the data (when ``args`` hold data), its report from the compiled program
+            (not the Board), and check its cycles against the price.
         hw, policy: as :func:`npu_jax.asc.launch` (default: the 910B).
     """
     if not isinstance(kern, Kernel):
@@ -169,13 +171,14 @@ def kernel_search(
     report = outputs = None
     has_data = any(hasattr(a, "shape") and not isinstance(a, jax.ShapeDtypeStruct) for a in args)
     if verify and has_data:
+        # the compiled program's own clocks (board=False): the Board's price checked by the emulator
         outputs, report = launch(
-            kern, num_blocks, *bind(sig, name, args, best, "kernel_search"), hw=hw, policy=policy
+            kern, num_blocks, *bind(sig, name, args, best, "kernel_search"), hw=hw, policy=policy, board=False
         )
         if int(report.cycles) != cycles:
             raise AssertionError(
                 f"kernel_search: {label(best)} priced {cycles:,} cycles and ran {int(report.cycles):,}; the "
-                f"timing-only run must equal the full one (a bug: please report it)."
+                f"Board's price must equal the emulator's run (a bug: please report it)."
             )
     return KernelSearch(dict(best), cycles, priced, len(grid), at, report, outputs)
 
