@@ -25,6 +25,7 @@ import functools
 import math
 
 import numpy as np
+from jax import lax
 
 from npu_jax.core import l2, wide
 from npu_jax.core.buffers import Ref
@@ -59,7 +60,7 @@ class BoardCore:
 
     on_board = True
 
-    def __init__(self, ctx: Context, active: int | None = None):
+    def __init__(self, ctx: Context, active: int | None = None, extents: dict | None = None):
         n = ctx.n_cores
         P, E = len(PIPES), ctx.hw.num_event_ids
         self.ctx, self.n, self.h = ctx, n, hw_numbers(ctx.hw)
@@ -74,12 +75,19 @@ class BoardCore:
         self._costs: dict = {}  # (cost rule, its operands) -> cycles: loops repeat their operands
         self.active = active
         self.pred = None  # (n,) bool: the cores whose path this is (asc's branches on the block index)
-        dtypes = {l2.TRACK: np.uint8, l2.RECENT: np.int64}
+        dtypes = {l2.TRACK: np.uint8, l2.RECENT: np.int32}
         self.record = {
             name: np.zeros(ctx.gm_spec(name).padded, dtypes[m]) for name, m in ctx.l2_modes if m in dtypes
         }
         self.clock = [0, 0]  # the L2's clock under recency: [32-B units entered, bytes over them]
         self.modes = dict(ctx.l2_modes)
+        # each GM tensor's logical extent (a launch's ``extents``, else its spec's shape)
+        extents = extents or {}
+        self.gm_shape = {g.name: tuple(int(e) for e in extents.get(g.name, g.shape)) for g in ctx.gm}
+        # which elements of each output some core wrote (a run with data counts the unwritten ones)
+        self.written = (
+            {g.name: np.zeros(g.padded, bool) for g in ctx.gm if g.output} if ctx.move_data else None
+        )
         self.kept = l2.kept(ctx.hw, ctx.gm)
 
     # ---- what the Core is asked for besides instructions --------------------------------------
@@ -118,7 +126,12 @@ class BoardCore:
 
     # ---- the clocks: issue's charge and count ----------------------------------------------------
     def _when(self, when) -> np.ndarray:
-        w = self._all if when is True else np.broadcast_to(np.asarray(when, bool), (self.n,))
+        if when is True:
+            w = self._all
+        elif isinstance(when, np.ndarray) and when.dtype == bool and when.shape == (self.n,):
+            w = when
+        else:
+            w = np.broadcast_to(np.asarray(when, bool), (self.n,))
         return w & self.pred if self.pred is not None else w
 
     def charge(self, pipe: str, cycles, w: np.ndarray) -> BoardCore:
@@ -148,8 +161,8 @@ class BoardCore:
 
     # ---- GM: windows, bursts, the L2 -------------------------------------------------------------
     def _valid(self, win: GmWindow) -> list[np.ndarray]:
-        """``isa.data.valid_extents`` over the cores (the launch's logical extents are the specs')."""
-        shape = self.ctx.gm_spec(win.name).shape
+        """``isa.data.valid_extents`` over the cores."""
+        shape = self.gm_shape[win.name]
         ext = [
             np.clip(shape[d] - _int(st), 0, size) for d, (st, size) in enumerate(zip(win.starts, win.sizes))
         ]
@@ -168,7 +181,7 @@ class BoardCore:
         suffix_full = np.ones(self.n, bool)
         for d in range(len(spec.shape) - 1, -1, -1):
             bursts = bursts * np.where(suffix_full, 1, valid[d])
-            suffix_full = suffix_full & (_int(win.starts[d]) == 0) & (valid[d] == spec.shape[d])
+            suffix_full = suffix_full & (_int(win.starts[d]) == 0) & (valid[d] == self.gm_shape[win.name][d])
         return nbytes, np.where(nbytes > 0, bursts, 0)
 
     def _l2_read(self, win: GmWindow, valid, w, nbytes) -> np.ndarray:
@@ -228,6 +241,39 @@ class BoardCore:
                 hits[b] = np.count_nonzero((r == 2) & m)
         return hits * isz
 
+    def _mark(self, win: GmWindow, valid, w) -> None:
+        """``isa.data.write_gm``'s record of who wrote: the window's valid part, where ``w``."""
+        if self.written is None:
+            return
+        rec = self.written[win.name]
+        sizes = np.asarray(win.sizes)
+        at = np.clip(
+            np.stack([np.broadcast_to(_int(s), (self.n,)) for s in win.starts]),
+            0,
+            (np.asarray(rec.shape) - sizes)[:, None],
+        )
+        ext = np.stack(valid)
+        for b in np.flatnonzero(w):
+            rec[
+                tuple(
+                    slice(a, a + min(int(e), size))
+                    for a, e, size in zip(at[:, b].tolist(), ext[:, b].tolist(), win.sizes)
+                )
+            ] = True
+
+    def unwritten(self) -> int:
+        """Output elements inside their logical extents that no core wrote (``run.merge_outputs``'s
+        count: every element where no data moves)."""
+        total = 0
+        for g in self.ctx.gm:
+            if g.output:
+                inside = tuple(slice(0, min(e, s)) for e, s in zip(self.gm_shape[g.name], g.shape))
+                n = math.prod(sl.stop for sl in inside)
+                total += (
+                    n if self.written is None else n - int(np.count_nonzero(self.written[g.name][inside]))
+                )
+        return total
+
     def _advance(self, nbytes: int) -> None:
         total = self.clock[1] + int(nbytes)
         self.clock = [self.clock[0] + (total >> l2.UNIT), total & ((1 << l2.UNIT) - 1)]
@@ -262,6 +308,7 @@ class BoardCore:
             valid = self._valid(dst)
             nbytes, bursts = self._bursts(dst, valid)
             self._enter(nbytes, w)
+            self._mark(dst, valid, w)
             counts = (("UB->GM", nbytes), ("L2->HBM", self._write_back(dst.name, nbytes)))
             rate = costs.write_rate(self.h, self.active_cores)
             return self._issue(table.DATA_COPY_OUT, w, counts, nbytes=nbytes, bursts=bursts, rate=rate)
@@ -309,6 +356,7 @@ class BoardCore:
                 valid[0] = np.minimum(valid[0], m_)
             nbytes, bursts = self._bursts(dst, valid)
             self._enter(nbytes, w)
+            self._mark(dst, valid, w)
             counts = (("L0C->GM", nbytes), ("L2->HBM", self._write_back(dst.name, nbytes)))
             rate = costs.write_rate(self.h, self.active_cores)
             return self._issue(
@@ -437,6 +485,15 @@ def _key(v):
     return None
 
 
+def fori_loop(lower: int, upper: int, body, core):
+    """``lax.fori_loop(lower, upper, body, core)``; on the Board a Python loop (the index a Python int)."""
+    if getattr(core, "on_board", False):
+        for i in range(lower, upper):
+            core = body(i, core)
+        return core
+    return lax.fori_loop(lower, upper, body, core)
+
+
 def _shape(r) -> tuple:
     return tuple(r.shape) if isinstance(r, View) else tuple(r.alloc.shape)
 
@@ -467,4 +524,4 @@ def report_arrays(core: BoardCore) -> dict:
     )
 
 
-__all__ = ["BoardCore", "BoardUnsupported", "report_arrays"]
+__all__ = ["BoardCore", "BoardUnsupported", "fori_loop", "report_arrays"]

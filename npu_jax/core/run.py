@@ -293,13 +293,13 @@ def _values_run(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_un
     fut = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten)
     if not fut.done() or fut.exception() is not None:
         return None
-    outs, overlap, _ = fut.result()(gm)
+    outs, overlap = fut.result()(gm)
     return outs if int(overlap) == 0 else None
 
 
 def _values_program(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_unwritten: bool):
     """The future of the compiled outputs' program (:func:`_values_run`): ``gm -> (outputs, elements
-    two cores wrote, output elements no core wrote)``."""
+    two cores wrote)``."""
     vctx = dataclasses.replace(ctx, checks="none", trace_capacity=0)
 
     def values(gm):
@@ -311,8 +311,8 @@ def _values_program(kernel, ctx: Context, gm: dict, key, name: str, extents, kee
                 out_axes=(0, None),
             )(jnp.arange(vctx.n_cores, dtype=jnp.int32))
         initial = core0.gm if keep_unwritten else None
-        outs, overlap, unwritten = merge_outputs(vctx, join_shared(own, shared), initial=initial)
-        return outs, overlap, unwritten
+        outs, overlap, _ = merge_outputs(vctx, join_shared(own, shared), initial=initial)
+        return outs, overlap
 
     # keyed on the context without sanitizers: a kernel run with checks on and off shares it
     return programs.compile_later(("values", key[0], vctx) + key[2:], values, gm)
@@ -339,11 +339,8 @@ def _timed_apart(kernel, ctx: Context, gm: dict, key, name: str, extents, keep_u
     """(outputs, report) of an unchecked launch whose report ``timed`` the Board computed: the outputs
     by the outputs' program alone; None where two cores raced on an element (the whole program's
     report then)."""
-    values = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten).result()
-    outs, overlap, unwritten = values(gm)
-    if int(overlap):
-        return None
-    return outs, dataclasses.replace(timed, unwritten=unwritten)
+    outs, overlap = _values_program(kernel, ctx, gm, key, name, extents, keep_unwritten).result()(gm)
+    return None if int(overlap) else (outs, timed)
 
 
 # A launch's figures of time (the Board's where it prices the launch): a checked program drops them

@@ -74,6 +74,8 @@ def _flag_mask(core: Core, s: int, d: int, e):
 
 
 def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
+    if getattr(core, "on_board", False):  # the timing Board (board.py) keeps its own flags
+        return core.set_flag(event, event_id, when)
     when = when if core.pred is None else jnp.logical_and(when, core.pred)
     s, d = parse_event(event)
     e = _event_id(core, event_id)
@@ -89,6 +91,8 @@ def set_flag(core: Core, event: str, event_id=0, when=True) -> Core:
 
 
 def wait_flag(core: Core, event: str, event_id=0, when=True) -> Core:
+    if getattr(core, "on_board", False):
+        return core.wait_flag(event, event_id, when)
     when = when if core.pred is None else jnp.logical_and(when, core.pred)
     s, d = parse_event(event)
     e = _event_id(core, event_id)
@@ -111,6 +115,8 @@ def pipe_barrier(core: Core, pipe: str = "ALL", when=True) -> Core:
     if not isinstance(pipe, str) or (pipe.upper() != "ALL" and pipe.upper() not in PIPE_INDEX):
         hint = _lane_hint([pipe.upper()]) if isinstance(pipe, str) else ""
         raise ValueError(f"pipe must be 'ALL' or one of {PIPES}, got {pipe!r}{hint}.")
+    if getattr(core, "on_board", False):
+        return core.pipe_barrier(pipe, when)
     when = when if core.pred is None else jnp.logical_and(when, core.pred)
     core, op = sanitize.on_flag(
         core, FlagOp("PipeBarrier", when=jnp.asarray(when, jnp.bool_), pipe=pipe.upper())
@@ -146,6 +152,8 @@ class Queue:
         return self.alloc.stages
 
     def _id(self, i):
+        if isinstance(i, int):  # a Python loop's index (the timing Board's): no jax op
+            return self.event_base + i % self.stages
         return self.event_base + jnp.asarray(i, jnp.int32) % self.stages
 
     def _fwd(self):
@@ -155,7 +163,7 @@ class Queue:
         return f"{self.consumer}_{self.producer}"
 
     def slot(self, i):
-        return self.alloc[jnp.asarray(i, jnp.int32) % self.stages]
+        return self.alloc[i % self.stages if isinstance(i, int) else jnp.asarray(i, jnp.int32) % self.stages]
 
     def init(self, core: Core) -> Core:
         for s in range(self.stages):

@@ -11,7 +11,8 @@ import dataclasses
 import numpy as np
 
 from npu_jax.core import l2, pipes
-from npu_jax.core.pipes import LANES, PIPES
+from npu_jax.core.board import BoardCore
+from npu_jax.core.pipes import COUNTERS, HBM_PATHS, LANES, PATHS, PIPES
 from npu_jax.hw import costs
 
 
@@ -144,4 +145,23 @@ class Board:
         )
 
 
-__all__ = ["Board", "KernelPrediction"]
+def prediction(core: BoardCore) -> KernelPrediction:
+    """A kernel's figures from its run on the timing Board (``core/board.py``), by the Report's rules."""
+    h = core.h
+    c = {name: int(core.counters[:, i].sum()) for i, name in enumerate(COUNTERS)}
+    hbm = sum(c[p] for p in HBM_PATHS)
+    core_end = int(core.free.max())
+    return KernelPrediction(
+        cycles=int(costs.kernel_cycles(h, core_end, hbm)),
+        core_end=core_end,
+        hbm_bytes=hbm,
+        hbm_cycles=int(costs.hbm_cycles(h, hbm)),
+        bytes={p: c[p] for p in PATHS + HBM_PATHS if c[p]},
+        pipe_busy={LANES[q]: int(core.busy[:, i].sum()) for i, q in enumerate(PIPES)},
+        vector_bytes=c["vector_bytes"],
+        n_cores=core.n,
+        l2_kept=core.kept,
+    )
+
+
+__all__ = ["Board", "KernelPrediction", "prediction"]

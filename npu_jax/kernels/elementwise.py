@@ -13,8 +13,8 @@ This is the unfused baseline's second kernel, and the remainder of a chain a Fix
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jax import lax
 
+from npu_jax.core.board import fori_loop
 from npu_jax.core.state import GmSpec
 from npu_jax.core.sync import Queue
 from npu_jax.hw.costs import round_up
@@ -97,7 +97,7 @@ def eltwise_kernel(p: EltwisePlan):
             core = core.data_copy(dst=core.gm_window("z", (r0, c0), (rt, ct)), src=q_out.slot(j), when=live)
             return q_out.free(core, j, live)
 
-        core = lax.fori_loop(0, per_core, item, core)
+        core = fori_loop(0, per_core, item, core)
         for q in queues:
             core = q.drain(core)
         return core

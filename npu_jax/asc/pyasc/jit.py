@@ -10,7 +10,7 @@
 * **Options**: the decorator's and the call's (pyasc's ``CompileOptions`` / ``CodegenOptions`` /
   ``LaunchOptions`` fields, merged, the call's winning) are accepted; an unknown one is a TypeError.
   ``kernel_type``, ``matmul_cube_only`` and ``insert_sync`` act; the others concern pyasc's compiler.
-  The emulator's own launch keywords (``hw``, ``checks``, ``jit``, ``timing_only``, ``trace``,
+  The emulator's own launch keywords (``hw``, ``checks``, ``jit``, ``timing_only``, ``board``, ``trace``,
   ``policy``, ``name``) follow the kernel's arguments, unless the kernel has a parameter of the name.
   ``hw`` defaults to the platform of ``config.set_platform`` (pyasc's Model default, the Ascend910B1:
   ``npu_jax.presets.ascend910b1()``).
@@ -83,7 +83,7 @@ class LaunchOptions:
 OPTIONS = frozenset(
     f.name for cls in (CodegenOptions, CompileOptions, LaunchOptions) for f in dataclasses.fields(cls)
 )
-EMULATOR = ("hw", "checks", "jit", "timing_only", "trace", "policy", "name")
+EMULATOR = ("hw", "checks", "jit", "timing_only", "trace", "policy", "name", "board")
 WORKSPACE = "__pyasc_workspace__"  # the hidden GM argument of the Matmuls' workspace
 
 
