@@ -23,7 +23,7 @@ def board_run(kernel_fn, ctx: Context, num_blocks: int, name: str, finish) -> Re
         **report_arrays(core),
         trace={},
         overlapping_writes=np.zeros((), np.int32),  # (a run with data: its outputs' program counts them)
-        unwritten=np.asarray(core.unwritten(), np.int32),
+        unwritten=np.asarray(core.mem.unwritten(), np.int32),
         hw=ctx.hw,
         name=name,
         workload="asc",

@@ -27,7 +27,8 @@ import math
 import numpy as np
 from jax import lax
 
-from npu_jax.core import l2, wide
+from npu_jax.core import wide
+from npu_jax.core.board_gm import GmRecords, _int
 from npu_jax.core.buffers import Ref
 from npu_jax.core.isa import table, vecops
 from npu_jax.core.isa.data import View
@@ -44,13 +45,6 @@ from npu_jax.hw.formats import itemsize
 
 class BoardUnsupported(NpuError):
     """An operation the Board does not price (it needs data, or a collective): run the emulator."""
-
-
-def _int(x) -> np.ndarray:
-    """An operand (Python int, numpy or concrete jax array; a block-index value) as int64 numpy."""
-    if hasattr(x, "traced") and hasattr(x, "concrete"):  # asc's BlockValue
-        x = x.traced if x.traced is not None else x.concrete
-    return np.asarray(x).astype(np.int64)
 
 
 class BoardCore:
@@ -75,20 +69,8 @@ class BoardCore:
         self._costs: dict = {}  # (cost rule, its operands) -> cycles: loops repeat their operands
         self.active = active
         self.pred = None  # (n,) bool: the cores whose path this is (asc's branches on the block index)
-        dtypes = {l2.TRACK: np.uint8, l2.RECENT: np.int32}
-        self.record = {
-            name: np.zeros(ctx.gm_spec(name).padded, dtypes[m]) for name, m in ctx.l2_modes if m in dtypes
-        }
-        self.clock = [0, 0]  # the L2's clock under recency: [32-B units entered, bytes over them]
-        self.modes = dict(ctx.l2_modes)
-        # each GM tensor's logical extent (a launch's ``extents``, else its spec's shape)
-        extents = extents or {}
-        self.gm_shape = {g.name: tuple(int(e) for e in extents.get(g.name, g.shape)) for g in ctx.gm}
-        # which elements of each output some core wrote (a run with data counts the unwritten ones)
-        self.written = (
-            {g.name: np.zeros(g.padded, bool) for g in ctx.gm if g.output} if ctx.move_data else None
-        )
-        self.kept = l2.kept(ctx.hw, ctx.gm)
+        self.mem = GmRecords(ctx, extents)  # the GM windows' extents, the L2's record, who wrote
+        self.kept = self.mem.kept
 
     # ---- what the Core is asked for besides instructions --------------------------------------
     @property
@@ -159,133 +141,6 @@ class BoardCore:
                 cycles = self._costs[key] = instr.cost(self.h, **cost)
         return self.charge(instr.pipe, cycles, w)
 
-    # ---- GM: windows, bursts, the L2 -------------------------------------------------------------
-    def _valid(self, win: GmWindow) -> list[np.ndarray]:
-        """``isa.data.valid_extents`` over the cores."""
-        shape = self.gm_shape[win.name]
-        ext = [
-            np.clip(shape[d] - _int(st), 0, size) for d, (st, size) in enumerate(zip(win.starts, win.sizes))
-        ]
-        if win.limit is not None:
-            ext = [
-                e if lim is None else np.clip(np.minimum(e, _int(lim)), 0, None)
-                for e, lim in zip(ext, win.limit)
-            ]
-        return [np.broadcast_to(e, (self.n,)) for e in ext]
-
-    def _bursts(self, win: GmWindow, valid):
-        """``isa.data.gm_bursts`` over the cores: (bytes, bursts)."""
-        spec = self.ctx.gm_spec(win.name)
-        nbytes = math.prod(valid) * itemsize(spec.dtype)
-        bursts = np.ones(self.n, np.int64)
-        suffix_full = np.ones(self.n, bool)
-        for d in range(len(spec.shape) - 1, -1, -1):
-            bursts = bursts * np.where(suffix_full, 1, valid[d])
-            suffix_full = suffix_full & (_int(win.starts[d]) == 0) & (valid[d] == self.gm_shape[win.name][d])
-        return nbytes, np.where(nbytes > 0, bursts, 0)
-
-    def _l2_read(self, win: GmWindow, valid, w, nbytes) -> np.ndarray:
-        """``l2.read`` over the cores, core after core: the bytes of each core's read already in L2."""
-        mode = self.modes.get(win.name, l2.STREAM)
-        if mode == l2.RESIDENT:
-            return nbytes
-        if mode == l2.STREAM:
-            return 0 * nbytes
-        rec = self.record[win.name]
-        isz = itemsize(self.ctx.gm_spec(win.name).dtype)
-        sizes = np.asarray(win.sizes)
-        # lax.dynamic_slice's start: clamped so that the window lies in the stored tensor
-        at = np.clip(
-            np.stack([np.broadcast_to(_int(s), (self.n,)) for s in win.starts]),
-            0,
-            (np.asarray(rec.shape) - sizes)[:, None],
-        )
-        ext = np.stack(valid)
-        hits = np.zeros(self.n, np.int64)
-        cap = self.hw.l2_bytes >> l2.UNIT
-        cores = np.flatnonzero(w)
-        full = (ext >= sizes[:, None]).all(axis=0)
-        if mode == l2.TRACK and len(cores) and full[cores].all() and (at[:, cores] == at[:, cores[:1]]).all():
-            # every core reads the same whole window: core i of them finds it read i times before (saturated)
-            sl = tuple(slice(a, a + size) for a, size in zip(at[:, cores[0]].tolist(), win.sizes))
-            r = rec[sl]
-            hits[cores] = r.size
-            hits[cores[0]] = np.count_nonzero(r)
-            np.minimum(r + len(cores), 2, out=r, casting="unsafe")
-            return hits * isz
-        if mode == l2.TRACK and len(cores) > 1 and full[cores].all() and _disjoint(at[:, cores], sizes):
-            # windows that share no element: every core's update at once
-            idx = np.ix_(*(np.arange(size) for size in win.sizes))
-            where = tuple(a[(slice(None),) + (None,) * len(win.sizes)] + i for a, i in zip(at[:, cores], idx))
-            r = np.minimum(rec[where] + 1, 2).astype(rec.dtype)
-            rec[where] = r
-            hits[cores] = np.count_nonzero((r == 2).reshape(len(cores), -1), axis=1)
-            return hits * isz
-        for b in cores:
-            sl = tuple(slice(a, a + size) for a, size in zip(at[:, b].tolist(), win.sizes))
-            if full[b]:
-                m = True
-            else:
-                m = np.ones(win.sizes, bool)
-                for d, e in enumerate(ext[:, b].tolist()):
-                    m[(slice(None),) * d + (slice(e, None),)] = False
-            if mode == l2.RECENT:
-                old = rec[sl]
-                hit = m & (old > 0) & (self.clock[0] - (old - 1) < cap)
-                hits[b] = np.count_nonzero(hit)
-                self._advance((np.count_nonzero(np.broadcast_to(m, old.shape)) - hits[b]) * isz)
-                rec[sl] = np.where(m, self.clock[0] + 1, old)
-            else:
-                r = rec[sl]
-                np.minimum(r + m, 2, out=r, casting="unsafe")
-                hits[b] = np.count_nonzero((r == 2) & m)
-        return hits * isz
-
-    def _mark(self, win: GmWindow, valid, w) -> None:
-        """``isa.data.write_gm``'s record of who wrote: the window's valid part, where ``w``."""
-        if self.written is None:
-            return
-        rec = self.written[win.name]
-        sizes = np.asarray(win.sizes)
-        at = np.clip(
-            np.stack([np.broadcast_to(_int(s), (self.n,)) for s in win.starts]),
-            0,
-            (np.asarray(rec.shape) - sizes)[:, None],
-        )
-        ext = np.stack(valid)
-        for b in np.flatnonzero(w):
-            rec[
-                tuple(
-                    slice(a, a + min(int(e), size))
-                    for a, e, size in zip(at[:, b].tolist(), ext[:, b].tolist(), win.sizes)
-                )
-            ] = True
-
-    def unwritten(self) -> int:
-        """Output elements inside their logical extents that no core wrote (``run.merge_outputs``'s
-        count: every element where no data moves)."""
-        total = 0
-        for g in self.ctx.gm:
-            if g.output:
-                inside = tuple(slice(0, min(e, s)) for e, s in zip(self.gm_shape[g.name], g.shape))
-                n = math.prod(sl.stop for sl in inside)
-                total += (
-                    n if self.written is None else n - int(np.count_nonzero(self.written[g.name][inside]))
-                )
-        return total
-
-    def _advance(self, nbytes: int) -> None:
-        total = self.clock[1] + int(nbytes)
-        self.clock = [self.clock[0] + (total >> l2.UNIT), total & ((1 << l2.UNIT) - 1)]
-
-    def _enter(self, nbytes, w) -> None:
-        """``l2.enter``: a write's bytes on the L2's clock (recency; every core's at once)."""
-        if any(m == l2.RECENT for m in self.modes.values()):
-            self._advance(int(np.where(w, np.broadcast_to(nbytes, (self.n,)), 0).sum()))
-
-    def _write_back(self, name: str, nbytes):
-        return nbytes if name not in self.kept else 0 * nbytes
-
     # ---- the instructions ------------------------------------------------------------------------
     def data_copy(
         self, *, dst, src, layout=None, kernel=None, block_n=None, outside="zero", atomic=None, when=True
@@ -294,9 +149,9 @@ class BoardCore:
         if isinstance(src, GmWindow) and isinstance(dst, Ref):
             if dst.buffer not in ("L1", "UB"):
                 raise ValueError(f"DataCopy from GM goes to L1 or UB, not {dst.buffer}.")
-            valid = self._valid(src)
-            nbytes, bursts = self._bursts(src, valid)
-            hit = self._l2_read(src, valid, w, nbytes)
+            valid = self.mem.valid(src)
+            nbytes, bursts = self.mem.bursts(src, valid)
+            hit = self.mem.read(src, valid, w, nbytes)
             rate = costs.gm_rate(self.h, self.active_cores)
             counts = ((f"GM->{dst.buffer}", nbytes), ("HBM->L2", nbytes - hit))
             return self._issue(
@@ -305,11 +160,11 @@ class BoardCore:
         if isinstance(src, Ref) and isinstance(dst, GmWindow):
             if src.buffer != "UB":
                 raise ValueError(f"DataCopy to GM comes from UB (MTE3), not {src.buffer}.")
-            valid = self._valid(dst)
-            nbytes, bursts = self._bursts(dst, valid)
-            self._enter(nbytes, w)
-            self._mark(dst, valid, w)
-            counts = (("UB->GM", nbytes), ("L2->HBM", self._write_back(dst.name, nbytes)))
+            valid = self.mem.valid(dst)
+            nbytes, bursts = self.mem.bursts(dst, valid)
+            self.mem.enter(nbytes, w)
+            self.mem.mark(dst, valid, w)
+            counts = (("UB->GM", nbytes), ("L2->HBM", self.mem.write_back(dst.name, nbytes)))
             rate = costs.write_rate(self.h, self.active_cores)
             return self._issue(table.DATA_COPY_OUT, w, counts, nbytes=nbytes, bursts=bursts, rate=rate)
         raise ValueError(
@@ -350,14 +205,14 @@ class BoardCore:
             raise ValueError(f"{self.hw.name} has no Fixpipe (coupled data path): move L0C with l0c_to_ub.")
         w, m_, n_ = self._when(when), _int(m), _int(n)
         if isinstance(dst, GmWindow):  # isa.data.window_valid
-            valid = self._valid(dst)
+            valid = self.mem.valid(dst)
             valid[-1] = np.minimum(valid[-1], n_)
             if len(valid) == 2:
                 valid[0] = np.minimum(valid[0], m_)
-            nbytes, bursts = self._bursts(dst, valid)
-            self._enter(nbytes, w)
-            self._mark(dst, valid, w)
-            counts = (("L0C->GM", nbytes), ("L2->HBM", self._write_back(dst.name, nbytes)))
+            nbytes, bursts = self.mem.bursts(dst, valid)
+            self.mem.enter(nbytes, w)
+            self.mem.mark(dst, valid, w)
+            counts = (("L0C->GM", nbytes), ("L2->HBM", self.mem.write_back(dst.name, nbytes)))
             rate = costs.write_rate(self.h, self.active_cores)
             return self._issue(
                 table.FIXPIPE_GM, w, counts, m=m_, n=n_, out_bytes=nbytes, bursts=bursts, rate=rate
@@ -465,12 +320,6 @@ class BoardCore:
 @functools.cache
 def _parse_event(event: str) -> tuple[int, int]:
     return parse_event(event)
-
-
-def _disjoint(at: np.ndarray, sizes: np.ndarray) -> bool:
-    """Whether windows of ``sizes`` at starts ``at`` (dims x windows) share no element pairwise."""
-    apart = (np.abs(at[:, :, None] - at[:, None, :]) >= sizes[:, None, None]).any(axis=0)
-    return bool((apart | np.eye(at.shape[1], dtype=bool)).all())
 
 
 def _key(v):

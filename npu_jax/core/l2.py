@@ -19,7 +19,7 @@ All GM traffic goes through the L2. The model (every choice is in docs/fidelity.
   is hit in between. What a kernel leaves in L2
   and whether its writes reach HBM within it still follow whole tensors (:func:`kept`). The closed
   forms price recency as "every re-read hits" where a bound on the bytes entering between two reads
-  of an element stays under the capacity (``cost.many.recency_guard``, ``cost.board.Board.read``),
+  of an element stays under the capacity (``cost.many.recency_guard``),
   and refuse it by name elsewhere (the traced cost, the tile search's, checks a looser bound and marks
   a tiling it cannot price ``cost.conv.UNPRICED``).
 * **Across kernels**, a tensor an earlier kernel of the same sequence kept (read or written) is

@@ -27,8 +27,10 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
+from npu_jax.core.board import fori_loop
 from npu_jax.core.buffers import Plan
 from npu_jax.core.isa import Load3DGeometry
 from npu_jax.core.state import GmSpec
@@ -366,12 +368,13 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeo
 
     def kernel(core, b):
         core = q.init(core)
+        xp = np if getattr(core, "on_board", False) else jnp  # (the timing Board: every block in numpy)
 
         def item(j, core):
             it = b + j * ncores
             live = it < n_items
             n, ci, r0 = r.item(it)
-            nr = jnp.minimum(rows, g.h - r0)
+            nr = xp.minimum(rows, g.h - r0)
             core = q.alloc_tensor(core, j, live)
             core = core.data_copy(
                 dst=q.slot(j),
@@ -392,7 +395,7 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeo
             )
             return q.free(core, j, live)
 
-        core = lax.fori_loop(0, per_core, item, core)
+        core = fori_loop(0, per_core, item, core)
         return q.drain(core)
 
     gm = (

@@ -25,8 +25,9 @@ Per item (one image, ``c1_t`` C1 blocks, ``rows_t`` output rows; ``mapping/pool.
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jax import lax
+import numpy as np
 
+from npu_jax.core.board import fori_loop
 from npu_jax.core.isa.data import View
 from npu_jax.core.state import GmSpec
 from npu_jax.core.sync import Queue
@@ -46,12 +47,12 @@ def pool_kernel(p: PoolPlan):
     n_taps = g.kh * g.kw
     scale = 1.0 / float(p.counts().flat[0]) if p.kind == "avg" and p.uniform else None
 
-    def rows_of(it):
+    def rows_of(it, xp):
         t = it % n_t
-        return p.tile_rows(t, jnp)
+        return p.tile_rows(t, xp)
 
-    def needs_fill(it):
-        _, rows, o, need = rows_of(it)
+    def needs_fill(it, xp):
+        _, rows, o, need = rows_of(it, xp)
         return (o > 0) | (o + rows < need)
 
     def kernel(core, b):
@@ -62,15 +63,18 @@ def pool_kernel(p: PoolPlan):
         for q in queues:
             core = q.init(core)
 
+        # the block index as jax traces it, or (on the timing Board) every block's at once in numpy
+        xp = np if getattr(core, "on_board", False) else jnp
+
         def item(j, core):
             it = b + j * ncores
             live = it < n_items
             plane, t = it // n_t, it % n_t
             n, ci = plane // p.n_cg, plane % p.n_cg * cb  # ci: the item's first C1 block
             r0 = t * rt
-            nr = jnp.minimum(rt, g.ho - r0)
-            lo, rows, o, _ = rows_of(it)
-            cnt = jnp.minimum(cb, c1 - ci) * nr * g.wo * c0  # rows_t == Ho when cb > 1: a prefix
+            nr = xp.minimum(rt, g.ho - r0)
+            lo, rows, o, _ = rows_of(it, xp)
+            cnt = xp.minimum(cb, c1 - ci) * nr * g.wo * c0  # rows_t == Ho when cb > 1: a prefix
             # CopyIn
             core = q_in.alloc_tensor(core, j, live)
             win = core.gm_window(
@@ -105,7 +109,7 @@ def pool_kernel(p: PoolPlan):
                 core = core.vector("VCopy", acc, tap(0), count_elems=cnt, when=live)
             else:
                 core = core.vector(reduce_op, acc, tap(0), tap(1), count_elems=cnt, when=live)
-                core = lax.fori_loop(  # one loop body whatever the window's size (7x7 global pools)
+                core = fori_loop(  # one loop body whatever the window's size (7x7 global pools)
                     2,
                     n_taps,
                     lambda k, core: core.vector(reduce_op, acc, acc, tap(k), count_elems=cnt, when=live),
@@ -119,7 +123,7 @@ def pool_kernel(p: PoolPlan):
                 core = q_rcp.free(core, j, live)
             if p.padded:  # the slot's next item has padding rows: restore them before freeing it
                 nxt = it + STAGES * ncores
-                fill = live & (nxt < n_items) & needs_fill(nxt)
+                fill = live & (nxt < n_items) & needs_fill(nxt, xp)
                 core = core.vector("VDup", q_in.slot(j), scalar=p.pad_value, when=fill)
             core = q_in.free(core, j, live)
             core = q_out.enque(core, j, live)
@@ -129,7 +133,7 @@ def pool_kernel(p: PoolPlan):
             core = core.data_copy(dst=out, src=acc, when=live)
             return q_out.free(core, j, live)
 
-        core = lax.fori_loop(0, per_core, item, core)
+        core = fori_loop(0, per_core, item, core)
         for q in queues:
             core = q.drain(core)
         return core
