@@ -164,13 +164,14 @@ def launch(
         trace: keep a timeline (True, or the number of events per core) for ``report.to_chrome_trace``.
         policy: precision what-ifs (rounding of vector ops); the hardware's rules by default.
         name: the report's kernel name (default: the function's).
-        board: where the report's figures come from the timing Board (``core/board.py``: numpy clocks,
-            nothing compiled; the emulator's figures, ``tests/test_board.py``) instead of the compiled
-            program, for a launch with no checks and no trace: None (default) for a run with data
-            (its outputs then come from a program of the data alone), True for ``timing_only`` too
-            (what the tile search and autotune price with; the instructions' own operand checks then
-            run only when the pick runs), False never. A kernel that reads data (GetValue, a print of a
-            tensor) or syncs across cores always runs on the emulator.
+        board: whether the report's figures of time come from the timing Board (``core/board.py``:
+            numpy clocks, nothing compiled; the emulator's figures, ``tests/test_board.py``) instead of
+            the compiled program. None (default): for a run with data and no trace; with no checks its
+            outputs then come from a program of the data alone, with checks the sanitizers' program
+            is compiled without the clocks. True: ``timing_only`` launches with no checks too (what the
+            tile search and autotune price with; the instructions' own operand checks then run only
+            when the pick runs). False: never. A kernel that reads data (GetValue, a print of a tensor)
+            or syncs across cores always runs on the emulator.
 
     Returns:
         outs: every GM array argument's final contents, in order, each in its shape and dtype;
@@ -192,7 +193,7 @@ def launch(
         raise TypeError(
             f"hw must be a HardwareConfig (npu_jax.presets.ascend910b()), got {type(hw).__name__}."
         )
-    if board not in (None, True, False):
+    if board is not None and not isinstance(board, bool):
         raise TypeError(f"board must be None, True or False, got {board!r}.")
     for flag, v in (("jit", jit), ("timing_only", timing_only)):
         if not isinstance(v, bool):

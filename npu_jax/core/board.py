@@ -10,9 +10,11 @@ declarations (``isa/table.py``: pipe, counters) and cost rules (``hw/costs.py``,
 with each rule's operands (bytes, bursts, L2 hits, bank conflicts, repeats) taken from the instruction's
 operands as its semantics take them; in order on each pipe, SetFlag / WaitFlag / PipeBarrier as
 ``sync.py`` keeps them; the L2's read record (``l2.py``: whole tensors, recency) kept per element and
-shared by the cores, core after core within an instruction. :func:`report` then builds the emulator's
-:class:`~npu_jax.report.report.Report` from the clocks, so every figure of it (cycles, busy per pipe,
-bytes, the bottleneck) is computed by the same code as a run's.
+shared by the cores, core after core within an instruction (``board_gm.py``). :func:`report_arrays`
+gives the clocks as the emulator's :class:`~npu_jax.report.report.Report` holds them (``asc/onboard.py``
+builds the Report), so every figure of it (cycles, busy per pipe, bytes, the bottleneck) is computed by
+the same code as a run's. Kernels written on ``core/`` run here as they are where they loop with
+:func:`fori_loop` (``kernels/elementwise.py``, ``pool.py``, the relayout of ``conv.py``).
 
 Where an operation needs data (GetValue, a print of a tensor, a collective across cores) the Board
 raises :class:`BoardUnsupported`, and its caller runs the emulator instead. The tests hold the Board to

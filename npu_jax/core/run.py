@@ -193,11 +193,13 @@ def launch(
     too, and runs only where the first run had none; where it finds one, the whole program runs
     again and its report is returned (:func:`_values_run`).
 
-    ``timing``: with ``values_apart``, no checks and no trace, a function that computes the launch's
-    report without XLA (an asc kernel's Board, ``core/board.py``: the same figures), or raises
-    :class:`~npu_jax.core.board.BoardUnsupported`. Then no call compiles the whole program: the report
-    is computed once, the outputs by their own program (which counts races too: where two cores wrote
-    one element, the whole program runs for its report).
+    ``timing``: with ``values_apart`` and no trace, a function that computes the launch's report
+    without XLA (an asc kernel's Board, ``core/board.py``: the same figures), or raises
+    :class:`~npu_jax.core.board.BoardUnsupported`; it is called once a key. Then no call compiles the
+    whole program: with no checks, the outputs come from their own program (which counts races too:
+    where two cores wrote one element, the program below runs for its report); with checks, the
+    program is compiled without the report's clocks, busy cycles, instruction counts and counters
+    (XLA drops their arithmetic) and ``timing``'s are put in.
 
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline

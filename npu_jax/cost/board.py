@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from npu_jax.core import pipes
+import numpy as np
+
+from npu_jax.core import l2, pipes
 from npu_jax.core.board import BoardCore
 from npu_jax.core.pipes import COUNTERS, HBM_PATHS, LANES, PATHS, PIPES
+from npu_jax.core.policy import Policy
+from npu_jax.core.state import Context
 from npu_jax.hw import costs
 
 
@@ -39,6 +43,23 @@ class KernelPrediction:
         return self.bytes.get("GM->UB", 0) + self.bytes.get("UB->GM", 0)
 
 
+def on_board(hw, plan, gm, kernel, cores: int, l2_resident=(), extents=None) -> KernelPrediction:
+    """A built-in vector-side kernel (``kernel(core, block)`` on ``plan``'s allocations and GM ``gm``)
+    run on the timing Board, its figures as :func:`prediction` gives them; ``l2_resident``: the inputs
+    the kernel before left in L2; ``extents``: the GM tensors' logical extents where smaller."""
+    ctx = Context(
+        hw,
+        tuple(plan.allocs),
+        tuple(gm),
+        Policy().timing(),
+        n_cores=cores,
+        move_data=False,
+        checks="none",
+        l2_modes=l2.modes(hw, tuple(gm), tuple(l2_resident)),
+    )
+    return prediction(kernel(BoardCore(ctx, extents=extents), np.arange(cores)))
+
+
 def prediction(core: BoardCore) -> KernelPrediction:
     """A kernel's figures from its run on the timing Board (``core/board.py``), by the Report's rules."""
     h = core.h
@@ -58,4 +79,4 @@ def prediction(core: BoardCore) -> KernelPrediction:
     )
 
 
-__all__ = ["KernelPrediction", "prediction"]
+__all__ = ["KernelPrediction", "on_board", "prediction"]

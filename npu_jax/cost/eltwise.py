@@ -20,13 +20,7 @@ Example:
 
 from __future__ import annotations
 
-import numpy as np
-
-from npu_jax.core import l2
-from npu_jax.core.board import BoardCore
-from npu_jax.core.policy import Policy
-from npu_jax.core.state import Context
-from npu_jax.cost.board import KernelPrediction, prediction
+from npu_jax.cost.board import KernelPrediction, on_board
 from npu_jax.kernels.elementwise import eltwise_kernel
 from npu_jax.mapping.eltwise import EltwisePlan
 
@@ -35,20 +29,9 @@ def predict(p: EltwisePlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPredi
     """Cycles and bytes of the element-wise launch of plan ``p`` (``l2_resident`` as
     ``run_eltwise``'s); ``p.rows`` concrete."""
     plan, gm, kernel = eltwise_kernel(p)
-    ctx = Context(
-        p.hw,
-        tuple(plan.allocs),
-        gm,
-        Policy().timing(),
-        n_cores=p.cores,
-        move_data=False,
-        checks="none",
-        l2_modes=l2.modes(p.hw, gm, tuple(l2_resident)),
-    )
     rows = p.rows_cap if p.rows is None else int(p.rows)
     extents = {"y": (rows, p.cols), "z": (rows, p.cols), "bias": (1, p.cols), "res": (rows, p.cols)}
-    core = kernel(BoardCore(ctx, extents=extents), np.arange(p.cores))
-    return prediction(core)
+    return on_board(p.hw, plan, gm, kernel, p.cores, l2_resident, extents)
 
 
 __all__ = ["predict"]

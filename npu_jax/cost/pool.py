@@ -20,13 +20,7 @@ Example:
 
 from __future__ import annotations
 
-import numpy as np
-
-from npu_jax.core import l2
-from npu_jax.core.board import BoardCore
-from npu_jax.core.policy import Policy
-from npu_jax.core.state import Context
-from npu_jax.cost.board import KernelPrediction, prediction
+from npu_jax.cost.board import KernelPrediction, on_board
 from npu_jax.kernels.pool import pool_kernel
 from npu_jax.mapping.pool import PoolPlan
 
@@ -34,17 +28,7 @@ from npu_jax.mapping.pool import PoolPlan
 def predict(p: PoolPlan, *, l2_resident: tuple[str, ...] = ()) -> KernelPrediction:
     """Cycles and bytes of the pooling launch of plan ``p`` (``l2_resident`` as ``run_pool``'s)."""
     plan, gm, kernel = pool_kernel(p)
-    ctx = Context(
-        p.hw,
-        tuple(plan.allocs),
-        gm,
-        Policy().timing(),
-        n_cores=p.cores,
-        move_data=False,
-        checks="none",
-        l2_modes=l2.modes(p.hw, gm, tuple(l2_resident)),
-    )
-    return prediction(kernel(BoardCore(ctx), np.arange(p.cores)))
+    return on_board(p.hw, plan, gm, kernel, p.cores, l2_resident)
 
 
 PoolPrediction = KernelPrediction  # (its name before the relayout kernel's closed form shared it)

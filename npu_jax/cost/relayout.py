@@ -18,13 +18,7 @@ Example:
 
 from __future__ import annotations
 
-import numpy as np
-
-from npu_jax.core import l2
-from npu_jax.core.board import BoardCore
-from npu_jax.core.policy import Policy
-from npu_jax.core.state import Context
-from npu_jax.cost.board import KernelPrediction, prediction
+from npu_jax.cost.board import KernelPrediction, on_board
 from npu_jax.hw.config import HardwareConfig
 from npu_jax.kernels.conv import relayout_kernel
 from npu_jax.workload.conv import ConvGeometry
@@ -34,17 +28,7 @@ def predict(g: ConvGeometry, hw: HardwareConfig, op: str = "fp16") -> KernelPred
     """Cycles and bytes of the relayout launch of layer ``g``'s input (x (N, C, H, W) in format
     ``op``), as ``run_relayout`` reports them."""
     plan, gm, cores, kernel = relayout_kernel(g, hw, op)
-    ctx = Context(
-        hw,
-        tuple(plan.allocs),
-        gm,
-        Policy().timing(),
-        n_cores=cores,
-        move_data=False,
-        checks="none",
-        l2_modes=l2.modes(hw, gm, ()),
-    )
-    return prediction(kernel(BoardCore(ctx), np.arange(cores)))
+    return on_board(hw, plan, gm, kernel, cores)
 
 
 __all__ = ["predict"]
