@@ -191,7 +191,9 @@ def test_the_closed_forms_price_recency_where_they_can_and_the_vector_kernels_ev
     small = hw.replace(l2_bytes=16 * 1024)
     x = np.zeros((1, 64, 56, 56), np.float16)
     _, rep = npu_jax.pool2d(x, "max", 3, stride=2, padding=1, hw=small, timing_only=True, checks="none")
-    assert_prediction_is_report(pool_cost.predict(pool_plan(x.shape, "max", 3, 2, 1, hw=small)), rep, "aged out")
+    assert_prediction_is_report(
+        pool_cost.predict(pool_plan(x.shape, "max", 3, 2, 1, hw=small)), rep, "aged out"
+    )
     assert pool_cost.predict(pool_plan((1, 64, 56, 56), "max", 3, 2, 1, hw=npu_jax.presets.tiny())).cycles > 0
 
 
