@@ -91,6 +91,8 @@ def _shapes(m, n, k):
         pytest.param((32, 64, 128), B910, marks=pytest.mark.slow),
         ((64, 128, 64), B910.replace(l2_policy="smallest_first")),  # whole tensors kept or streamed
         ((64, 128, 64), B910.replace(l2_bytes=64 << 10)),  # an L2 too small: streams
+        # recency (the 910B1's policy), an L2 so small that re-reads age out of it
+        ((16, 16, 32), npu_jax.presets.ascend910b1().replace(l2_bytes=128 << 10)),
     ],
 )
 def test_matmul_tilings_and_l2_policies(base, hw):
