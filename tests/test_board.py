@@ -60,7 +60,6 @@ def test_every_launch_of_a_sample_is_the_boards(held, example, capsys):
 @pytest.mark.parametrize(
     "example",
     [
-        "matmul_leakyrelu",
         "leaky_relu_custom",
         "add_tpipe_tque",
         "gemm",
