@@ -28,7 +28,7 @@ def board_run(kernel_fn, ctx: Context, num_blocks: int, name: str, finish) -> Re
         name=name,
         workload="asc",
         operand="fp16",
-        l2_kept=l2.kept(ctx.hw, ctx.gm),
+        l2_kept=core.mem.kept,
     )
     return finish(report)
 

@@ -36,7 +36,7 @@ from npu_jax.core.isa import table, vecops
 from npu_jax.core.isa.data import View
 from npu_jax.core.isa.decl import hw_numbers
 from npu_jax.core.isa.lanes import Lanes
-from npu_jax.core.isa.vector import BINARY, REDUCE, sources
+from npu_jax.core.isa.vector import BINARY, REDUCE, lane_address, sources, ub_address
 from npu_jax.core.pipes import COUNTER_INDEX, COUNTERS, PIPE_INDEX, PIPES
 from npu_jax.core.state import Context, GmWindow
 from npu_jax.core.sync import parse_event
@@ -64,7 +64,6 @@ class BoardCore:
         self.busy = np.zeros((n, P), np.int64)
         self.n_instr = np.zeros((n, P), np.int64)
         self.flag_time = np.zeros((n, P, P, E), np.int64)
-        self.flag_set = np.zeros((n, P, P, E), bool)
         self.counters = np.zeros((n, len(COUNTERS)), np.int64)
         self.block = np.arange(n, dtype=np.int64)
         self._all = np.ones(n, bool)
@@ -72,7 +71,6 @@ class BoardCore:
         self.active = active
         self.pred = None  # (n,) bool: the cores whose path this is (asc's branches on the block index)
         self.mem = GmRecords(ctx, extents)  # the GM windows' extents, the L2's record, who wrote
-        self.kept = self.mem.kept
 
     # ---- what the Core is asked for besides instructions --------------------------------------
     @property
@@ -151,6 +149,7 @@ class BoardCore:
         if isinstance(src, GmWindow) and isinstance(dst, Ref):
             if dst.buffer not in ("L1", "UB"):
                 raise ValueError(f"DataCopy from GM goes to L1 or UB, not {dst.buffer}.")
+            src = self.mem.window(src)
             valid = self.mem.valid(src)
             nbytes, bursts = self.mem.bursts(src, valid)
             hit = self.mem.read(src, valid, w, nbytes)
@@ -162,6 +161,7 @@ class BoardCore:
         if isinstance(src, Ref) and isinstance(dst, GmWindow):
             if src.buffer != "UB":
                 raise ValueError(f"DataCopy to GM comes from UB (MTE3), not {src.buffer}.")
+            dst = self.mem.window(dst)
             valid = self.mem.valid(dst)
             nbytes, bursts = self.mem.bursts(dst, valid)
             self.mem.enter(nbytes, w)
@@ -206,11 +206,9 @@ class BoardCore:
         if self.hw.coupled:
             raise ValueError(f"{self.hw.name} has no Fixpipe (coupled data path): move L0C with l0c_to_ub.")
         w, m_, n_ = self._when(when), _int(m), _int(n)
-        if isinstance(dst, GmWindow):  # isa.data.window_valid
-            valid = self.mem.valid(dst)
-            valid[-1] = np.minimum(valid[-1], n_)
-            if len(valid) == 2:
-                valid[0] = np.minimum(valid[0], m_)
+        if isinstance(dst, GmWindow):
+            dst = self.mem.window(dst)
+            valid = self.mem.valid(dst, m_, n_)
             nbytes, bursts = self.mem.bursts(dst, valid)
             self.mem.enter(nbytes, w)
             self.mem.mark(dst, valid, w)
@@ -241,7 +239,7 @@ class BoardCore:
         nbytes = n_el * width
         conflict = False
         if op in BINARY and self.hw.ub_bank_groups:
-            addrs = [_ub_address(s) for s in srcs]
+            addrs = [ub_address(s, np) for s in srcs]
             if all(a is not None for a in addrs) and all(_shape(s) == tuple(shape) for s in srcs):
                 conflict = costs.ub_read_conflict(self.h, addrs[0], addrs[1])
         cost = dict(nbytes=nbytes, conflict=conflict, cpr=vecops.cycles_per_repeat(op, width))
@@ -261,7 +259,7 @@ class BoardCore:
         nbytes = dst.pattern.elements() * width
         conflict = False
         if o is not None and o.n_src == 2 and self.hw.ub_bank_groups:
-            a0, a1 = (_int(s.alloc.address(_int(s.stage))) + _int(s.start) * itemsize(s.elem) for s in srcs)
+            a0, a1 = (lane_address(s, np) for s in srcs)
             conflict = costs.ub_read_conflict(self.h, a0, a1)
         cost = dict(repeats=repeats, cpr=vecops.cycles_per_repeat(op, width), conflict=conflict)
         return self._issue(table.VECTOR_LANES[op], self._when(when), (("vector_bytes", nbytes),), **cost)
@@ -291,11 +289,9 @@ class BoardCore:
         e, w = self._event(event_id), self._when(when)
         if e.ndim == 0 and w.all():
             self.flag_time[:, s, d, e] = self.free[:, s]
-            self.flag_set[:, s, d, e] = True
             return self
         e, cores = np.broadcast_to(e, (self.n,)), np.flatnonzero(w)
         self.flag_time[cores, s, d, e[cores]] = self.free[cores, s]
-        self.flag_set[cores, s, d, e[cores]] = True
         return self
 
     def wait_flag(self, event: str, event_id=0, when=True) -> BoardCore:
@@ -303,11 +299,9 @@ class BoardCore:
         e, w = self._event(event_id), self._when(when)
         if e.ndim == 0 and w.all():
             np.maximum(self.free[:, d], self.flag_time[:, s, d, e], out=self.free[:, d])
-            self.flag_set[:, s, d, e] = False
             return self
         e, cores = np.broadcast_to(e, (self.n,)), np.flatnonzero(w)
         self.free[cores, d] = np.maximum(self.free[cores, d], self.flag_time[cores, s, d, e[cores]])
-        self.flag_set[cores, s, d, e[cores]] = False
         return self
 
     def pipe_barrier(self, pipe: str = "ALL", when=True) -> BoardCore:
@@ -347,17 +341,6 @@ def fori_loop(lower: int, upper: int, body, core):
 
 def _shape(r) -> tuple:
     return tuple(r.shape) if isinstance(r, View) else tuple(r.alloc.shape)
-
-
-def _ub_address(r):
-    """``isa.vector.ub_address`` on numpy: a contiguous operand's UB byte address, else None."""
-    a = r.alloc
-    base = a.address(_int(r.stage))
-    if isinstance(r, View):
-        if len(a.shape) != 1 or any(s != 1 for s in r.steps):
-            return None
-        return base + _int(r.offset[0]) * itemsize(a.dtype)
-    return base if r.offset is None else None
 
 
 def _wide(x: np.ndarray) -> np.ndarray:

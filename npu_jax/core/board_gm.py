@@ -5,11 +5,13 @@ over numpy arrays of the cores."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from npu_jax.core import l2
+from npu_jax.core.isa.data import gm_bursts, valid_extents, window_valid
 from npu_jax.core.state import Context, GmWindow
 from npu_jax.hw.formats import itemsize
 
@@ -33,6 +35,7 @@ class GmRecords:
         }
         self.clock = [0, 0]  # the L2's clock under recency: [32-B units entered, bytes over them]
         self.modes = dict(ctx.l2_modes)
+        self.recency = l2.RECENT in self.modes.values()  # (the emulator's clock exists: l2.enter)
         extents = extents or {}
         self.gm_shape = {g.name: tuple(int(e) for e in extents.get(g.name, g.shape)) for g in ctx.gm}
         # which elements of each output some core wrote (a run with data counts the unwritten ones)
@@ -41,29 +44,21 @@ class GmRecords:
         )
         self.kept = l2.kept(ctx.hw, ctx.gm)
 
-    def valid(self, win: GmWindow) -> list[np.ndarray]:
-        """``isa.data.valid_extents`` over the cores."""
-        shape = self.gm_shape[win.name]
-        ext = [
-            np.clip(shape[d] - _int(st), 0, size) for d, (st, size) in enumerate(zip(win.starts, win.sizes))
-        ]
-        if win.limit is not None:
-            ext = [
-                e if lim is None else np.clip(np.minimum(e, _int(lim)), 0, None)
-                for e, lim in zip(ext, win.limit)
-            ]
+    on_board = True  # (isa.data's extents and bursts then compute in numpy)
+
+    def window(self, win: GmWindow) -> GmWindow:
+        """``win`` with its starts and limits as numpy integers over the cores (block-index values too)."""
+        limit = None if win.limit is None else tuple(None if v is None else _int(v) for v in win.limit)
+        return dataclasses.replace(win, starts=tuple(_int(s) for s in win.starts), limit=limit)
+
+    def valid(self, win: GmWindow, m=None, n=None) -> list[np.ndarray]:
+        """``isa.data.valid_extents`` (with an (m, n) tile's limits: ``window_valid``) over the cores."""
+        ext = valid_extents(self, win) if m is None else window_valid(self, win, m, n)
         return [np.broadcast_to(e, (self.n,)) for e in ext]
 
     def bursts(self, win: GmWindow, valid):
         """``isa.data.gm_bursts`` over the cores: (bytes, bursts)."""
-        spec = self.ctx.gm_spec(win.name)
-        nbytes = math.prod(valid) * itemsize(spec.dtype)
-        bursts = np.ones(self.n, np.int64)
-        suffix_full = np.ones(self.n, bool)
-        for d in range(len(spec.shape) - 1, -1, -1):
-            bursts = bursts * np.where(suffix_full, 1, valid[d])
-            suffix_full = suffix_full & (_int(win.starts[d]) == 0) & (valid[d] == self.gm_shape[win.name][d])
-        return nbytes, np.where(nbytes > 0, bursts, 0)
+        return gm_bursts(self, win, valid)
 
     def read(self, win: GmWindow, valid, w, nbytes) -> np.ndarray:
         """``l2.read`` over the cores, core after core: the bytes of each core's read already in L2."""
@@ -161,7 +156,7 @@ class GmRecords:
 
     def enter(self, nbytes, w) -> None:
         """``l2.enter``: a write's bytes on the L2's clock (recency; every core's at once)."""
-        if any(m == l2.RECENT for m in self.modes.values()):
+        if self.recency:
             self._advance(int(np.where(w, np.broadcast_to(nbytes, (self.n,)), 0).sum()))
 
     def write_back(self, name: str, nbytes):

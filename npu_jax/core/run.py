@@ -323,8 +323,7 @@ def _values_program(kernel, ctx: Context, gm: dict, key, name: str, extents, kee
 def _timing_report(key, timing) -> Report | None:
     """The launch's report from ``timing()`` (the Board: its clocks, busy cycles, instruction counts
     and counters), computed once a ``key``; None where the Board does not price the kernel."""
-    # the context (the chip, the allocations, the GM) without its checks: they change no figure of it
-    tkey = ("timing", key[0], dataclasses.replace(key[1], checks="none")) + key[2:]
+    tkey = ("timing",) + key
     report = _REPORTS.get(tkey)
     if report is None:
         try:

@@ -75,7 +75,7 @@ def prediction(core: BoardCore) -> KernelPrediction:
         pipe_busy={LANES[q]: int(core.busy[:, i].sum()) for i, q in enumerate(PIPES)},
         vector_bytes=c["vector_bytes"],
         n_cores=core.n,
-        l2_kept=core.kept,
+        l2_kept=core.mem.kept,
     )
 
 

@@ -13,6 +13,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from npu_jax.core.buffers import DTYPES, Ref
@@ -129,16 +130,23 @@ def write_ref(core: Core, ref: Ref, block, when) -> Core:
     return core.replace(buf={**core.buf, a.name: lax.dynamic_update_slice(full, new, idx)})
 
 
+def _ints(core):
+    """(array module, integer type) of a core's address arithmetic: jax's int32, or numpy's int64 on
+    the timing Board (``core/board.py``, whose GM side calls the functions below)."""
+    return (np, np.int64) if getattr(core, "on_board", False) else (jnp, _i32)
+
+
 def valid_extents(core: Core, win: GmWindow):
     """Per dim, how much of the window lies inside the tensor (and inside ``win.limit``)."""
+    xp, i = _ints(core)
     shape = core.gm_shape[win.name]
     ext = [
-        jnp.clip(shape[d] - jnp.asarray(st, _i32), 0, size)
+        xp.clip(shape[d] - xp.asarray(st, i), 0, size)
         for d, (st, size) in enumerate(zip(win.starts, win.sizes))
     ]
     if win.limit is not None:
         ext = [
-            e if lim is None else jnp.clip(jnp.minimum(e, jnp.asarray(lim, _i32)), 0, None)
+            e if lim is None else xp.clip(xp.minimum(e, xp.asarray(lim, i)), 0, None)
             for e, lim in zip(ext, win.limit)
         ]
     return tuple(ext)
@@ -159,17 +167,18 @@ def gm_bursts(core: Core, win: GmWindow, valid):
     A dimension whose trailing dimensions are all covered whole (start 0, full extent) merges with
     them into one contiguous run; every other dimension multiplies the number of bursts.
     """
+    xp, i = _ints(core)
     spec = core.ctx.gm_spec(win.name)
     nd = len(spec.shape)
     shape = core.gm_shape[win.name]
-    nbytes = jnp.asarray(math.prod(valid), _i32) * itemsize(spec.dtype)
-    bursts = jnp.asarray(1, _i32)
-    suffix_full = jnp.asarray(True)
+    nbytes = xp.asarray(math.prod(valid), i) * itemsize(spec.dtype)
+    bursts = xp.asarray(1, i)
+    suffix_full = xp.asarray(True)
     for d in range(nd - 1, -1, -1):
-        bursts = bursts * jnp.where(suffix_full, 1, valid[d])
-        full = (jnp.asarray(win.starts[d], _i32) == 0) & (valid[d] == shape[d])
+        bursts = bursts * xp.where(suffix_full, 1, valid[d])
+        full = (xp.asarray(win.starts[d], i) == 0) & (valid[d] == shape[d])
         suffix_full = suffix_full & full
-    return nbytes, jnp.where(nbytes > 0, bursts, 0)
+    return nbytes, xp.where(nbytes > 0, bursts, 0)
 
 
 def rows_to_window(x, sizes):
@@ -181,10 +190,11 @@ def rows_to_window(x, sizes):
 def window_valid(core: Core, win: GmWindow, m, n):
     """Valid extents of a window written from an (m, n) tile: GM bounds, and m, n limits (m bounds
     the first dim of a 2-D window; for higher ranks the window's own bounds decide)."""
+    xp = _ints(core)[0]
     gv = list(valid_extents(core, win))
-    gv[-1] = jnp.minimum(gv[-1], n)
+    gv[-1] = xp.minimum(gv[-1], n)
     if len(gv) == 2:
-        gv[0] = jnp.minimum(gv[0], m)
+        gv[0] = xp.minimum(gv[0], m)
     return tuple(gv)
 
 

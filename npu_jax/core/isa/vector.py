@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from npu_jax.core import sanitize
@@ -133,16 +134,18 @@ def round_odd(y, fmt: str, overflow: str = "inf"):
     return lax.bitcast_convert_type(bits | inexact.astype(jnp.uint16), t.dtype)
 
 
-def ub_address(r):
+def ub_address(r, xp=jnp):
     """The UB byte address a vector operand's elements start at, where they are one contiguous run
     read from the start (a whole allocation stage, or a one-dimensional view: Ascend C's local
-    tensors), else None (a sub-block or strided view: its beats' rows are not modelled)."""
+    tensors), else None (a sub-block or strided view: its beats' rows are not modelled). ``xp``:
+    numpy on the timing Board (``core/board.py``)."""
+    i = _i32 if xp is jnp else np.int64
     a = r.alloc
-    base = a.address(jnp.asarray(r.stage, _i32))
+    base = a.address(xp.asarray(r.stage, i))
     if isinstance(r, View):
         if len(a.shape) != 1 or any(s != 1 for s in r.steps):
             return None
-        return base + jnp.asarray(r.offset[0], _i32) * itemsize(a.dtype)
+        return base + xp.asarray(r.offset[0], i) * itemsize(a.dtype)
     return base if r.offset is None else None
 
 
@@ -373,9 +376,10 @@ def lanes_vector(
     )
 
 
-def lane_address(r: Lanes):
-    """The UB byte address a lane operand starts at."""
-    return r.alloc.address(jnp.asarray(r.stage, _i32)) + jnp.asarray(r.start, _i32) * itemsize(r.elem)
+def lane_address(r: Lanes, xp=jnp):
+    """The UB byte address a lane operand starts at (``xp``: numpy on the timing Board)."""
+    i = _i32 if xp is jnp else np.int64
+    return r.alloc.address(xp.asarray(r.stage, i)) + xp.asarray(r.start, i) * itemsize(r.elem)
 
 
 # ---- the Scalar pipe's access to UB (LocalTensor::GetValue / SetValue) ----------------------------
