@@ -48,6 +48,9 @@ class GmRecords:
 
     def window(self, win: GmWindow) -> GmWindow:
         """``win`` with its starts and limits as numpy integers over the cores (block-index values too)."""
+        parts = win.starts + (win.limit or ())
+        if all(v is None or isinstance(v, (int, np.integer, np.ndarray)) for v in parts):
+            return win  # (the usual case: nothing to convert)
         limit = None if win.limit is None else tuple(None if v is None else _int(v) for v in win.limit)
         return dataclasses.replace(win, starts=tuple(_int(s) for s in win.starts), limit=limit)
 
