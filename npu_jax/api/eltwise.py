@@ -58,6 +58,7 @@ def run_eltwise(
         extents=extents,
         l2_resident=l2_resident,
         key=("eltwise", p),
+        board=True,
         values_apart=True,  # its addresses are the plan's: a repeat call computes its outputs alone
     )
     return outs["z"], report

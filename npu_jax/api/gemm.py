@@ -154,7 +154,7 @@ def matmul(
 
     def run(ctx, gm):
         # launch raises the sanitizers' findings (and overlapping writes) once the run is concrete
-        return launch(kern, ctx, gm, name="matmul", workload=workload, operand=op, key=key)
+        return launch(kern, ctx, gm, name="matmul", workload=workload, operand=op, key=key, board=True)
 
     # stochastic rounding's bits key on the instructions; a mutation sweep changes the program
     if data_path == "instructions" or policy.rounding == "stochastic" or not timing_apart():

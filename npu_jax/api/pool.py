@@ -66,6 +66,7 @@ def run_pool(
         workload=f"{p.kind} pool {p.g.describe()}",
         l2_resident=l2_resident,
         key=("pool", p),
+        board=True,
         values_apart=True,  # its addresses are the plan's: a repeat call computes its outputs alone
     )
     return outs["y"], report

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import numpy as np
 from jax import lax
@@ -165,7 +166,7 @@ class BoardCore:
             valid = self.mem.valid(dst)
             nbytes, bursts = self.mem.bursts(dst, valid)
             self.mem.enter(nbytes, w)
-            self.mem.mark(dst, valid, w)
+            self.mem.mark(dst, valid, w, atomic)
             counts = (("UB->GM", nbytes), ("L2->HBM", self.mem.write_back(dst.name, nbytes)))
             rate = costs.write_rate(self.h, self.active_cores)
             return self._issue(table.DATA_COPY_OUT, w, counts, nbytes=nbytes, bursts=bursts, rate=rate)
@@ -328,6 +329,26 @@ def _key(v):
         ks = tuple(_key(x) for x in v)
         return None if any(k is None for k in ks) else ks
     return None
+
+
+# Whether every compiled launch of a kernel that runs on the Board also runs there and raises where a
+# figure differs (the tests' hold on the Board; NPU_JAX_BOARD_CHECK=1 turns it on for a whole run), and
+# how many launches it held.
+BOARD_CHECK = [os.environ.get("NPU_JAX_BOARD_CHECK", "") not in ("", "0"), 0]
+
+
+def hold(report, board, name: str, overlapping: bool = False) -> None:
+    """Raise where the Board's report ``board`` of a launch differs from the emulator's ``report``:
+    clocks, busy cycles, instruction counts, counters, the unwritten output elements and (a timing-only
+    run's, which needs no bits to count them) the elements two cores wrote."""
+    BOARD_CHECK[1] += 1
+    fields = ("pipe_free", "busy", "n_instr", "counters", "unwritten") + ("overlapping_writes",) * overlapping
+    for f in fields:
+        if not np.array_equal(np.asarray(getattr(report, f)), np.asarray(getattr(board, f))):
+            raise AssertionError(
+                f"the Board's {f} differs from the emulator's for {name}: {report.cycles} against "
+                f"{board.cycles} cycles"
+            )
 
 
 def fori_loop(lower: int, upper: int, body, core):

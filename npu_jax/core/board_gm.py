@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from npu_jax.core import l2
-from npu_jax.core.isa.data import gm_bursts, valid_extents, window_valid
+from npu_jax.core.isa.data import CLASH, UNWRITTEN, gm_bursts, valid_extents, window_valid
 from npu_jax.core.state import Context, GmWindow
 from npu_jax.hw.formats import itemsize
 
@@ -38,9 +38,12 @@ class GmRecords:
         self.recency = l2.RECENT in self.modes.values()  # (the emulator's clock exists: l2.enter)
         extents = extents or {}
         self.gm_shape = {g.name: tuple(int(e) for e in extents.get(g.name, g.shape)) for g in ctx.gm}
-        # which elements of each output some core wrote (a run with data counts the unwritten ones)
+        # each output element's writer, as ``isa.data.write_gm`` records it (UNWRITTEN, a core, CLASH), where a
+        # run records them: with data (then a race needs the bits: the outputs' program counts those), or
+        # timing-only with the writes marked or racecheck on (no bits: a second core's write is a race)
+        self.marked = ctx.move_data or ctx.mark_writes or ctx.checks.race
         self.written = (
-            {g.name: np.zeros(g.padded, bool) for g in ctx.gm if g.output} if ctx.move_data else None
+            {g.name: np.full(g.padded, UNWRITTEN, np.int32) for g in ctx.gm if g.output} if self.marked else None
         )
         self.kept = l2.kept(ctx.hw, ctx.gm)
 
@@ -120,8 +123,9 @@ class GmRecords:
                 hits[b] = np.count_nonzero((r == 2) & m)
         return hits * isz
 
-    def mark(self, win: GmWindow, valid, w) -> None:
-        """``isa.data.write_gm``'s record of who wrote: the window's valid part, where ``w``."""
+    def mark(self, win: GmWindow, valid, w, atomic=None) -> None:
+        """``isa.data.write_gm``'s record of who wrote: the window's valid part, where ``w``, core after
+        core; without data a second core's write is a race (CLASH), an atomic one never."""
         if self.written is None:
             return
         rec = self.written[win.name]
@@ -132,13 +136,17 @@ class GmRecords:
             (np.asarray(rec.shape) - sizes)[:, None],
         )
         ext = np.stack(valid)
+        races = not self.ctx.move_data and atomic is None
         for b in np.flatnonzero(w):
-            rec[
-                tuple(
-                    slice(a, a + min(int(e), size))
-                    for a, e, size in zip(at[:, b].tolist(), ext[:, b].tolist(), win.sizes)
-                )
-            ] = True
+            sl = tuple(
+                slice(a, a + min(int(e), size))
+                for a, e, size in zip(at[:, b].tolist(), ext[:, b].tolist(), win.sizes)
+            )
+            old = rec[sl]
+            if races:
+                rec[sl] = np.where(((old >= 0) & (old != b)) | (old == CLASH), CLASH, b)
+            else:
+                rec[sl] = np.where(old == CLASH, CLASH, b)
 
     def unwritten(self) -> int:
         """Output elements inside their logical extents that no core wrote (``run.merge_outputs``'s
@@ -149,9 +157,22 @@ class GmRecords:
                 inside = tuple(slice(0, min(e, s)) for e, s in zip(self.gm_shape[g.name], g.shape))
                 n = math.prod(sl.stop for sl in inside)
                 total += (
-                    n if self.written is None else n - int(np.count_nonzero(self.written[g.name][inside]))
+                    n
+                    if self.written is None
+                    else int(np.count_nonzero(self.written[g.name][inside] == UNWRITTEN))
                 )
         return total
+
+    def overlapping(self) -> int:
+        """Output elements two cores wrote (``run.merge_outputs``'s count) where the run has no data;
+        with data a race needs the bits, and the outputs' program counts it (0 here)."""
+        if self.written is None or self.ctx.move_data:
+            return 0
+        return sum(
+            int(np.count_nonzero(self.written[g.name][tuple(slice(0, s) for s in g.shape)] == CLASH))
+            for g in self.ctx.gm
+            if g.output
+        )
 
     def _advance(self, nbytes: int) -> None:
         total = self.clock[1] + int(nbytes)

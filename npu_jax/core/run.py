@@ -20,99 +20,24 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import functools
 import gc
 import time
 from collections.abc import Callable, Hashable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from npu_jax.core import board as board_mod
 from npu_jax.core import l2, programs, sanitize
-from npu_jax.core.board import BoardUnsupported
+from npu_jax.core.board import BoardCore, BoardUnsupported, report_arrays
 from npu_jax.core.buffers import DTYPES
 from npu_jax.core.checks.sites import TRACE
-from npu_jax.core.isa.data import CLASH, UNWRITTEN
-from npu_jax.core.state import Context, Core, gm_values, init_core
+from npu_jax.core.cores import join_shared, merge_outputs, per_core, split_shared
+from npu_jax.core.state import Context, Core, init_core
 from npu_jax.report.report import Report
 
 CORE_AXIS = "cores"  # the vmap axis of the cores: a kernel's all-core barrier (asc.sync_all) gathers on it
-
-
-def merge_outputs(ctx: Context, cores: Core, with_site: bool = False, initial: dict | None = None):
-    """(outputs by name at logical shape, racing-write count, unwritten count) and, with
-    ``with_site``, a fourth item: (6,) int32 naming the first race: (output index, flat index, core a,
-    site a, core b, site b), -1s when there is none. ``initial`` (name -> padded array): what an
-    element no core wrote holds (default 0; an ``asc`` kernel's GM keeps its input).
-
-    The outputs are one array for all cores (``isa/data.write_gm``): each element holds what the
-    last core to write it wrote, and its writer record says whether two cores raced on it."""
-    outs, overlap, unwritten = {}, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
-    # timing-only: the outputs are zeros, and with no writers recorded every element is unwritten;
-    # computed as such, not from the untouched (constant) state, which XLA would fold for seconds
-    marked = ctx.move_data or ctx.mark_writes or with_site
-    for spec in (s for s in ctx.gm if s.output):
-        sl = tuple(slice(0, s) for s in spec.shape)
-        extent = cores.gm_shape[spec.name][0]
-        if not marked:
-            outs[spec.name] = jnp.zeros(spec.shape, DTYPES[spec.dtype])
-            inside = [jnp.minimum(extent[d], spec.shape[d]) for d in range(len(spec.shape))]
-            unwritten = unwritten + functools.reduce(jnp.multiply, inside, jnp.int32(1))
-            continue
-        writer = cores.gm_written[spec.name][sl]
-        if ctx.move_data:
-            vals = gm_values(cores.gm[spec.name][sl], spec.dtype)
-            old = (
-                jnp.zeros((), vals.dtype)
-                if initial is None
-                else gm_values(initial[spec.name][sl], spec.dtype)
-            )
-            outs[spec.name] = jnp.where(writer != UNWRITTEN, vals, old)
-        else:
-            outs[spec.name] = jnp.zeros(spec.shape, DTYPES[spec.dtype])
-        inside = jnp.ones(spec.shape, jnp.bool_)
-        for d in range(len(spec.shape)):
-            inside = inside & (jax.lax.broadcasted_iota(jnp.int32, spec.shape, d) < extent[d])
-        overlap = overlap + jnp.sum(writer == CLASH).astype(jnp.int32)
-        unwritten = unwritten + jnp.sum((writer == UNWRITTEN) & inside).astype(jnp.int32)
-    if with_site:
-        return outs, overlap, unwritten, cores.san["gm_clash"]
-    return outs, overlap, unwritten
-
-
-def split_shared(core: Core) -> tuple[Core, dict]:
-    """(``core`` without the state the cores share, that state): the GM arrays, their writers, the
-    L2's record and racecheck's GM sites (``core/shared.py``)."""
-    san = {k: v for k, v in core.san.items() if k not in _SHARED_SAN}
-    shared = {
-        "gm": core.gm,
-        "gm_written": core.gm_written,
-        "l2": core.l2,
-        "san": {k: core.san[k] for k in _SHARED_SAN if k in core.san},
-    }
-    return core.replace(gm={}, gm_written={}, l2={}, san=san), shared
-
-
-def join_shared(core: Core, shared: dict) -> Core:
-    """The inverse of :func:`split_shared`."""
-    san = {**core.san, **shared["san"]} if (core.san or shared["san"]) else {}
-    return core.replace(gm=shared["gm"], gm_written=shared["gm_written"], l2=shared["l2"], san=san)
-
-
-_SHARED_SAN = ("gm_site", "gm_clash")
-
-
-def per_core(core: Core, b) -> Core:
-    """``core`` as core ``b`` starts it under the cores' vmap: its block index ``b``, and every state
-    of its own (clocks, buffers, flags, counters) already one per core, each leaf selected by a
-    predicate on ``b`` (the same bits). Otherwise each starts as one value for all cores and becomes
-    per core inside the kernel's first loop, and vmap's rule for a loop then traces the body twice
-    (its fixpoint over which carries are per core): the row softmax at 64 K elements spent 6.2 s in
-    that rule under ``cProfile`` on a loaded machine, 3.7 s with this (docs/performance.md)."""
-    own, shared = split_shared(core.replace(block=b))
-    mine = b >= 0
-    own = jax.tree.map(lambda x: jnp.where(mine, x, x) if isinstance(x, jax.Array) else x, own)
-    return join_shared(own, shared)
 
 
 def _mapping_count() -> tuple[int, int]:
@@ -171,6 +96,7 @@ def launch(
     finish: Callable[[Report], Report] | None = None,
     values_apart: bool = False,
     timing: Callable[[], Report] | None = None,
+    board: bool = False,
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
@@ -201,6 +127,12 @@ def launch(
     program is compiled without the report's clocks, busy cycles, instruction counts and counters
     (XLA drops their arithmetic) and ``timing``'s are put in.
 
+    ``board``: the kernel runs on the timing Board as it is (it loops with ``board.fori_loop`` and
+    computes its addresses in numpy there: the built-in kernels): ``timing`` is then
+    :func:`board_report` of it. A timing-only launch (no data) with no checks then compiles nothing;
+    with checks, its sanitizers' program without the clocks. Under ``board.BOARD_CHECK`` (the tests'
+    hold on the Board) the launch compiles its clocks and raises where the Board's differ.
+
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
     sanitizer analysis) is compiled as one XLA program (``jax.jit``, kept under ``key``) and run; inside a trace it
@@ -228,6 +160,13 @@ def launch(
     traced = any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((gm, extents)))
     if traced:
         return run(gm)
+    held = board and board_mod.BOARD_CHECK[0]
+    if board and not held:
+
+        def timing():
+            return board_report(
+                kernel, ctx, name=name, workload=workload, operand=operand, extents=extents, finish=finish
+            )
     _release_if_due()
     # one program instead of thousands of op-by-op dispatches (each a small compile of its own),
     # reused by every later launch with the same key; never under the mutation test's transforms,
@@ -242,8 +181,12 @@ def launch(
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
     timed = None
-    if timing is not None and values_apart and ctx.move_data and full is not None and not ctx.trace_capacity:
+    if timing is not None and (values_apart or not ctx.move_data) and full is not None and not ctx.trace_capacity:
         timed = _timing_report(full, timing)
+    if timed is not None and not ctx.checks.any and not ctx.move_data:  # the Board's report is the launch's
+        sanitize.raise_or_warn(timed)
+        outs = {s.name: jnp.zeros(s.shape, DTYPES[s.dtype]) for s in ctx.gm if s.output}
+        return outs, timed
     if timed is not None and not ctx.checks.any:
         got = _timed_apart(kernel, ctx, gm, full, name, extents, keep_unwritten, timed)
         if got is not None:
@@ -273,7 +216,37 @@ def launch(
     sanitize.raise_or_warn(report)
     if apart and ("run",) + full not in _REPORTS and int(report.overlapping_writes) == 0:
         _keep(("run",) + full, report)
+    if held and not ctx.trace_capacity:
+        try:
+            b = board_report(
+                kernel, ctx, name=name, workload=workload, operand=operand, extents=extents, finish=finish
+            )
+        except BoardUnsupported:
+            b = None
+        if b is not None:
+            board_mod.hold(report, b, name, overlapping=not ctx.move_data)
     return outs, report
+
+
+def board_report(kernel, ctx: Context, *, name, workload, operand, extents=None, finish=None, blocks=None):
+    """A launch's Report from the timing Board (``core/board.py``): ``kernel(core, block)`` run once on
+    every core at once (``blocks`` of them where not ``ctx.n_cores``), its loops in Python, no data:
+    every figure of the emulator's run, its unwritten output elements where the run marks its writes,
+    and (timing-only) the elements two cores wrote. Raises ``BoardUnsupported`` where the kernel needs data."""
+    core = kernel(BoardCore(ctx, extents=extents), np.arange(ctx.n_cores if blocks is None else blocks))
+    report = Report(
+        **report_arrays(core),
+        trace={},
+        overlapping_writes=np.asarray(core.mem.overlapping(), np.int32),
+        unwritten=np.asarray(core.mem.unwritten(), np.int32),
+        hw=ctx.hw,
+        name=name,
+        workload=workload,
+        operand=operand,
+        l2_kept=core.mem.kept,
+        sanitizer=sanitize.SiteTable(name, ctx),
+    )
+    return report if finish is None else finish(report)
 
 
 # A launch's outputs computed apart from its report (``launch``'s ``values_apart``): only where the GM

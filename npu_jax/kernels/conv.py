@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from npu_jax.core.board import fori_loop
 from npu_jax.core.buffers import Plan
@@ -92,9 +92,10 @@ def build_kernel(p: ConvPlan):
         """Weights for part ``part`` of Cout block ``cb`` (``res``, resident: all of the group
         starting at block ``cb``) of super-group ``sg`` into L1, rows in Load3D's K order: from the
         K-major copy (contiguous) or straight from OIHW (with super-groups, a leading G' axis)."""
+        xp = np if getattr(core, "on_board", False) else jnp
         if sp.nc1hwc0_source and G > 1:  # (G', n_cb, K_total, n); never resident (ConvPlan)
-            nv = jnp.minimum(t.n, g.k - cb * t.n)
-            rows = jnp.minimum(k_l1, k_total - part * k_l1)
+            nv = xp.minimum(t.n, g.k - cb * t.n)
+            rows = xp.minimum(k_l1, k_total - part * k_l1)
             win = core.gm_window(
                 "wkn", (sg, cb, part * k_l1, 0), (1, 1, p.k_l1_cap, T.n), limit=(None, None, rows, nv)
             )
@@ -113,8 +114,8 @@ def build_kernel(p: ConvPlan):
                     "wkn", (cb, 0, 0), (p.cb_per_cap, p.k_total_cap, T.n), limit=(cb_per, None, None)
                 )
             else:
-                nv = jnp.minimum(t.n, g.k - cb * t.n)
-                rows = jnp.minimum(k_l1, k_total - part * k_l1)  # this part's rows, not the next's
+                nv = xp.minimum(t.n, g.k - cb * t.n)
+                rows = xp.minimum(k_l1, k_total - part * k_l1)  # this part's rows, not the next's
                 win = core.gm_window(
                     "wkn", (cb, part * k_l1, 0), (1, p.k_l1_cap, T.n), limit=(None, rows, nv)
                 )
@@ -151,6 +152,7 @@ def build_kernel(p: ConvPlan):
     whens = [in_use(e, i) for e, i in slots]
 
     def kernel(core, b):
+        xp = np if getattr(core, "on_board", False) else jnp  # (the timing Board: every core in numpy)
         core = set_all(core, slots, whens)
         sgrp, cgrp = b // t.cout_split, b % t.cout_split
         cores_run = p.cores_sp_run
@@ -158,12 +160,12 @@ def build_kernel(p: ConvPlan):
         if p.tiling_bound is not None:  # each running core's share of the GM rate, as in its own run
             core = core.replace(active=cores_run * t.cout_split)
         cb0 = cgrp * cb_per  # this core's first Cout block
-        nb_live = jnp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
+        nb_live = xp.clip(ncb - cb0, 0, cb_per)  # Cout blocks this core group really owns
         if may_res:  # the group's weights, once per core
             core = copy_weights(core, w_l1[0], 0, cb0, _and((cb0 < ncb) & runs, wr), res=True)
             core = core.set_flag("MTE2_MTE1", WT, wr).wait_flag("MTE2_MTE1", WT, wr)
         if p.epi is not None and p.epi.row is not None:  # the group's bias / scale values, once per core
-            end = jnp.minimum(g.k, (cb0 + cb_per) * t.n)  # the group's own columns
+            end = xp.minimum(g.k, (cb0 + cb_per) * t.n)  # the group's own columns
             core = epi_mod.load_row(core, p.epi, a, cb0 * t.n, p.cb_per_cap * t.n, end, (cb0 < ncb) & runs)
 
         def item(j, core):
@@ -176,10 +178,10 @@ def build_kernel(p: ConvPlan):
             th = (tile // p.n_tw) % p.n_th
             tw = tile % p.n_tw
             oh0, ow0 = th * t.ho, tw * t.wo
-            ho_v = jnp.minimum(t.ho, g.ho - oh0)
-            wo_v = jnp.minimum(t.wo, g.wo - ow0)
+            ho_v = xp.minimum(t.ho, g.ho - oh0)
+            wo_v = xp.minimum(t.wo, g.wo - ow0)
             m_eff = (ho_v - 1) * t.wo + wo_v  # rows of L0C that hold real outputs (row pitch t.wo)
-            nv = jnp.minimum(t.n, g.k - cb * t.n)
+            nv = xp.minimum(t.n, g.k - cb * t.n)
             core = core.at_tile(item=j, tile=tile, cout_block=cb)
             # ---- input tile: fetched per item, or once per spatial tile (reuse) ----
             fetch = live & ((cbl == 0) if sp.reuse_input else True)
@@ -188,9 +190,9 @@ def build_kernel(p: ConvPlan):
             ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
             # a tile whose window starts past the image (padding wider than the kernel's reach)
             # fetches nothing, from the image's edge: its window stays inside the stored tensor
-            r0, c0_ = jnp.clip(ih0, 0, g.h), jnp.clip(iw0, 0, g.w)
-            rows = jnp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
-            cols = jnp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
+            r0, c0_ = xp.clip(ih0, 0, g.h), xp.clip(iw0, 0, g.w)
+            rows = xp.minimum((ho_v - 1) * sh + (g.kh - 1) * dh + 1 + ih0, g.h) - r0
+            cols = xp.minimum((wo_v - 1) * sw + (g.kw - 1) * dw + 1 + iw0, g.w) - c0_
             core = core.wait_flag("MTE1_MTE2", IN + xs, fetch)
 
             def fetch_window(_, core):
@@ -203,7 +205,7 @@ def build_kernel(p: ConvPlan):
 
             # output tiling's defining waste: no reuse of the window across taps either (a direct
             # conv bringing each tap's operand from GM): the window again for every tap
-            core = lax.fori_loop(0, 1 if sp.reuse_input else g.kh * g.kw, fetch_window, core)
+            core = fori_loop(0, 1 if sp.reuse_input else g.kh * g.kw, fetch_window, core)
             core = core.set_flag("MTE2_MTE1", IN + xs, fetch)
             core = core.wait_flag("MTE2_MTE1", IN + xs, fetch)
 
@@ -224,7 +226,7 @@ def build_kernel(p: ConvPlan):
                 def step(q, core):
                     u = (live_idx * steps_item + pi * spp + q) % t.l0_stages
                     ks = kbase + q * t.k_l0
-                    kv = jnp.clip(jnp.minimum(k_l1 - q * t.k_l0, k_total - ks), 0, t.k_l0)
+                    kv = xp.clip(xp.minimum(k_l1 - q * t.k_l0, k_total - ks), 0, t.k_l0)
                     go = live & (kv > 0)
                     core = core.at_tile(item=j, tile=tile, cout_block=cb, k=ks)
                     core = core.wait_flag("M_MTE1", u, go)
@@ -259,12 +261,12 @@ def build_kernel(p: ConvPlan):
                     )
                     return core.set_flag("M_MTE1", u, go)
 
-                core = lax.fori_loop(0, spp, step, core)
+                core = fori_loop(0, spp, step, core)
                 if may_part:
                     core = core.set_flag("MTE1_MTE2", WT + ws, go_w)
                 return core
 
-            core = lax.fori_loop(0, nparts, part, core)
+            core = fori_loop(0, nparts, part, core)
             last_cb = (cbl == cb_per - 1) | (cb == ncb - 1)
             release = live & (last_cb if sp.reuse_input else True)
             core = core.set_flag("MTE1_MTE2", IN + xs, release)
@@ -290,29 +292,36 @@ def build_kernel(p: ConvPlan):
                 return epi_mod.emit(core, p.epi, a, c_l0, y_win, res_win, cbl * t.n, m_eff, nv, t.n, live)
             return output_step(core, hw, c_l0, a.get("ub"), y_win, m_eff, nv, live)
 
-        core = lax.fori_loop(0, items, item, core)
+        core = fori_loop(0, items, item, core)
         return wait_all(core, slots, whens)
 
     return plan, kernel
 
 
+def _np(*vs) -> bool:
+    """Whether none of ``vs`` is a JAX array (the timing Board's numpy values, or Python's)."""
+    return not any(isinstance(v, jax.Array) for v in vs)
+
+
 def _not(v):
-    """``not v`` for a Python bool, elementwise for a (traced) array."""
-    return (not v) if isinstance(v, bool) else ~jnp.asarray(v, jnp.bool_)
+    """``not v`` for a Python bool, elementwise for an array (numpy on the Board, else possibly traced)."""
+    if isinstance(v, bool):
+        return not v
+    return ~np.asarray(v, bool) if _np(v) else ~jnp.asarray(v, jnp.bool_)
 
 
 def _and(a, b):
     """``a and b`` for Python bools, elementwise once either is an array (possibly traced)."""
     if isinstance(a, bool) and isinstance(b, bool):
         return a and b
-    return jnp.logical_and(a, b)
+    return np.logical_and(a, b) if _np(a, b) else jnp.logical_and(a, b)
 
 
 def _pick(c, a, b):
     """``a if c else b``: in Python for a Python bool ``c``, ``jnp.where`` for a traced one."""
     if isinstance(c, bool):
         return a if c else b
-    return jnp.where(c, a, b)
+    return np.where(c, a, b) if _np(c, a, b) else jnp.where(c, a, b)
 
 
 # ---- the relayout kernel (NCHW -> NC1HWC0 in GM) -------------------------------------------------

@@ -14,8 +14,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+import numpy as np
 
+from npu_jax.core.board import fori_loop
 from npu_jax.core.policy import Policy
 from npu_jax.core.quant import requantize
 from npu_jax.hw.costs import round_up
@@ -39,6 +40,7 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
     slots = slot_flags(hw, range(t.l1_stages), t.l0_stages)
 
     def kernel(core, b):
+        xp = np if getattr(core, "on_board", False) else jnp  # (the timing Board: every core in numpy)
         core = set_all(core, slots)
 
         def outer(step, core):
@@ -48,10 +50,10 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
             bm, bn = blk // nbn, blk % nbn
             s = step % t.l1_stages
             kbase = kt * t.k_l1
-            kv = jnp.clip(K - kbase, 0, t.k_l1)
+            kv = xp.clip(K - kbase, 0, t.k_l1)
             core = core.at_tile(block=blk, k_l1=kt)
-            mv = jnp.clip(M - bm * t.m, 0, t.m)
-            nv = jnp.clip(N - bn * t.n, 0, t.n)
+            mv = xp.clip(M - bm * t.m, 0, t.m)
+            nv = xp.clip(N - bn * t.n, 0, t.n)
             # MTE2: A and B slices into the free L1 slot
             core = core.wait_flag("MTE1_MTE2", s, live)
             core = core.data_copy(
@@ -65,7 +67,7 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
 
             def inner(kk, core):
                 u = (step * nkk + kk) % t.l0_stages
-                kvv = jnp.clip(kv - kk * t.k_l0, 0, t.k_l0)
+                kvv = xp.clip(kv - kk * t.k_l0, 0, t.k_l0)
                 go = live & (kvv > 0)
                 core = core.wait_flag("M_MTE1", u, go)
                 core = core.load2d(dst=a_l0[u], src=a_l1[s], start=(0, kk * t.k_l0), valid=(mv, kvv), when=go)
@@ -77,13 +79,13 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
                 )
                 return core.set_flag("M_MTE1", u, go)
 
-            core = lax.fori_loop(0, nkk, inner, core)
+            core = fori_loop(0, nkk, inner, core)
             core = core.set_flag("MTE1_MTE2", s, live)
             last = live & (kt == nk - 1)
             c_win = core.gm_window("c", (bm * t.m, bn * t.n), (t.m, t.n))
             return output_step(core, hw, c_l0, c_ub, c_win, mv, nv, last, quant=quant)
 
-        core = lax.fori_loop(0, bpc * nk, outer, core)
+        core = fori_loop(0, bpc * nk, outer, core)
         return wait_all(core, slots)
 
     return kernel

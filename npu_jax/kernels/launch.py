@@ -210,6 +210,7 @@ def _launch_plan(
         l2_resident=resident,
         # a plan under a tiling bound may hold the caller's tracers: never kept
         key=("conv", p) if p.tiling_bound is None else None,
+        board=True,
     )
     # launch has raised the sanitizers' findings and overlapping writes (when concrete)
     report = dataclasses.replace(report, extras=extras, useful_flops=_conv_flops(user))
@@ -257,6 +258,7 @@ def run_relayout(
         workload=f"NCHW->NC1HWC0 {x.shape[0]}x{x.shape[1]}x{x.shape[2]}x{x.shape[3]}",
         extents={"x": (g.n, g.c, g.h, g.w), "x5": (g.n, cdiv(g.c, c0), g.h, g.w, c0)},
         key=("relayout", g, op, bound),
+        board=True,
     )
     return routs, rrep, l2.kept(hw, rgm)
 
