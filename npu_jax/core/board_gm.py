@@ -43,7 +43,9 @@ class GmRecords:
         # timing-only with the writes marked or racecheck on (no bits: a second core's write is a race)
         self.marked = ctx.move_data or ctx.mark_writes or ctx.checks.race
         self.written = (
-            {g.name: np.full(g.padded, UNWRITTEN, np.int32) for g in ctx.gm if g.output} if self.marked else None
+            {g.name: np.full(g.padded, UNWRITTEN, np.int32) for g in ctx.gm if g.output}
+            if self.marked
+            else None
         )
         self.kept = l2.kept(ctx.hw, ctx.gm)
 

@@ -167,6 +167,7 @@ def launch(
             return board_report(
                 kernel, ctx, name=name, workload=workload, operand=operand, extents=extents, finish=finish
             )
+
     _release_if_due()
     # one program instead of thousands of op-by-op dispatches (each a small compile of its own),
     # reused by every later launch with the same key; never under the mutation test's transforms,
@@ -181,7 +182,12 @@ def launch(
     except TypeError:  # a key part is traced (a plan holding the caller's tracers): not kept
         full = None
     timed = None
-    if timing is not None and (values_apart or not ctx.move_data) and full is not None and not ctx.trace_capacity:
+    if (
+        timing is not None
+        and (values_apart or not ctx.move_data)
+        and full is not None
+        and not ctx.trace_capacity
+    ):
         timed = _timing_report(full, timing)
     if timed is not None and not ctx.checks.any and not ctx.move_data:  # the Board's report is the launch's
         sanitize.raise_or_warn(timed)
