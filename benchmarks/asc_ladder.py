@@ -47,19 +47,21 @@ def _kernels():
         """A double-buffered elementwise kernel: ``n_in`` inputs of ``dt_in``, one output, ``n_tmp``
         temporaries of ``dt_tmp`` in a TBuf; ``body(out, ins, tmps, tile)`` computes one tile."""
 
-        def impl(gm, n, tile):
-            per = n // asc.get_block_num()
+        def impl(gm, n, tile, used, buffer_num):
+            if used and asc.get_block_idx() >= used:  # the blocks a tiling leaves idle
+                return
+            per = n // (used or asc.get_block_num())
             tiles = per // tile
             base = asc.get_block_idx() * per
             g = [asc.GlobalTensor() for _ in gm]
             for t, a in zip(g, gm):
                 t.set_global_buffer(a + base, per)
             pipe = asc.TPipe()
-            qin = [asc.TQue(asc.TPosition.VECIN, 2) for _ in range(n_in)]
-            qout = asc.TQue(asc.TPosition.VECOUT, 2)
+            qin = [asc.TQue(asc.TPosition.VECIN, buffer_num) for _ in range(n_in)]
+            qout = asc.TQue(asc.TPosition.VECOUT, buffer_num)
             for q in qin:
-                pipe.init_buffer(q, 2, tile * dt_in.sizeof())
-            pipe.init_buffer(qout, 2, tile * dt_in.sizeof())
+                pipe.init_buffer(q, buffer_num, tile * dt_in.sizeof())
+            pipe.init_buffer(qout, buffer_num, tile * dt_in.sizeof())
             tmp = asc.TBuf(asc.TPosition.VECCALC)
             if n_tmp:
                 pipe.init_buffer(tmp, n_tmp * tile * (dt_tmp or dt_in).sizeof())
@@ -82,9 +84,14 @@ def _kernels():
                 asc.data_copy(g[n_in][i * tile :], out, tile)
                 qout.free_tensor(out)
 
+        # ``used``: the blocks that work (0: every block launched); ``buffer_num``: the queues' depth
         if n_in == 1:
-            return asc.kernel(lambda x, z, n, tile: impl((x, z), n, tile))
-        return asc.kernel(lambda x, y, z, n, tile: impl((x, y, z), n, tile))
+            return asc.kernel(
+                lambda x, z, n, tile, used=0, buffer_num=2: impl((x, z), n, tile, used, buffer_num)
+            )
+        return asc.kernel(
+            lambda x, y, z, n, tile, used=0, buffer_num=2: impl((x, y, z), n, tile, used, buffer_num)
+        )
 
     def add(out, ins, tmps, tile):
         asc.add(out, ins[0], ins[1], tile)

@@ -38,15 +38,8 @@ def run_eltwise(
     if p.chain.has("residual"):
         ins["res"] = jnp.asarray(residual).reshape(p.rows_cap, p.cols).astype(DTYPES[p.vector])
         extents["res"] = (rows, p.cols)
-    ctx = Context(
-        hw=p.hw,
-        allocs=tuple(plan.allocs),
-        gm=gm,
-        policy=policy,
-        n_cores=p.cores,
-        trace_capacity=trace_capacity,
-        move_data=move_data,
-        checks=checks,
+    ctx = Context.of(
+        plan, gm, policy, p.cores, trace_capacity=trace_capacity, move_data=move_data, checks=checks
     )
     outs, report = launch(
         kernel,

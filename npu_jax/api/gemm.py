@@ -139,15 +139,7 @@ def matmul(
     gm_bytes = sum(math.prod(g.padded) * (4 + g.output) for g in gm)
     state_bytes("matmul", hw, cores, gm_bytes, cap, checks)
     a, b = no_grad("matmul", a, b)
-    ctx = Context(
-        hw=hw,
-        allocs=tuple(plan.allocs),
-        gm=gm,
-        policy=policy,
-        n_cores=cores,
-        trace_capacity=cap,
-        checks=checks,
-    )
+    ctx = Context.of(plan, gm, policy, cores, trace_capacity=cap, checks=checks)
     a, b = a.astype(DTYPES[op]), b.astype(DTYPES[op])
     workload = f"({M}x{K}) @ ({K}x{N}) {op}"
     key = ("matmul", M, N, K, tiling, cores, tuple(sorted(quant.items())))

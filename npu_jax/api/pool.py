@@ -47,15 +47,8 @@ def run_pool(
     if any(s.name == "rcp" for s in gm):  # the reciprocal divisors, C0 lanes each (assist matrix)
         rcp = np.repeat((1.0 / p.counts())[None, :, :, None], p.c0, axis=3)
         ins["rcp"] = jnp.asarray(rcp, jnp.float32).astype(DTYPES[p.out_fmt])
-    ctx = Context(
-        hw=p.hw,
-        allocs=tuple(plan.allocs),
-        gm=gm,
-        policy=policy,
-        n_cores=p.cores,
-        trace_capacity=trace_capacity,
-        move_data=move_data,
-        checks=checks,
+    ctx = Context.of(
+        plan, gm, policy, p.cores, trace_capacity=trace_capacity, move_data=move_data, checks=checks
     )
     outs, report = launch(
         kernel,

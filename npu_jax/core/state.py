@@ -74,6 +74,13 @@ class Context:
     def __post_init__(self):
         object.__setattr__(self, "checks", Checks.parse(self.checks))
 
+    @classmethod
+    def of(cls, plan, gm, policy: Policy, n_cores: int = 1, **launch) -> Context:
+        """The Context of a launch of the kernel whose buffers ``plan`` (a :class:`~npu_jax.core.buffers.Plan`)
+        allocated, on GM tensors ``gm`` (GmSpecs), over ``n_cores`` cores; ``launch``: the other fields
+        (``trace_capacity``, ``move_data``, ``mark_writes``, ``checks``, ``l2_modes``)."""
+        return cls(plan.hw, tuple(plan.allocs), tuple(gm), policy, n_cores=n_cores, **launch)
+
     def alloc(self, name: str) -> Alloc:
         for a in self.allocs:
             if a.name == name:

@@ -188,16 +188,8 @@ def _launch_plan(
         resident = tuple(n for role in p.l2_resident if (n := names[role]) in gm_in)
     p.check_l2(gm)
     plan, kern = build_kernel(p)
-    ctx = Context(
-        hw=hw,
-        allocs=tuple(plan.allocs),
-        gm=gm,
-        policy=policy,
-        n_cores=p.cores,
-        trace_capacity=cap,
-        move_data=move_data,
-        mark_writes=apart,
-        checks=checks,
+    ctx = Context.of(
+        plan, gm, policy, p.cores, trace_capacity=cap, move_data=move_data, mark_writes=apart, checks=checks
     )
     outs, report = launch(
         kern,
@@ -237,12 +229,11 @@ def run_relayout(
     bound), shared by both strategies. ``mark_writes``: timing-only with its GM writes marked (the
     conv's data is computed apart, ``kernels/values.py``)."""
     rplan, rgm, rcores, rkern = relayout_kernel(g, hw, op, bound)
-    rctx = Context(
-        hw=hw,
-        allocs=tuple(rplan.allocs),
-        gm=rgm,
-        policy=policy,
-        n_cores=rcores,
+    rctx = Context.of(
+        rplan,
+        rgm,
+        policy,
+        rcores,
         trace_capacity=trace_capacity,
         move_data=move_data,
         mark_writes=mark_writes,
