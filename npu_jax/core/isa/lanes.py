@@ -100,6 +100,10 @@ class Pattern:
 
     def elements(self) -> int:
         """How many lanes run."""
+        return self._elements
+
+    @functools.cached_property
+    def _elements(self) -> int:
         return int(self.on.sum())
 
 
@@ -126,11 +130,16 @@ def repeat_pattern(
     return Pattern(idx.astype(np.int64), np.broadcast_to(on, idx.shape).copy())
 
 
+@functools.lru_cache(maxsize=1024)
 def count_pattern(n: int, lanes: int) -> Pattern:
-    """The count form: the first ``n`` elements, in repeats of ``lanes`` (the last one partial)."""
+    """The count form: the first ``n`` elements, in repeats of ``lanes`` (the last one partial). Kept
+    (a loop issues the same count every tile), its arrays read-only."""
     r = max(1, math.ceil(n / lanes))
     idx = np.arange(r * lanes, dtype=np.int64).reshape(r, lanes)
-    return Pattern(idx, idx < n)
+    on = idx < n
+    idx.setflags(write=False)
+    on.setflags(write=False)
+    return Pattern(idx, on)
 
 
 def mask_lanes(mask, lanes: int, repeats: int, counter: bool = False) -> np.ndarray:
