@@ -132,7 +132,8 @@ def gelu_sweep(n: int = 1 << 20, blocks: int = 32) -> None:
     timings = tuned.timings(n)
     refused = sum(not isinstance(c, int) for _, c in timings)
     best = tuned.best_config(n)
-    _, emu = asc.launch(kern, blocks, x, np.zeros(n, np.float32), n, *best.values(), hw=hw, board=False)
+    tuned_args = (best["tile"], best["used"], best["buffer_num"])
+    _, emu = asc.launch(kern, blocks, x, np.zeros(n, np.float32), n, *tuned_args, hw=hw, board=False)
     print(
         f"autotune: {len(timings)} configs ({refused} refused) priced and the pick run in {wall:.1f} s: "
         f"{wall / len(timings):.2f} s a config"
