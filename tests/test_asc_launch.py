@@ -47,11 +47,12 @@ def test_unwritten_gm_keeps_its_input(rng):
 
 
 def test_repeat_with_new_data_compiles_nothing(rng):
+    """A checked launch's program is kept and run again (unchecked, its outputs' program: test_values_apart)."""
     x, y, z = _data(rng)
-    add_custom[8](x, y, z, 2048, 8, 2, hw=HW)
+    add_custom[8](x, y, z, 2048, 8, 2, hw=HW, checks="all")
     before = programs.program_cache_info()
     x2, y2, _ = _data(rng)
-    outs, _ = add_custom[8](x2, y2, z, 2048, 8, 2, hw=HW)
+    outs, _ = add_custom[8](x2, y2, z, 2048, 8, 2, hw=HW, checks="all")
     after = programs.program_cache_info()
     assert after["misses"] == before["misses"] and after["hits"] == before["hits"] + 1
     np.testing.assert_array_equal(outs[2], (x2 + y2).astype(np.float16))
