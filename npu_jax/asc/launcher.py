@@ -25,8 +25,8 @@ from npu_jax.asc.onboard import board_run, check_board
 from npu_jax.asc.runtime import AscError, KernelRun
 from npu_jax.asc.tensors import GlobalAddress
 from npu_jax.asc.types import dtype_of
-from npu_jax.core import l2, sanitize, wide
 from npu_jax.core import run as core_run
+from npu_jax.core import wide
 from npu_jax.core.board import BoardUnsupported
 from npu_jax.core.buffers import Plan
 from npu_jax.core.policy import Policy
@@ -395,20 +395,16 @@ def launch(
         if onboard.BOARD_CHECK[0]:  # every launch held to the Board's figures (tests/test_board.py)
             check_board(kernel_fn, ctx, num_blocks, kname, finish, report)
     else:
-        with jax.disable_jit():
-            outs, report = core_run._launch(
-                kernel_fn,
-                dataclasses.replace(ctx, l2_modes=_l2_modes(ctx)),
-                gm,
-                name=kname,
-                workload="asc",
-                operand="fp16",
-                extents=None,
-                keep_unwritten=True,
-                finish=finish,
-                sequential=True,
-            )
-        sanitize.raise_or_warn(report)
+        outs, report = core_run.launch(
+            kernel_fn,
+            ctx,
+            gm,
+            name=kname,
+            workload="asc",
+            keep_unwritten=True,
+            finish=finish,
+            sequential=True,
+        )
     out_list = []
     for p, a in zip(params, args):
         if p in gm_args:
@@ -418,10 +414,6 @@ def launch(
             else:
                 out_list.append(a if not timing_only else None)
     return out_list, report
-
-
-def _l2_modes(ctx):
-    return l2.modes(ctx.hw, ctx.gm, ())
 
 
 def _waves(pipe_free, physical: int):

@@ -97,6 +97,7 @@ def launch(
     values_apart: bool = False,
     timing: Callable[[], Report] | None = None,
     board: bool = False,
+    sequential: bool = False,
 ) -> tuple[dict, Report]:
     """Run ``kernel`` on ``ctx.n_cores`` cores; returns (outputs, Report).
 
@@ -133,6 +134,10 @@ def launch(
     with checks, its sanitizers' program without the clocks. Under ``board.BOARD_CHECK`` (the tests'
     hold on the Board) the launch compiles its clocks and raises where the Board's differ.
 
+    ``sequential``: nothing compiled: the cores run one after another in Python, every instruction op
+    by op (``jax.disable_jit``), each core from the GM, writers and L2 record the core before it left
+    (an asc kernel launched with ``jit=False``, to step through it in a debugger).
+
     Outputs come back at their spec's (static) shape; elements outside a traced ``extents`` are 0.
     Called with concrete inputs, the whole launch (every core, the merge, the report, an inline
     sanitizer analysis) is compiled as one XLA program (``jax.jit``, kept under ``key``) and run; inside a trace it
@@ -157,6 +162,22 @@ def launch(
             finish=finish,
         )
 
+    if sequential:
+        with jax.disable_jit():
+            outs, report = _launch(
+                kernel,
+                ctx,
+                gm,
+                name=name,
+                workload=workload,
+                operand=operand,
+                extents=extents,
+                keep_unwritten=keep_unwritten,
+                finish=finish,
+                sequential=True,
+            )
+        sanitize.raise_or_warn(report)
+        return outs, report
     traced = any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((gm, extents)))
     if traced:
         return run(gm)
