@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from npu_jax.asc import blockidx, onboard, runtime
-from npu_jax.asc.onboard import board_run, check_board
+from npu_jax.asc import blockidx, runtime
+from npu_jax.asc.onboard import board_run
 from npu_jax.asc.runtime import AscError, KernelRun
 from npu_jax.asc.tensors import GlobalAddress
 from npu_jax.asc.types import dtype_of
@@ -360,51 +360,28 @@ def launch(
     kname = name or fn.__name__
     if board and timing_only and jit and not ctx.trace_capacity and not ctx.checks.any:  # (else: below)
         try:
-            report = board_run(kernel_fn, ctx, num_blocks, kname, finish)
+            report = board_run(kernel_fn, ctx, kname, finish)
         except BoardUnsupported:
             pass
         else:
             return [None for p in params if p in gm_args], report
-    if jit:
-        key = (
-            "asc",
-            fn,
-            tuple(statics),
-            gm_key,
-            num_blocks,
-            core_kind,
-            policy,
-        )
-        # a kernel that reads no value into a scalar has the same report for every input: a repeat
-        # call runs its outputs' program alone (core.run.launch's values_apart)
-        outs, report = core_run.launch(
-            kernel_fn,
-            ctx,
-            gm,
-            name=kname,
-            workload="asc",
-            key=key,
-            keep_unwritten=True,
-            finish=finish,
-            values_apart=not any(p.reads_data for p in paths),
-            # the Board's report (not while the tests hold the compiled clocks to it: onboard.BOARD_CHECK)
-            timing=None
-            if board is False or onboard.BOARD_CHECK[0]
-            else lambda: board_run(kernel_fn, ctx, num_blocks, kname, finish),
-        )
-        if onboard.BOARD_CHECK[0]:  # every launch held to the Board's figures (tests/test_board.py)
-            check_board(kernel_fn, ctx, num_blocks, kname, finish, report)
-    else:
-        outs, report = core_run.launch(
-            kernel_fn,
-            ctx,
-            gm,
-            name=kname,
-            workload="asc",
-            keep_unwritten=True,
-            finish=finish,
-            sequential=True,
-        )
+    # jit=False: the cores one after another, op by op (core.run.launch's sequential); a kernel that reads
+    # no value into a scalar has the same report for every input: a repeat call runs its outputs' program
+    # alone (values_apart), the report the timing Board's unless board=False
+    key = ("asc", fn, tuple(statics), gm_key, num_blocks, core_kind, policy)
+    outs, report = core_run.launch(
+        kernel_fn,
+        ctx,
+        gm,
+        name=kname,
+        workload="asc",
+        key=key,
+        keep_unwritten=True,
+        finish=finish,
+        values_apart=not any(p.reads_data for p in paths),
+        board=board is not False,
+        sequential=not jit,
+    )
     out_list = []
     for p, a in zip(params, args):
         if p in gm_args:

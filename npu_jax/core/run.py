@@ -149,7 +149,7 @@ def launch(
     if not ctx.move_data:  # no data: the policy's arithmetic what-ifs change nothing (Policy.timing)
         ctx = dataclasses.replace(ctx, policy=ctx.policy.timing())
 
-    def run(gm):
+    def run(gm, sequential=False):
         return _launch(
             kernel,
             ctx,
@@ -160,22 +160,17 @@ def launch(
             extents=extents,
             keep_unwritten=keep_unwritten,
             finish=finish,
+            sequential=sequential,
+        )
+
+    def on_board():
+        return board_report(
+            kernel, ctx, name=name, workload=workload, operand=operand, extents=extents, finish=finish
         )
 
     if sequential:
         with jax.disable_jit():
-            outs, report = _launch(
-                kernel,
-                ctx,
-                gm,
-                name=name,
-                workload=workload,
-                operand=operand,
-                extents=extents,
-                keep_unwritten=keep_unwritten,
-                finish=finish,
-                sequential=True,
-            )
+            outs, report = run(gm, sequential=True)
         sanitize.raise_or_warn(report)
         return outs, report
     traced = any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((gm, extents)))
@@ -183,12 +178,7 @@ def launch(
         return run(gm)
     held = board and board_mod.BOARD_CHECK[0]
     if board and not held:
-
-        def timing():
-            return board_report(
-                kernel, ctx, name=name, workload=workload, operand=operand, extents=extents, finish=finish
-            )
-
+        timing = on_board
     _release_if_due()
     # one program instead of thousands of op-by-op dispatches (each a small compile of its own),
     # reused by every later launch with the same key; never under the mutation test's transforms,
@@ -243,11 +233,9 @@ def launch(
     sanitize.raise_or_warn(report)
     if apart and ("run",) + full not in _REPORTS and int(report.overlapping_writes) == 0:
         _keep(("run",) + full, report)
-    if held and not ctx.trace_capacity:
+    if held:  # (a traced run's clocks are the same: the trace only records them)
         try:
-            b = board_report(
-                kernel, ctx, name=name, workload=workload, operand=operand, extents=extents, finish=finish
-            )
+            b = on_board()
         except BoardUnsupported:
             b = None
         if b is not None:
@@ -255,12 +243,12 @@ def launch(
     return outs, report
 
 
-def board_report(kernel, ctx: Context, *, name, workload, operand, extents=None, finish=None, blocks=None):
+def board_report(kernel, ctx: Context, *, name, workload, operand, extents=None, finish=None):
     """A launch's Report from the timing Board (``core/board.py``): ``kernel(core, block)`` run once on
-    every core at once (``blocks`` of them where not ``ctx.n_cores``), its loops in Python, no data:
+    every core at once, its loops in Python, no data:
     every figure of the emulator's run, its unwritten output elements where the run marks its writes,
     and (timing-only) the elements two cores wrote. Raises ``BoardUnsupported`` where the kernel needs data."""
-    core = kernel(BoardCore(ctx, extents=extents), np.arange(ctx.n_cores if blocks is None else blocks))
+    core = kernel(BoardCore(ctx, extents=extents), np.arange(ctx.n_cores))
     report = Report(
         **report_arrays(core),
         trace={},
