@@ -27,6 +27,7 @@ import functools
 import math
 import os
 
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -349,6 +350,12 @@ def hold(report, board, name: str, overlapping: bool = False) -> None:
                 f"the Board's {f} differs from the emulator's for {name}: {report.cycles} against "
                 f"{board.cycles} cycles"
             )
+
+
+def xp(core):
+    """The array module of a kernel's own index arithmetic: numpy on the Board (every core at once),
+    ``jax.numpy`` in a traced run."""
+    return np if getattr(core, "on_board", False) else jnp
 
 
 def fori_loop(lower: int, upper: int, body, core):

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from npu_jax.core import board
 from npu_jax.core.board import fori_loop
 from npu_jax.core.buffers import Plan
 from npu_jax.core.isa import Load3DGeometry
@@ -92,7 +93,7 @@ def build_kernel(p: ConvPlan):
         """Weights for part ``part`` of Cout block ``cb`` (``res``, resident: all of the group
         starting at block ``cb``) of super-group ``sg`` into L1, rows in Load3D's K order: from the
         K-major copy (contiguous) or straight from OIHW (with super-groups, a leading G' axis)."""
-        xp = np if getattr(core, "on_board", False) else jnp
+        xp = board.xp(core)
         if sp.nc1hwc0_source and G > 1:  # (G', n_cb, K_total, n); never resident (ConvPlan)
             nv = xp.minimum(t.n, g.k - cb * t.n)
             rows = xp.minimum(k_l1, k_total - part * k_l1)
@@ -152,7 +153,7 @@ def build_kernel(p: ConvPlan):
     whens = [in_use(e, i) for e, i in slots]
 
     def kernel(core, b):
-        xp = np if getattr(core, "on_board", False) else jnp  # (the timing Board: every core in numpy)
+        xp = board.xp(core)
         core = set_all(core, slots, whens)
         sgrp, cgrp = b // t.cout_split, b % t.cout_split
         cores_run = p.cores_sp_run
@@ -377,7 +378,7 @@ def relayout_kernel(g: ConvGeometry, hw: HardwareConfig, op: str, bound: ConvGeo
 
     def kernel(core, b):
         core = q.init(core)
-        xp = np if getattr(core, "on_board", False) else jnp  # (the timing Board: every block in numpy)
+        xp = board.xp(core)
 
         def item(j, core):
             it = b + j * ncores

@@ -14,8 +14,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from npu_jax.core import board
 from npu_jax.core.board import fori_loop
 from npu_jax.core.policy import Policy
 from npu_jax.core.quant import requantize
@@ -40,7 +40,7 @@ def build_kernel(M: int, N: int, K: int, hw, t: MatmulTiling, a: dict, cores: in
     slots = slot_flags(hw, range(t.l1_stages), t.l0_stages)
 
     def kernel(core, b):
-        xp = np if getattr(core, "on_board", False) else jnp  # (the timing Board: every core in numpy)
+        xp = board.xp(core)
         core = set_all(core, slots)
 
         def outer(step, core):

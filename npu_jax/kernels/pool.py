@@ -24,9 +24,7 @@ Per item (one image, ``c1_t`` C1 blocks, ``rows_t`` output rows; ``mapping/pool.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-import numpy as np
-
+from npu_jax.core import board
 from npu_jax.core.board import fori_loop
 from npu_jax.core.isa.data import View
 from npu_jax.core.state import GmSpec
@@ -64,7 +62,7 @@ def pool_kernel(p: PoolPlan):
             core = q.init(core)
 
         # the block index as jax traces it, or (on the timing Board) every block's at once in numpy
-        xp = np if getattr(core, "on_board", False) else jnp
+        xp = board.xp(core)
 
         def item(j, core):
             it = b + j * ncores
